@@ -1,0 +1,38 @@
+# The two front-door commands (see README): `make demo` and `make test`.
+# Both create .venv on first use and install the project (Rust core included) into it.
+PYTHON ?= python3
+VENV   ?= .venv
+PY      = $(VENV)/bin/python
+PIP     = $(PY) -m pip --disable-pip-version-check -q
+export PIP_NO_INPUT = 1
+
+.PHONY: demo test setup setup-train cargo-test clean
+
+$(VENV)/.core-installed: pyproject.toml Cargo.toml rust_bloom/Cargo.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install -U pip
+	$(PIP) install -e ".[dev]"
+	touch $@
+
+$(VENV)/.train-installed: $(VENV)/.core-installed
+	$(PIP) install -e ".[dev,train]"
+	touch $@
+
+setup: $(VENV)/.core-installed
+setup-train: $(VENV)/.train-installed
+
+# Rebuild the Rust extension in place when its sources change (editable install).
+rebuild: setup
+	$(PIP) install -e ".[dev]" --no-deps
+
+demo: setup rebuild
+	bash examples/run_demo.sh $(VENV)
+
+cargo-test:
+	cargo test --workspace --quiet
+
+test: setup-train rebuild cargo-test
+	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+clean:
+	rm -rf $(VENV) target demo-output

@@ -1,0 +1,1 @@
+"""Mixers: mixture specs, filter expressions, span replacement, Dolma- and Dolmino-style mixing."""

@@ -1,0 +1,1 @@
+"""Taggers: the tagger interface, its name registry and the built-in taggers."""
