@@ -1,0 +1,115 @@
+"""Stage configs: typed pydantic models loaded from YAML/JSON plus dotted-key overrides.
+
+Every stage config is a :class:`StrictModel`, so an unknown or mistyped key is
+refused at load time.  Problems become one :class:`ConfigError` whose message
+names the key (and the file and line for YAML syntax errors); the CLI prints
+that message alone, never a traceback.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+
+class ConfigError(ValueError):
+    """A user's config is wrong; the message says which key and why."""
+
+
+class StrictModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_default=True)
+
+
+class RunOptions(StrictModel):
+    """How a stage runs, shared by every stage (Dolma's top-level options)."""
+
+    processes: int = Field(default_factory=lambda: os.cpu_count() or 1, ge=1, description="worker processes (local executor) or CPUs to request (Ray)")
+    ray: bool = Field(False, description="run on a Ray cluster started locally for this run")
+    ray_address: str | None = Field(None, description="join the Ray cluster at this address (implies ray)")
+    force: bool = Field(False, description="redo input files already marked complete")
+    max_errors: int | None = Field(None, ge=0, description="fail the run when more bad records than this are quarantined")
+    progress: bool = Field(True, description="show a progress bar on a terminal")
+
+
+def read_config_file(path: str) -> dict[str, Any]:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = yaml.safe_load(fh)
+    except FileNotFoundError:
+        raise ConfigError(f"config file {path} does not exist") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else path
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ConfigError(f"{where}: invalid YAML/JSON ({problem})") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: top level must be a mapping of keys to values, got {type(data).__name__}")
+    return data
+
+
+def set_dotted(data: dict[str, Any], dotted: str, value: Any) -> None:
+    """``set_dotted(d, "a.b", 1)`` makes ``d["a"]["b"] == 1``, creating levels as needed."""
+    node = data
+    parts = dotted.split(".")
+    for i, part in enumerate(parts[:-1]):
+        child = node.get(part)
+        if child is None:
+            child = node[part] = {}
+        elif not isinstance(child, dict):
+            raise ConfigError(f"key '{'.'.join(parts[: i + 1])}' is a value, so '{dotted}' cannot be set inside it")
+        node = child
+    node[parts[-1]] = value
+
+
+def _model_at(model: type[BaseModel], loc: tuple) -> type[BaseModel] | None:
+    current: Any = model
+    for part in loc:
+        if not (isinstance(current, type) and issubclass(current, BaseModel)):
+            return None
+        field = current.model_fields.get(str(part))
+        if field is None:
+            return None
+        current = field.annotation
+    return current if isinstance(current, type) and issubclass(current, BaseModel) else None
+
+
+def format_validation_error(model: type[BaseModel], exc: ValidationError, source: str) -> str:
+    lines = []
+    for err in exc.errors():
+        loc = tuple(err["loc"])
+        key = ".".join(str(p) for p in loc)
+        if err["type"] == "extra_forbidden":
+            parent = _model_at(model, loc[:-1])
+            hint = ""
+            if parent is not None:
+                close = difflib.get_close_matches(str(loc[-1]), list(parent.model_fields), n=1)
+                if close:
+                    hint = f" (did you mean '{'.'.join([*map(str, loc[:-1]), close[0]])}'?)"
+            lines.append(f"unknown config key '{key}'{hint}")
+        elif err["type"] == "missing":
+            lines.append(f"config key '{key}' is required")
+        else:
+            lines.append(f"config key '{key}': {err['msg']} (got {err.get('input')!r})")
+    head = f"invalid configuration{f' in {source}' if source else ''}: "
+    return head + "; ".join(lines)
+
+
+def load_config(
+    model: type[BaseModel],
+    path: str | None = None,
+    overrides: dict[str, Any] | None = None,
+) -> Any:
+    """Read ``path`` (YAML or JSON), apply dotted ``overrides``, validate into ``model``."""
+    data = read_config_file(path) if path else {}
+    for key, value in (overrides or {}).items():
+        set_dotted(data, key, value)
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(format_validation_error(model, exc, path or "")) from None

@@ -1,0 +1,367 @@
+"""Reading and writing Dolma documents and attribute rows in every supported format.
+
+Formats are chosen by file name: ``.jsonl``/``.json`` (plain), ``.gz`` (gzip,
+multi-member allowed), ``.zst``/``.zstd`` (zstandard, multi-frame allowed) and
+``.parquet``.  Reading never stops at a bad record: malformed JSON, invalid
+UTF-8, a missing or mistyped ``id``/``text``, an empty file or a truncated
+archive is handed to the caller's :class:`~dolma_pipe.quarantine.Quarantine`
+with the file and line, and reading goes on with the next good record.  An
+integer ``id`` is accepted as its string form.
+
+Writing is deterministic (gzip with ``mtime=0``, fixed zstd level) so that a
+resumed run produces the same bytes as an uninterrupted one, and atomic (see
+:mod:`dolma_pipe.storage`).
+"""
+
+from __future__ import annotations
+
+import gzip
+import zlib
+from typing import IO, Any, Callable, Iterator
+
+import orjson
+import zstandard
+
+from dolma_pipe import storage
+from dolma_pipe.quarantine import Quarantine
+
+CHUNK = 1 << 20
+GZIP_LEVEL = 6
+ZSTD_LEVEL = 3
+# Columns kept as plain strings in Parquet; anything else is stored as JSON text.
+PARQUET_STRING_COLUMNS = ("id", "text", "source", "added", "created")
+PARQUET_JSON_COLUMNS_KEY = b"dolma_pipe.json_columns"
+
+
+class DocumentError(ValueError):
+    """A document file could not be read; the message names the file and line."""
+
+
+class TruncatedArchive(DocumentError):
+    pass
+
+
+def compression_of(path: str) -> str:
+    name = path.lower()
+    if name.endswith(".parquet"):
+        return "parquet"
+    if name.endswith(".gz"):
+        return "gzip"
+    if name.endswith((".zst", ".zstd")):
+        return "zstd"
+    return "none"
+
+
+def _zstd_chunks(raw: IO[bytes], path: str) -> Iterator[bytes]:
+    dctx = zstandard.ZstdDecompressor()
+    decomp = dctx.decompressobj()
+    pending = False  # input fed to the current frame that has not reached its end
+    while True:
+        block = raw.read(CHUNK)
+        if not block:
+            break
+        while block:
+            try:
+                out = decomp.decompress(block)
+            except zstandard.ZstdError as exc:
+                raise DocumentError(f"{path}: corrupt zstd data ({exc})") from exc
+            pending = True
+            if out:
+                yield out
+            if decomp.eof:
+                block = decomp.unused_data
+                decomp = dctx.decompressobj()
+                pending = False
+            else:
+                block = b""
+    if pending:
+        raise TruncatedArchive(f"{path}: truncated zstd archive (frame not finished)")
+
+
+def _plain_chunks(raw: IO[bytes], path: str) -> Iterator[bytes]:
+    while True:
+        block = raw.read(CHUNK)
+        if not block:
+            return
+        yield block
+
+
+def _gzip_chunks_checked(raw: IO[bytes], path: str) -> Iterator[bytes]:
+    decomp = zlib.decompressobj(wbits=47)
+    pending = False
+    while True:
+        block = raw.read(CHUNK)
+        if not block:
+            break
+        while block:
+            try:
+                out = decomp.decompress(block)
+            except zlib.error as exc:
+                raise DocumentError(f"{path}: corrupt gzip data ({exc})") from exc
+            pending = True
+            if out:
+                yield out
+            if decomp.eof:
+                block = decomp.unused_data
+                decomp = zlib.decompressobj(wbits=47)
+                pending = False
+            else:
+                block = b""
+    if pending:
+        raise TruncatedArchive(f"{path}: truncated gzip archive (stream ended early)")
+
+
+_CHUNKERS: dict[str, Callable[[IO[bytes], str], Iterator[bytes]]] = {
+    "gzip": _gzip_chunks_checked,
+    "zstd": _zstd_chunks,
+    "none": _plain_chunks,
+}
+
+
+def iter_lines(path: str) -> Iterator[tuple[int, bytes]]:
+    """(1-based line number, raw line without newline) of a JSON-lines file.
+
+    Raises :class:`TruncatedArchive` or :class:`DocumentError` after yielding
+    every line that could be recovered.
+    """
+    chunker = _CHUNKERS[compression_of(path)]
+    lineno = 0
+    tail = b""
+    with storage.open_read(path) as raw:
+        try:
+            for chunk in chunker(raw, path):
+                if tail:
+                    chunk = tail + chunk
+                lines = chunk.split(b"\n")
+                tail = lines.pop()
+                for line in lines:
+                    lineno += 1
+                    yield lineno, line
+        finally:
+            if tail:
+                lineno += 1
+                yield lineno, tail
+
+
+def _normalise(doc: Any, path: str, lineno: int, quarantine: Quarantine, raw: Any) -> dict | None:
+    if not isinstance(doc, dict):
+        quarantine.add(path, lineno, "not_an_object", "line is valid JSON but not an object", raw)
+        return None
+    doc_id = doc.get("id")
+    if doc_id is None:
+        quarantine.add(path, lineno, "missing_id", "document has no 'id'", raw)
+        return None
+    if not isinstance(doc_id, str):
+        if isinstance(doc_id, int) and not isinstance(doc_id, bool):
+            doc["id"] = str(doc_id)
+        else:
+            quarantine.add(
+                path, lineno, "bad_id", f"'id' must be a string or integer, got {type(doc_id).__name__}", raw
+            )
+            return None
+    text = doc.get("text")
+    if text is None:
+        quarantine.add(path, lineno, "missing_text", "document has no 'text'", raw)
+        return None
+    if not isinstance(text, str):
+        quarantine.add(path, lineno, "bad_text", f"'text' must be a string, got {type(text).__name__}", raw)
+        return None
+    return doc
+
+
+def _read_jsonl(path: str, quarantine: Quarantine, require_text: bool) -> Iterator[tuple[int, dict]]:
+    lines = 0
+    try:
+        for lineno, line in iter_lines(path):
+            if not line.strip():
+                continue
+            lines += 1
+            try:
+                obj = orjson.loads(line)
+            except orjson.JSONDecodeError as exc:
+                try:
+                    line.decode("utf-8")
+                except UnicodeDecodeError as uexc:
+                    quarantine.add(path, lineno, "invalid_utf8", f"invalid UTF-8 at byte {uexc.start}", line)
+                    continue
+                quarantine.add(path, lineno, "malformed_json", str(exc), line)
+                continue
+            if require_text:
+                doc = _normalise(obj, path, lineno, quarantine, line)
+            else:
+                doc = _normalise_attribute_row(obj, path, lineno, quarantine, line)
+            if doc is not None:
+                yield lineno, doc
+    except TruncatedArchive as exc:
+        quarantine.add(path, lines + 1, "truncated_archive", str(exc), None)
+    except DocumentError as exc:
+        quarantine.add(path, lines + 1, "corrupt_archive", str(exc), None)
+    except storage.StorageError as exc:
+        quarantine.add(path, 0, "unreadable", str(exc), None)
+    if lines == 0 and require_text and not quarantine.has_file_error(path):
+        quarantine.add(path, 0, "empty_file", f"{path}: file has no records", None)
+
+
+def _normalise_attribute_row(obj: Any, path: str, lineno: int, quarantine: Quarantine, raw: Any) -> dict | None:
+    if not isinstance(obj, dict):
+        quarantine.add(path, lineno, "not_an_object", "line is valid JSON but not an object", raw)
+        return None
+    row_id = obj.get("id")
+    if isinstance(row_id, int) and not isinstance(row_id, bool):
+        obj["id"] = str(row_id)
+    elif not isinstance(row_id, str):
+        quarantine.add(path, lineno, "missing_id", "attribute row has no string 'id'", raw)
+        return None
+    if not isinstance(obj.get("attributes", {}), dict):
+        quarantine.add(path, lineno, "bad_attributes", "'attributes' must be an object", raw)
+        return None
+    return obj
+
+
+def _read_parquet(path: str, quarantine: Quarantine) -> Iterator[tuple[int, dict]]:
+    import pyarrow.parquet as pq
+
+    rows = 0
+    try:
+        with storage.open_read(path) as raw:
+            pf = pq.ParquetFile(raw)
+            meta = pf.schema_arrow.metadata or {}
+            json_cols = set(meta.get(PARQUET_JSON_COLUMNS_KEY, b"").decode().split(",")) - {""}
+            for batch in pf.iter_batches(batch_size=4096):
+                for obj in batch.to_pylist():
+                    rows += 1
+                    for col in json_cols:
+                        if isinstance(obj.get(col), str):
+                            obj[col] = orjson.loads(obj[col])
+                    for key in [k for k, v in obj.items() if v is None and k != "text" and k != "id"]:
+                        del obj[key]
+                    doc = _normalise(obj, path, rows, quarantine, None)
+                    if doc is not None:
+                        yield rows, doc
+    except storage.StorageError as exc:
+        quarantine.add(path, 0, "unreadable", str(exc), None)
+        return
+    except Exception as exc:  # pyarrow raises ArrowInvalid, OSError, ... for broken files
+        quarantine.add(path, rows + 1, "corrupt_parquet", f"{path}: {exc}", None)
+        return
+    if rows == 0:
+        quarantine.add(path, 0, "empty_file", f"{path}: file has no records", None)
+
+
+def read_documents(path: str, quarantine: Quarantine | None = None) -> Iterator[tuple[int, dict]]:
+    """Good documents of ``path`` as (line or row number, document dict).
+
+    Bad records go to ``quarantine``; without one the first bad record raises
+    :class:`DocumentError`.
+    """
+    q = quarantine if quarantine is not None else Quarantine(strict=True)
+    if compression_of(path) == "parquet":
+        return _read_parquet(path, q)
+    return _read_jsonl(path, q, require_text=True)
+
+
+def read_attribute_rows(path: str, quarantine: Quarantine | None = None) -> Iterator[tuple[int, dict]]:
+    """Rows ``{"id": ..., "attributes": {...}}`` of an attribute file.
+
+    An empty attribute file is valid: its document file had no good documents.
+    """
+    q = quarantine if quarantine is not None else Quarantine(strict=True)
+    return _read_jsonl(path, q, require_text=False)
+
+
+class JsonlWriter:
+    """Writes JSON objects one per line, compressed by file name, atomically."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.count = 0
+        self._ctx = storage.open_write_atomic(path)
+        self._raw: IO[bytes] | None = None
+        self._stream: Any = None
+        self._kind = compression_of(path)
+        if self._kind == "parquet":
+            raise DocumentError(f"{path}: use ParquetWriter for .parquet outputs")
+
+    def __enter__(self) -> "JsonlWriter":
+        self._raw = self._ctx.__enter__()
+        if self._kind == "gzip":
+            self._stream = gzip.GzipFile(fileobj=self._raw, mode="wb", compresslevel=GZIP_LEVEL, mtime=0, filename="")
+        elif self._kind == "zstd":
+            self._stream = zstandard.ZstdCompressor(level=ZSTD_LEVEL).stream_writer(self._raw, closefd=False)
+        else:
+            self._stream = self._raw
+        return self
+
+    def write(self, obj: dict) -> None:
+        self._stream.write(orjson.dumps(obj) + b"\n")
+        self.count += 1
+
+    def write_many(self, objs: list[dict]) -> None:
+        if objs:
+            self._stream.write(b"\n".join(orjson.dumps(o) for o in objs) + b"\n")
+            self.count += len(objs)
+
+    def __exit__(self, exc_type, exc, tb) -> bool | None:
+        if exc_type is None and self._stream is not self._raw:
+            self._stream.close() if self._kind == "gzip" else self._stream.flush(zstandard.FLUSH_FRAME)
+        return self._ctx.__exit__(exc_type, exc, tb)
+
+
+class ParquetWriter:
+    """Buffers documents and writes one Parquet file on close (strings plus JSON columns)."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.count = 0
+        self._rows: list[dict] = []
+
+    def __enter__(self) -> "ParquetWriter":
+        return self
+
+    def write(self, obj: dict) -> None:
+        self._rows.append(obj)
+        self.count += 1
+
+    def write_many(self, objs: list[dict]) -> None:
+        for obj in objs:
+            self.write(obj)
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is not None:
+            return None
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        keys: list[str] = []
+        for row in self._rows:
+            for key in row:
+                if key not in keys:
+                    keys.append(key)
+        json_cols = [
+            k
+            for k in keys
+            if k not in PARQUET_STRING_COLUMNS
+            or any(not isinstance(r.get(k), (str, type(None))) for r in self._rows)
+        ]
+        columns = {}
+        for key in keys:
+            if key in json_cols:
+                columns[key] = pa.array(
+                    [orjson.dumps(r[key]).decode() if key in r else None for r in self._rows], pa.string()
+                )
+            else:
+                columns[key] = pa.array([r.get(key) for r in self._rows], pa.string())
+        table = pa.table(columns).replace_schema_metadata({PARQUET_JSON_COLUMNS_KEY: ",".join(json_cols).encode()})
+        with storage.open_write_atomic(self.path) as raw:
+            pq.write_table(table, raw, compression="zstd")
+        return None
+
+
+def open_writer(path: str) -> JsonlWriter | ParquetWriter:
+    return ParquetWriter(path) if compression_of(path) == "parquet" else JsonlWriter(path)
+
+
+def write_documents(path: str, docs: list[dict]) -> int:
+    with open_writer(path) as writer:
+        writer.write_many(docs)
+    return writer.count

@@ -1,0 +1,93 @@
+"""Dolma's path conventions: where attributes live for a document file, and relative names.
+
+For ``X/documents/a/b.jsonl.gz`` the attribute file of experiment ``name`` is
+``X/attributes/name/a/b.jsonl.gz``: the first path component equal to
+``documents`` is replaced, exactly as Dolma does, so attribute trees written by
+either tool are found by the other.
+"""
+
+from __future__ import annotations
+
+import re
+
+from dolma_pipe import storage
+
+DOCUMENTS = "documents"
+_GLOB_CHARS = re.compile(r"[*?\[]")
+
+
+class PathError(ValueError):
+    pass
+
+
+def _split(path: str) -> tuple[str, list[str]]:
+    if "://" in path:
+        scheme, rest = path.split("://", 1)
+        return f"{scheme}://", rest.split("/")
+    return "", path.split("/")
+
+
+def documents_index(path: str) -> int:
+    _, parts = _split(path)
+    try:
+        return parts.index(DOCUMENTS)
+    except ValueError:
+        raise PathError(f"{path}: path has no '{DOCUMENTS}/' component, so attribute paths cannot be derived") from None
+
+
+def attribute_path(document_path: str, name: str) -> str:
+    """The attribute file of experiment ``name`` for one document file (or glob)."""
+    if not name or "/" in name:
+        raise PathError(f"attribute name {name!r} must be a non-empty name without '/'")
+    prefix, parts = _split(document_path)
+    idx = documents_index(document_path)
+    return prefix + "/".join(parts[:idx] + ["attributes", name] + parts[idx + 1 :])
+
+
+def attributes_root(document_path: str, name: str) -> str:
+    """``X/attributes/name`` for a document path under ``X/documents``."""
+    prefix, parts = _split(document_path)
+    idx = documents_index(document_path)
+    return prefix + "/".join(parts[:idx] + ["attributes", name])
+
+
+def static_prefix(pattern: str) -> str:
+    """The directory part of a glob before its first wildcard."""
+    match = _GLOB_CHARS.search(pattern)
+    head = pattern if match is None else pattern[: match.start()]
+    return head.rsplit("/", 1)[0] if "/" in head else ""
+
+
+def relative_name(path: str, pattern: str) -> str:
+    """Name of ``path`` below its ``documents/`` component, or below the glob's fixed prefix."""
+    prefix, parts = _split(path)
+    if DOCUMENTS in parts[:-1]:
+        idx = parts.index(DOCUMENTS)
+        return "/".join(parts[idx + 1 :])
+    base = static_prefix(pattern)
+    if base and path.startswith(base.rstrip("/") + "/"):
+        return path[len(base.rstrip("/")) + 1 :]
+    return parts[-1]
+
+
+def expand(patterns: list[str]) -> list[tuple[str, str]]:
+    """(path, relative name) for every file matched by ``patterns``, sorted and unique.
+
+    A pattern matching nothing is an error naming it; two inputs that map to the
+    same relative name would overwrite each other's outputs, so that is refused.
+    """
+    seen: dict[str, str] = {}
+    out: list[tuple[str, str]] = []
+    for pattern in patterns:
+        matches = storage.glob(pattern)
+        if not matches:
+            raise PathError(f"no input files match {pattern!r}")
+        for path in matches:
+            if path in seen.values():
+                continue
+            rel = relative_name(path, pattern)
+            if rel in seen:
+                raise PathError(f"inputs {seen[rel]!r} and {path!r} map to the same output name {rel!r}")
+            seen[rel] = path
+            out.append((path, rel))
+    return sorted(out, key=lambda pr: pr[1])

@@ -1,0 +1,100 @@
+"""What a stage is: a function over one input file plus a plan of files.
+
+A :class:`Stage` names its output root, plans one :class:`FileTask` per input
+file, and processes one task at a time, writing its outputs atomically and
+returning counts.  Everything around that (executors, markers, quarantine
+files, manifests, progress, summaries) is the runner's job, so a new stage is
+one small class.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from dolma_pipe import paths, storage
+from dolma_pipe.quarantine import Quarantine
+
+
+@dataclass(frozen=True)
+class FileTask:
+    path: str
+    rel: str
+    size: int
+    mtime: float
+
+
+@dataclass
+class TaskResult:
+    rel: str
+    path: str
+    counts: dict[str, int]
+    errors: dict[str, int]
+    seconds: float
+    size: int = 0
+    mtime: float = 0.0
+    skipped: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def error_total(self) -> int:
+        return sum(self.errors.values())
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "rel": self.rel,
+            "path": self.path,
+            "size": self.size,
+            "mtime": self.mtime,
+            "counts": self.counts,
+            "errors": self.errors,
+            "seconds": round(self.seconds, 6),
+            "extra": self.extra,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], skipped: bool = False) -> "TaskResult":
+        return cls(
+            rel=data["rel"],
+            path=data["path"],
+            counts=dict(data.get("counts", {})),
+            errors=dict(data.get("errors", {})),
+            seconds=float(data.get("seconds", 0.0)),
+            size=int(data.get("size", 0)),
+            mtime=float(data.get("mtime", 0.0)),
+            skipped=skipped,
+            extra=dict(data.get("extra", {})),
+        )
+
+
+class Stage(ABC):
+    """One stage of the pipeline; subclasses set ``name`` and implement the abstract parts."""
+
+    name: ClassVar[str]
+
+    def __init__(self, config: Any):
+        self.config = config
+
+    @property
+    @abstractmethod
+    def output_root(self) -> str:
+        """Directory (or prefix) holding this run's outputs, markers, errors and manifest."""
+
+    def input_patterns(self) -> list[str]:
+        return list(self.config.documents)
+
+    def plan(self) -> list[FileTask]:
+        tasks = []
+        for path, rel in paths.expand(self.input_patterns()):
+            info = storage.stat(path)
+            tasks.append(FileTask(path=path, rel=rel, size=info.size, mtime=info.mtime))
+        return tasks
+
+    @abstractmethod
+    def process(self, task: FileTask, quarantine: Quarantine) -> dict[str, int] | tuple[dict[str, int], dict[str, Any]]:
+        """Process one file; return counts (and optionally extra per-file results)."""
+
+    def finish(self, results: list[TaskResult]) -> dict[str, Any]:
+        """A global step after every file is done (aggregation); returns manifest extras."""
+        return {}

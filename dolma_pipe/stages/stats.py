@@ -1,0 +1,85 @@
+"""``stats``: what a corpus holds, per file and in total.
+
+Counts documents, characters, UTF-8 bytes and whitespace words, per source,
+with a log2 histogram of document lengths.  Per-file figures travel in the
+completion markers (so a resumed run aggregates everything), and the totals are
+written to ``<destination>/stats.json`` and printed as a table.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from typing import Any
+
+import orjson
+from pydantic import Field
+
+from dolma_pipe import storage
+from dolma_pipe.config import RunOptions
+from dolma_pipe.documents import read_documents
+from dolma_pipe.quarantine import Quarantine
+from dolma_pipe.stage import FileTask, Stage, TaskResult
+
+
+class StatsConfig(RunOptions):
+    documents: list[str] = Field(..., min_length=1, description="input document files or globs (local or s3://)")
+    destination: str = Field(..., description="where stats.json, markers and errors are written")
+
+
+def length_bucket(chars: int) -> str:
+    """Upper bound of the power-of-two bucket holding ``chars`` (``"0"`` for empty texts)."""
+    return "0" if chars == 0 else str(1 << math.ceil(math.log2(chars + 1)))
+
+
+class StatsStage(Stage):
+    name = "stats"
+
+    @property
+    def output_root(self) -> str:
+        return self.config.destination
+
+    def process(self, task: FileTask, quarantine: Quarantine) -> tuple[dict[str, int], dict[str, Any]]:
+        per_source: dict[str, Counter] = {}
+        lengths: Counter = Counter()
+        docs = 0
+        for _, doc in read_documents(task.path, quarantine):
+            text = doc["text"]
+            docs += 1
+            src = per_source.setdefault(str(doc.get("source") or "(none)"), Counter())
+            src["docs"] += 1
+            src["chars"] += len(text)
+            src["bytes"] += len(text.encode("utf-8", errors="surrogatepass"))
+            src["words"] += len(text.split())
+            lengths[length_bucket(len(text))] += 1
+        extra = {"sources": {k: dict(v) for k, v in per_source.items()}, "length_hist": dict(lengths)}
+        return {"docs_in": docs}, extra
+
+    def finish(self, results: list[TaskResult]) -> dict[str, Any]:
+        sources: dict[str, Counter] = {}
+        lengths: Counter = Counter()
+        for r in results:
+            for name, counts in r.extra.get("sources", {}).items():
+                sources.setdefault(name, Counter()).update(counts)
+            lengths.update(r.extra.get("length_hist", {}))
+        total: Counter = Counter()
+        for counts in sources.values():
+            total.update(counts)
+        report = {
+            "totals": dict(total),
+            "sources": {k: dict(v) for k, v in sorted(sources.items())},
+            "length_hist": {k: lengths[k] for k in sorted(lengths, key=int)},
+        }
+        storage.write_bytes(storage.join(self.output_root, "stats.json"), orjson.dumps(report, option=orjson.OPT_INDENT_2))
+        return {"stats": report, "table": render_table(report)}
+
+
+def render_table(report: dict[str, Any]) -> str:
+    header = ("source", "docs", "chars", "bytes", "words")
+    rows = [
+        (name, *(f"{c.get(k, 0):,}" for k in header[1:])) for name, c in report["sources"].items()
+    ]
+    rows.append(("TOTAL", *(f"{report['totals'].get(k, 0):,}" for k in header[1:])))
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    fmt = lambda r: "  ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w) for i, (c, w) in enumerate(zip(r, widths)))  # noqa: E731
+    return "\n".join([fmt(header), *map(fmt, rows)])

@@ -1,0 +1,213 @@
+"""Where bytes live: local paths and object storage (``s3://``) behind one small API.
+
+Opening goes through smart-open, listing and metadata through the filesystem or
+boto3.  Writes are atomic at the level of one file: a local file is written under
+a temporary name in its own directory and renamed when closed without error, and
+an S3 object only appears when its (multipart) upload completes, so a killed run
+never leaves an output that looks finished.  The S3 endpoint follows boto3's
+usual configuration (``AWS_ENDPOINT_URL``, profiles, ...).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fnmatch
+import glob as _glob
+import os
+import re
+import uuid
+from dataclasses import dataclass
+from typing import IO, Iterator
+
+import smart_open
+
+
+class StorageError(OSError):
+    """A path could not be read, listed or written; the message names the path."""
+
+
+def is_remote(path: str) -> bool:
+    return "://" in path and not path.startswith("file://")
+
+
+def _local(path: str) -> str:
+    return path[len("file://") :] if path.startswith("file://") else path
+
+
+def _split_s3(path: str) -> tuple[str, str]:
+    if not path.startswith("s3://"):
+        raise StorageError(f"unsupported remote path {path!r}: only s3:// is supported")
+    bucket, _, key = path[len("s3://") :].partition("/")
+    return bucket, key
+
+
+_S3_CLIENT = None
+
+
+def s3_client():
+    """One boto3 client per process (clients are thread-safe and costly to build)."""
+    global _S3_CLIENT
+    if _S3_CLIENT is None:
+        import boto3
+
+        _S3_CLIENT = boto3.client("s3")
+    return _S3_CLIENT
+
+
+def _transport_params(path: str) -> dict | None:
+    return {"client": s3_client()} if path.startswith("s3://") else None
+
+
+def join(base: str, *parts: str) -> str:
+    out = base.rstrip("/")
+    for part in parts:
+        if part:
+            out = f"{out}/{part.strip('/')}"
+    return out
+
+
+@dataclass(frozen=True)
+class FileInfo:
+    path: str
+    size: int
+    mtime: float
+
+
+def stat(path: str) -> FileInfo:
+    if is_remote(path):
+        bucket, key = _split_s3(path)
+        try:
+            head = s3_client().head_object(Bucket=bucket, Key=key)
+        except Exception as exc:  # botocore raises many types; all mean "cannot stat"
+            raise StorageError(f"{path}: cannot stat remote object ({exc})") from exc
+        return FileInfo(path, int(head["ContentLength"]), head["LastModified"].timestamp())
+    try:
+        st = os.stat(_local(path))
+    except OSError as exc:
+        raise StorageError(f"{path}: {exc.strerror}") from exc
+    return FileInfo(path, st.st_size, st.st_mtime)
+
+
+def exists(path: str) -> bool:
+    try:
+        stat(path)
+        return True
+    except StorageError:
+        return False
+
+
+def open_read(path: str) -> IO[bytes]:
+    """Raw bytes of a file, no decompression (formats decide that themselves)."""
+    try:
+        if is_remote(path):
+            return smart_open.open(
+                path, "rb", compression="disable", transport_params=_transport_params(path)
+            )
+        return open(_local(path), "rb")
+    except Exception as exc:
+        raise StorageError(f"{path}: cannot open for reading ({exc})") from exc
+
+
+@contextlib.contextmanager
+def open_write_atomic(path: str) -> Iterator[IO[bytes]]:
+    """Write raw bytes to ``path`` so that it only ever appears complete."""
+    if is_remote(path):
+        # smart-open aborts the multipart upload if the block raises.
+        with smart_open.open(
+            path, "wb", compression="disable", transport_params=_transport_params(path)
+        ) as fh:
+            yield fh
+        return
+    final = _local(path)
+    directory = os.path.dirname(final) or "."
+    os.makedirs(directory, exist_ok=True)
+    tmp = os.path.join(directory, f".{os.path.basename(final)}.tmp-{uuid.uuid4().hex[:12]}")
+    fh = open(tmp, "wb")
+    try:
+        yield fh
+        fh.flush()
+        os.fsync(fh.fileno())
+        fh.close()
+        os.replace(tmp, final)
+    except BaseException:
+        fh.close()
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def write_bytes(path: str, data: bytes) -> None:
+    with open_write_atomic(path) as fh:
+        fh.write(data)
+
+
+def read_bytes(path: str) -> bytes:
+    with open_read(path) as fh:
+        return fh.read()
+
+
+def remove(path: str) -> None:
+    if is_remote(path):
+        bucket, key = _split_s3(path)
+        s3_client().delete_object(Bucket=bucket, Key=key)
+        return
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(_local(path))
+
+
+def _s3_glob(pattern: str) -> list[str]:
+    bucket, key_pattern = _split_s3(pattern)
+    # List from the longest literal prefix, then match the rest ourselves.
+    prefix = re.split(r"[*?\[]", key_pattern, maxsplit=1)[0]
+    regex = _glob_to_regex(key_pattern)
+    out = []
+    paginator = s3_client().get_paginator("list_objects_v2")
+    try:
+        for page in paginator.paginate(Bucket=bucket, Prefix=prefix):
+            for obj in page.get("Contents", []):
+                if regex.fullmatch(obj["Key"]):
+                    out.append(f"s3://{bucket}/{obj['Key']}")
+    except Exception as exc:
+        raise StorageError(f"{pattern}: cannot list remote objects ({exc})") from exc
+    return out
+
+
+def _glob_to_regex(pattern: str) -> re.Pattern[str]:
+    """Glob with ``**`` crossing directory levels and ``*`` staying within one."""
+    parts = []
+    i = 0
+    while i < len(pattern):
+        if pattern.startswith("**/", i):
+            parts.append("(?:.*/)?")
+            i += 3
+        elif pattern.startswith("**", i):
+            parts.append(".*")
+            i += 2
+        elif pattern[i] == "*":
+            parts.append("[^/]*")
+            i += 1
+        elif pattern[i] == "?":
+            parts.append("[^/]")
+            i += 1
+        elif pattern[i] == "[":
+            end = pattern.find("]", i)
+            if end == -1:
+                parts.append(re.escape(pattern[i]))
+                i += 1
+            else:
+                parts.append(fnmatch.translate(pattern[i : end + 1])[4:-3])
+                i = end + 1
+        else:
+            parts.append(re.escape(pattern[i]))
+            i += 1
+    return re.compile("".join(parts))
+
+
+def glob(pattern: str) -> list[str]:
+    """Sorted files matching ``pattern`` (``**`` recurses); a plain path matches itself."""
+    if is_remote(pattern):
+        matches = _s3_glob(pattern) if re.search(r"[*?\[]", pattern) else [pattern]
+        return sorted(p for p in matches if exists(p)) if matches == [pattern] else sorted(matches)
+    local = _local(pattern)
+    matches = _glob.glob(local, recursive=True)
+    return sorted(p for p in matches if os.path.isfile(p))

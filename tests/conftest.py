@@ -1,0 +1,75 @@
+"""Shared fixtures: corpora the tests write, a local S3 server, one Ray cluster per session."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from dolma_pipe.documents import write_documents
+from tests.helpers import free_port, make_docs
+
+@pytest.fixture
+def make_corpus(tmp_path: Path):
+    """Write ``files`` document files of ``docs`` documents under tmp/documents/; return the root."""
+
+    def _make(files: int = 3, docs: int = 50, ext: str = "jsonl.gz", words: int = 60) -> Path:
+        root = tmp_path / "corpus"
+        for f in range(files):
+            write_documents(str(root / "documents" / f"part-{f:04d}.{ext}"), make_docs(docs, seed=f, words=words))
+        return root
+
+    return _make
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    """A real S3-compatible HTTP server (moto) on loopback, with credentials in the environment."""
+    from moto.server import ThreadedMotoServer
+
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    endpoint = f"http://127.0.0.1:{port}"
+    env = {
+        "AWS_ENDPOINT_URL": endpoint,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    import dolma_pipe.storage as storage
+
+    storage._S3_CLIENT = None
+    yield endpoint
+    server.stop()
+    for k, v in old.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+    storage._S3_CLIENT = None
+
+
+@pytest.fixture
+def s3_bucket(s3_server):
+    import uuid
+
+    import boto3
+
+    name = f"test-{uuid.uuid4().hex[:10]}"
+    boto3.client("s3").create_bucket(Bucket=name)
+    return name
+
+
+@pytest.fixture(scope="session")
+def ray_address():
+    """One Ray cluster for the whole session (starting Ray takes ~17 s here)."""
+    ray = pytest.importorskip("ray")
+    if not ray.is_initialized():
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    address = ray.get_runtime_context().gcs_address
+    yield address
+    ray.shutdown()

@@ -1,0 +1,47 @@
+"""Small helpers shared by the test modules: synthetic documents, free ports, running the CLI."""
+
+from __future__ import annotations
+
+import os
+import random
+import socket
+import subprocess
+import sys
+
+WORDS = (
+    "the of and to in a is that for it as was with be by on not he this are or his from at which but "
+    "have an they you were her she there been one all we their has would when if so no out up into"
+).split()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def make_docs(n: int, seed: int = 0, words: int = 60, source: str = "test") -> list[dict]:
+    rng = random.Random(seed)
+    return [
+        {
+            "id": f"{source}-{seed}-{i}",
+            "text": " ".join(rng.choice(WORDS) for _ in range(words)) + f" ünïcödé {i}.",
+            "source": source,
+            "added": "2026-01-01T00:00:00Z",
+            "metadata": {"n": i, "tags": ["a", "b"]},
+        }
+        for i in range(n)
+    ]
+
+
+def run_cli(*args: str, check: bool = False, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+    proc = subprocess.run(
+        [sys.executable, "-m", "dolma_pipe", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        timeout=timeout,
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(f"dolma-pipe {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr}")
+    return proc

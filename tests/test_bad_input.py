@@ -1,0 +1,137 @@
+"""Bad input is counted, quarantined with file and line, summarised, and can fail a run."""
+
+from __future__ import annotations
+
+import gzip
+
+import orjson
+import pytest
+import zstandard
+
+from dolma_pipe.documents import read_documents, write_documents
+from dolma_pipe.quarantine import Quarantine
+from tests.helpers import make_docs, run_cli
+
+GOOD = b'{"id": "g1", "text": "good one"}'
+
+
+def _read(path):
+    q = Quarantine()
+    docs = [d for _, d in read_documents(str(path), q)]
+    return docs, q
+
+
+@pytest.mark.parametrize(
+    "line,kind",
+    [
+        (b'{"id": "x", "text": "unterminated', "malformed_json"),
+        (b'{"text": "no id"}', "missing_id"),
+        (b'{"id": "no-text"}', "missing_text"),
+        (b'{"id": "t", "text": 5}', "bad_text"),
+        (b'{"id": 1.5, "text": "float id"}', "bad_id"),
+        (b'{"id": true, "text": "bool id"}', "bad_id"),
+        (b'["not", "an", "object"]', "not_an_object"),
+        (b'{"id": "u", "text": "caf\xe9 latin-1"}', "invalid_utf8"),
+    ],
+)
+def test_each_bad_line_is_quarantined_with_line_number(tmp_path, line, kind):
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(GOOD + b"\n" + line + b"\n" + GOOD.replace(b"g1", b"g2") + b"\n")
+    docs, q = _read(path)
+    assert [d["id"] for d in docs] == ["g1", "g2"]
+    assert q.counts == {kind: 1}
+    (rec,) = q.records
+    assert (rec.file, rec.line, rec.kind) == (str(path), 2, kind)
+    assert rec.raw is not None
+
+
+def test_empty_file(tmp_path):
+    for name in ("empty.jsonl", "empty.jsonl.gz", "empty.jsonl.zst"):
+        path = tmp_path / name
+        path.write_bytes(b"")
+        docs, q = _read(path)
+        assert docs == [] and q.counts == {"empty_file": 1}
+
+
+@pytest.mark.parametrize("ext", ["jsonl.gz", "jsonl.zst"])
+def test_truncated_archive_keeps_what_came_before(tmp_path, ext):
+    docs = make_docs(2000, words=30)
+    full = tmp_path / f"full.{ext}"
+    write_documents(str(full), docs)
+    data = full.read_bytes()
+    cut = tmp_path / f"cut.{ext}"
+    cut.write_bytes(data[: len(data) // 2])
+    got, q = _read(cut)
+    assert 0 < len(got) < len(docs)
+    assert got == docs[: len(got)]
+    assert q.counts["truncated_archive"] == 1
+    assert any("truncated" in r.message and r.file == str(cut) for r in q.records)
+
+
+def test_corrupt_archive(tmp_path):
+    path = tmp_path / "garbage.jsonl.gz"
+    path.write_bytes(gzip.compress(GOOD + b"\n")[:10] + b"\x00garbage-bytes" * 20)
+    docs, q = _read(path)
+    assert docs == [] and set(q.counts) <= {"corrupt_archive", "truncated_archive"} and q.total >= 1
+
+
+def test_truncated_zstd_frame_header(tmp_path):
+    path = tmp_path / "hdr.jsonl.zst"
+    path.write_bytes(zstandard.ZstdCompressor().compress(GOOD * 100)[:6])
+    docs, q = _read(path)
+    assert docs == [] and q.total >= 1
+
+
+def test_corrupt_parquet(tmp_path):
+    path = tmp_path / "bad.parquet"
+    path.write_bytes(b"PAR1 this is not parquet")
+    docs, q = _read(path)
+    assert docs == [] and q.counts == {"corrupt_parquet": 1}
+
+
+def test_strict_reading_raises_with_file_and_line(tmp_path):
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(GOOD + b"\n{oops\n")
+    with pytest.raises(ValueError, match=r"bad.jsonl:2: malformed_json"):
+        list(read_documents(str(path)))
+
+
+def _bad_corpus(tmp_path):
+    docs_dir = tmp_path / "in" / "documents"
+    docs_dir.mkdir(parents=True)
+    (docs_dir / "a.jsonl").write_bytes(GOOD + b"\n{broken\n" + b'{"id": 3}\n' + b'{"id": 4, "text": "ok"}\n')
+    (docs_dir / "b.jsonl").write_bytes(b"")
+    data = gzip.compress(b"".join(orjson.dumps(d) + b"\n" for d in make_docs(500)))
+    (docs_dir / "c.jsonl.gz").write_bytes(data[: len(data) // 2])
+    return docs_dir
+
+
+def test_cli_quarantines_and_summarises(tmp_path):
+    docs_dir = _bad_corpus(tmp_path)
+    out = tmp_path / "out"
+    proc = run_cli("convert", "--documents", f"{docs_dir}/*", "--destination", str(out), "--processes", "1")
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert "bad records" in proc.stderr and "malformed_json" in proc.stderr and "empty_file 1" in proc.stderr
+    errors = [orjson.loads(l) for l in (out / "_errors" / "a.jsonl.jsonl").read_bytes().splitlines()]
+    assert [(e["line"], e["kind"]) for e in errors] == [(2, "malformed_json"), (3, "missing_text")]
+    assert all(e["file"] == str(docs_dir / "a.jsonl") for e in errors)
+    kinds = {orjson.loads(l)["kind"] for l in (out / "_errors" / "c.jsonl.gz.jsonl").read_bytes().splitlines()}
+    assert "truncated_archive" in kinds
+    manifest = orjson.loads((out / "_manifest.json").read_bytes())
+    assert manifest["status"] == "complete"
+    assert manifest["errors"]["empty_file"] == 1
+    assert manifest["files"]["a.jsonl"]["counts"] == {"docs_in": 2, "docs_out": 2}
+    assert [d["id"] for _, d in read_documents(str(out / "documents" / "a.jsonl.gz"))] == ["g1", "4"]
+    assert not (out / "documents" / "b.jsonl.gz").exists()
+
+
+def test_cli_max_errors_fails_the_run(tmp_path):
+    docs_dir = _bad_corpus(tmp_path)
+    out = tmp_path / "out"
+    proc = run_cli("convert", "--documents", f"{docs_dir}/*", "--destination", str(out), "--max-errors", "2", "--processes", "1")
+    assert proc.returncode == 1
+    assert "exceed --max-errors 2" in proc.stderr and "Traceback" not in proc.stderr
+    assert orjson.loads((out / "_manifest.json").read_bytes())["status"] == "failed"
+    ok = run_cli("convert", "--documents", f"{docs_dir}/*", "--destination", str(out), "--max_errors", "100", "--processes", "1")
+    assert ok.returncode == 0, ok.stderr

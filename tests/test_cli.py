@@ -1,0 +1,35 @@
+"""The command line: every stage listed, unbuilt stages say so, stats reports a corpus."""
+
+from __future__ import annotations
+
+import orjson
+
+from tests.helpers import run_cli
+
+STAGES = ["convert", "stats", "tag", "dedup", "mix", "tokenize", "train-classifier", "list"]
+
+
+def test_help_lists_every_stage():
+    proc = run_cli("--help")
+    assert proc.returncode == 0
+    for stage in STAGES:
+        assert stage in proc.stdout
+
+
+def test_list_and_unbuilt_stages():
+    proc = run_cli("list")
+    assert proc.returncode == 0 and "convert" in proc.stdout and "not built yet" in proc.stdout
+    proc = run_cli("mix", "--whatever")
+    assert proc.returncode == 2 and "not built yet" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_stats_totals(tmp_path, make_corpus):
+    root = make_corpus(files=3, docs=40, words=10)
+    out = tmp_path / "stats"
+    proc = run_cli("stats", "--documents", f"{root}/documents/*.jsonl.gz", "--destination", str(out), "--processes", "2")
+    assert proc.returncode == 0, proc.stderr
+    report = orjson.loads((out / "stats.json").read_bytes())
+    assert report["totals"]["docs"] == 120
+    assert report["totals"]["words"] == 120 * (10 + 2)
+    assert sum(report["length_hist"].values()) == 120
+    assert "TOTAL" in proc.stdout

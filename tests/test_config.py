@@ -1,0 +1,66 @@
+"""Config files and dotted overrides: validated at load, one clear message naming the key."""
+
+from __future__ import annotations
+
+import pytest
+
+from dolma_pipe.config import ConfigError, load_config
+from dolma_pipe.stages.convert import ConvertConfig
+from tests.helpers import run_cli
+
+
+def test_defaults_and_overrides(tmp_path):
+    cfg_file = tmp_path / "c.yaml"
+    cfg_file.write_text("documents: [a/*.jsonl]\ndestination: out\nprocesses: 3\n")
+    cfg = load_config(ConvertConfig, str(cfg_file), {"processes": 1, "format": "parquet"})
+    assert cfg.processes == 1 and cfg.format == "parquet" and cfg.documents == ["a/*.jsonl"]
+    assert cfg.force is False and cfg.max_errors is None
+
+
+def test_unknown_key_is_named_with_a_suggestion(tmp_path):
+    cfg_file = tmp_path / "c.yaml"
+    cfg_file.write_text("documents: [x]\ndestination: out\nprocesess: 3\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(ConvertConfig, str(cfg_file))
+    assert "unknown config key 'processes'" not in str(err.value)
+    assert "unknown config key 'procesess'" in str(err.value) and "did you mean 'processes'" in str(err.value)
+    assert str(cfg_file) in str(err.value)
+
+
+def test_mistyped_value_names_the_key():
+    with pytest.raises(ConfigError, match=r"config key 'processes'.*integer"):
+        load_config(ConvertConfig, None, {"documents": ["x"], "destination": "o", "processes": "many"})
+    with pytest.raises(ConfigError, match=r"config key 'format'"):
+        load_config(ConvertConfig, None, {"documents": ["x"], "destination": "o", "format": "csv"})
+    with pytest.raises(ConfigError, match=r"config key 'destination' is required"):
+        load_config(ConvertConfig, None, {"documents": ["x"]})
+
+
+def test_yaml_syntax_error_names_file_and_line(tmp_path):
+    cfg_file = tmp_path / "broken.yaml"
+    cfg_file.write_text("documents: [x]\ndestination: [unclosed\n")
+    with pytest.raises(ConfigError, match=r"broken.yaml:\d+:\d+: invalid YAML"):
+        load_config(ConvertConfig, str(cfg_file))
+
+
+def test_cli_config_errors_have_no_traceback(tmp_path):
+    cfg_file = tmp_path / "c.yaml"
+    cfg_file.write_text("documents: [x]\ndestination: out\nmax_erors: 3\n")
+    proc = run_cli("convert", "-c", str(cfg_file))
+    assert proc.returncode == 1
+    assert "unknown config key 'max_erors'" in proc.stderr and "did you mean 'max_errors'" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    proc = run_cli("convert", "--documents", "x", "--destinaton", "y")
+    assert proc.returncode == 2 and "did you mean --destination" in proc.stderr
+    proc = run_cli("convert", "--documents", str(tmp_path / "none*.jsonl"), "--destination", str(tmp_path / "o"))
+    assert proc.returncode == 1 and "no input files match" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_cli_config_file_with_command_line_override(tmp_path, make_corpus):
+    root = make_corpus(files=2, docs=5)
+    cfg_file = tmp_path / "c.json"
+    cfg_file.write_text(f'{{"documents": ["{root}/documents/*"], "destination": "{tmp_path}/unused", "processes": 1}}')
+    proc = run_cli("convert", "-c", str(cfg_file), "--destination", str(tmp_path / "used"), "--format", "jsonl")
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "used" / "documents" / "part-0000.jsonl").exists()
+    assert not (tmp_path / "unused").exists()
