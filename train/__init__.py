@@ -1,0 +1,18 @@
+"""dolma-pipe trainer: pretrain an OLMo-2-style decoder on token shards with FSDP2.
+
+Reads only token shards (headerless ``np.memmap`` ``.npy`` files plus ``.csv.gz``
+sidecars, DESIGN.md section 3); it never imports ``dolma_pipe``, ``taggers`` or
+``mixers``. One module per job:
+
+- ``config``     plain dataclass configs loaded (and validated) from YAML
+- ``model``      the OLMo 2 decoder, presets, parameter and FLOP counts
+- ``data``       fixed-length instances, the seeded global order, fingerprints
+- ``schedule``   learning-rate schedules (warmup+cosine, linear decay to zero)
+- ``optim``      AdamW parameter groups, z-loss, gradient clipping
+- ``dist``       process-group / device setup for torchrun, SLURM or one process
+- ``checkpoint`` torch.distributed.checkpoint save/load, async saves, retention
+- ``trainer``    the training loop (``python -m train --config ...``)
+- ``evaluate``   validation loss / perplexity of checkpoints
+- ``soup``       weight averaging of several checkpoints (``python -m train.soup``)
+- ``export_hf``  write a checkpoint as a Hugging Face Olmo2 model
+"""

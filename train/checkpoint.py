@@ -1,0 +1,208 @@
+"""Checkpoints: torch.distributed.checkpoint (DCP) folders ``<save_dir>/step<N>/``.
+
+Each folder is a stock DCP checkpoint written by ``FileSystemWriter`` (so ``dcp.load``,
+``torch.distributed.checkpoint.format_utils`` and other generic tools read it) with keys
+``model.<param>`` and ``optim.<...>`` holding sharded tensors that reload on any number of
+ranks, plus ``trainer_state.json`` (step, tokens seen, data seed/epoch/fingerprint, learning
+rate, RNG states), written before the tensors. DCP writes ``.metadata`` last, so a folder
+with ``.metadata`` is complete; resuming picks the newest complete one.
+
+Saves are asynchronous: the state is copied to CPU memory (staging, blocking but short),
+then written by a background thread over a separate gloo group, while training continues.
+Retention keeps the newest ``keep_last`` folders plus "permanent" ones.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import time
+from concurrent.futures import Future
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint import FileSystemReader, FileSystemWriter
+from torch.distributed.checkpoint.state_dict import (
+    StateDictOptions,
+    get_model_state_dict,
+    get_state_dict,
+    set_model_state_dict,
+    set_state_dict,
+)
+
+STATE_FILE = "trainer_state.json"
+_STEP_RE = re.compile(r"^step(\d+)$")
+
+# Test hook: seconds each rank's writer sleeps before writing, to make "training continues
+# while a save is in flight" observable on a tiny model. Never set in real runs.
+_TEST_WRITE_DELAY = float(os.environ.get("DOLMA_TRAIN_TEST_WRITE_DELAY", "0") or 0)
+
+
+class _DelayedWriter(FileSystemWriter):
+    def write_data(self, plan, planner):
+        time.sleep(_TEST_WRITE_DELAY)
+        return super().write_data(plan, planner)
+
+
+def _writer(path: Path) -> FileSystemWriter:
+    cls = _DelayedWriter if _TEST_WRITE_DELAY > 0 else FileSystemWriter
+    return cls(str(path))
+
+
+def step_dir(save_dir: str | Path, step: int) -> Path:
+    return Path(save_dir) / f"step{step}"
+
+
+def is_complete(path: str | Path) -> bool:
+    path = Path(path)
+    return (path / ".metadata").exists() and (path / STATE_FILE).exists()
+
+
+def list_checkpoints(save_dir: str | Path) -> list[tuple[int, Path]]:
+    """Complete checkpoints in ``save_dir``, oldest first."""
+    root = Path(save_dir)
+    if not root.is_dir():
+        return []
+    out = []
+    for p in root.iterdir():
+        m = _STEP_RE.match(p.name)
+        if m and is_complete(p):
+            out.append((int(m.group(1)), p))
+    return sorted(out)
+
+
+def latest_checkpoint(save_dir: str | Path) -> Path | None:
+    ckpts = list_checkpoints(save_dir)
+    return ckpts[-1][1] if ckpts else None
+
+
+def read_state(path: str | Path) -> dict:
+    return json.loads((Path(path) / STATE_FILE).read_text())
+
+
+def has_optimizer(path: str | Path) -> bool:
+    meta = FileSystemReader(str(path)).read_metadata()
+    return any(k.startswith("optim.") for k in meta.state_dict_metadata)
+
+
+def _write_state(path: Path, state: dict) -> None:
+    path.mkdir(parents=True, exist_ok=True)
+    tmp = path / (STATE_FILE + ".tmp")
+    tmp.write_text(json.dumps(state, indent=1))
+    tmp.rename(path / STATE_FILE)
+
+
+class Checkpointer:
+    """Saves (async or not), loads and prunes checkpoints for one training run."""
+
+    def __init__(self, save_dir: str | Path, keep_last: int, permanent_interval: int, async_save: bool):
+        self.save_dir = Path(save_dir)
+        self.keep_last = keep_last
+        self.permanent_interval = permanent_interval
+        self.async_save = async_save
+        self.rank = dist.get_rank()
+        # Background saves talk over their own gloo group so their collectives never
+        # interleave with the training loop's on the default group.
+        self.pg = dist.new_group(backend="gloo") if async_save else None
+        self._pending: Future | None = None
+        self._pending_step: int | None = None
+
+    # -- saving ------------------------------------------------------------------------
+
+    @property
+    def in_flight(self) -> bool:
+        return self._pending is not None and not self._pending.done()
+
+    def save(self, step: int, model, optimizer, state: dict, block: bool = False) -> Path:
+        self.wait()  # one save at a time: staging buffers and retention stay simple
+        path = step_dir(self.save_dir, step)
+        if self.rank == 0:
+            if path.exists():  # a stale partial save of the same step from a killed run
+                shutil.rmtree(path)
+            _write_state(path, state)
+        dist.barrier()
+        model_sd, optim_sd = get_state_dict(model, optimizer)
+        sd = {"model": model_sd, "optim": optim_sd}
+        if self.async_save and not block:
+            self._pending = dcp.async_save(sd, storage_writer=_writer(path), process_group=self.pg)
+            self._pending_step = step
+        else:
+            dcp.save(sd, storage_writer=_writer(path))
+            self._finish(step)
+        return path
+
+    def wait(self) -> None:
+        if self._pending is not None:
+            self._pending.result()
+            step, self._pending, self._pending_step = self._pending_step, None, None
+            self._finish(step)
+
+    def poll(self) -> None:
+        """Finish bookkeeping of a background save that has completed (non-blocking)."""
+        if self._pending is not None and self._pending.done():
+            self.wait()
+
+    def _finish(self, step: int) -> None:
+        if self.rank == 0:
+            self.prune()
+
+    def prune(self) -> None:
+        ckpts = list_checkpoints(self.save_dir)
+        regular = [(s, p) for s, p in ckpts if not (self.permanent_interval and s % self.permanent_interval == 0)]
+        for _, p in regular[: max(0, len(regular) - self.keep_last)]:
+            shutil.rmtree(p, ignore_errors=True)
+
+    # -- loading -----------------------------------------------------------------------
+
+    @staticmethod
+    def load(path: str | Path, model, optimizer, load_optimizer: bool = True) -> dict:
+        """Load model (and optimizer) state from ``path`` into a sharded model; any rank count."""
+        path = Path(path)
+        if load_optimizer and has_optimizer(path):
+            model_sd, optim_sd = get_state_dict(model, optimizer)
+            sd = {"model": model_sd, "optim": optim_sd}
+            dcp.load(sd, checkpoint_id=str(path))
+            set_state_dict(model, optimizer, model_state_dict=sd["model"], optim_state_dict=sd["optim"])
+        else:
+            model_sd = get_model_state_dict(model)
+            sd = {"model": model_sd}
+            dcp.load(sd, checkpoint_id=str(path))
+            set_model_state_dict(model, sd["model"])
+        return read_state(path)
+
+
+def load_model_weights(path: str | Path, model: torch.nn.Module) -> dict:
+    """Load only the model weights into a plain (unsharded) module in one process.
+
+    Used by the soup, evaluation and the Hugging Face export; works without a process group.
+    """
+    sd = {"model": model.state_dict()}
+    dcp.load(sd, checkpoint_id=str(path), no_dist=not dist.is_initialized())
+    model.load_state_dict(sd["model"])
+    return read_state(path)
+
+
+def save_model_weights(path: str | Path, model_sd: dict, state: dict) -> Path:
+    """Write a model-only checkpoint (e.g. a soup) from one process; loads like any other."""
+    path = Path(path)
+    if path.exists():
+        shutil.rmtree(path)
+    _write_state(path, state)
+    dcp.save({"model": model_sd}, storage_writer=FileSystemWriter(str(path)), no_dist=not dist.is_initialized())
+    return path
+
+
+__all__ = [
+    "Checkpointer",
+    "StateDictOptions",
+    "latest_checkpoint",
+    "list_checkpoints",
+    "load_model_weights",
+    "read_state",
+    "save_model_weights",
+    "step_dir",
+]

@@ -1,0 +1,265 @@
+"""Run configuration: plain dataclasses, loaded from YAML and validated at load time.
+
+Every section is a dataclass with defaults; a YAML file only names what it changes.
+An unknown key, a wrong type or a bad value raises one ``ConfigError`` that names the
+key (``model.d_modle: unknown key``) instead of a traceback deep in the trainer.
+``--set section.key=value`` overrides are applied to the YAML before validation, so
+they are checked the same way.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+class ConfigError(ValueError):
+    """A bad configuration; the message names the offending key."""
+
+
+@dataclass
+class ModelConfig:
+    """Shape of the OLMo-2-style decoder (see ``train.model``)."""
+
+    preset: str | None = None  # "tiny", "olmo2-1b", "olmo2-7b", "olmo2-13b": defaults for the rest
+    vocab_size: int = 512  # tokenizer vocabulary; the embedding is padded to vocab_multiple
+    vocab_multiple: int = 128
+    d_model: int = 64
+    n_layers: int = 2
+    n_heads: int = 4
+    n_kv_heads: int | None = None  # None: same as n_heads (OLMo 2 uses full MHA)
+    mlp_hidden: int | None = None  # None: 8/3 * d_model rounded up to mlp_multiple
+    mlp_multiple: int = 256
+    rope_theta: float = 500000.0
+    norm_eps: float = 1e-6
+    init_std: float = 0.02
+    max_seq_len: int = 4096
+
+
+@dataclass
+class DataConfig:
+    """Where the token shards are and how instances are cut from them."""
+
+    paths: list[str] = field(default_factory=list)  # .npy files or folders (searched recursively)
+    val_paths: list[str] = field(default_factory=list)  # held-out shards for evaluation
+    seq_len: int = 4096  # tokens per training instance
+    token_dtype: str = "auto"  # uint16 | uint32 | auto (uint16 iff vocab_size <= 65536)
+    seed: int = 0  # seeds the global instance order (with the epoch)
+    eos_id: int | None = None  # if set, every shard must end with it (cheap format check)
+    allow_fingerprint_mismatch: bool = False  # resume even if the data changed
+    val_max_instances: int = 1024
+
+
+@dataclass
+class TrainConfig:
+    global_batch_size: int = 8  # instances per optimizer step, over all ranks
+    micro_batch_size: int = 2  # instances per forward pass on one rank
+    max_steps: int = 100  # length of the run (and of the schedule by default)
+    stop_at_step: int | None = None  # stop early (the schedule still spans max_steps)
+    precision: str = "auto"  # fp32 | bf16 | auto (bf16 on GPUs that have it, else fp32)
+    activation_checkpointing: bool = False
+    compile: bool = False
+    z_loss: float = 1e-5
+    clip_grad_norm: float = 1.0  # 0 disables clipping
+    init_seed: int = 0  # seeds the weights (same weights on any number of ranks)
+
+
+@dataclass
+class OptimConfig:
+    lr: float = 4e-4
+    betas: list[float] = field(default_factory=lambda: [0.9, 0.95])
+    eps: float = 1e-8
+    weight_decay: float = 0.1
+    decay_embeddings: bool = False  # OLMo 2: no weight decay on embeddings
+    decay_norms: bool = True  # OLMo 2 decays norm weights
+
+
+@dataclass
+class ScheduleConfig:
+    kind: str = "cosine"  # cosine (stage 1) | linear_decay (stage 2) | constant
+    warmup_steps: int = 0
+    min_lr_ratio: float = 0.1  # cosine floor as a fraction of the peak
+    start_lr: float | None = None  # linear_decay: None = the lr stored in init_from's checkpoint
+    total_steps: int | None = None  # None: train.max_steps
+
+
+@dataclass
+class CheckpointConfig:
+    save_dir: str = "runs/default"
+    interval: int = 1000  # steps between checkpoints (0: only at the end)
+    keep_last: int = 3  # newest non-permanent checkpoints kept
+    permanent_interval: int = 0  # steps that are multiples of this are never deleted
+    async_save: bool = True
+    resume: bool = True  # resume from the newest complete checkpoint in save_dir
+    init_from: str | None = None  # stage 2: a checkpoint folder to start from (new data/schedule)
+    load_optimizer: bool = True  # with init_from: also take the optimizer state
+
+
+@dataclass
+class EvalConfig:
+    interval: int = 0  # steps between evaluations (0: only at the end)
+    at_end: bool = True
+
+
+@dataclass
+class LogConfig:
+    interval: int = 1
+    metrics_file: str = "metrics.jsonl"  # relative to checkpoint.save_dir
+    peak_flops_per_device: float | None = None  # for MFU; None: known GPUs only
+
+
+@dataclass
+class Config:
+    run_name: str = "run"
+    model: ModelConfig = field(default_factory=ModelConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    log: LogConfig = field(default_factory=LogConfig)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+# ---------------------------------------------------------------------------------------
+# loading
+
+
+def _coerce(value: Any, tp: Any, key: str) -> Any:
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(tp)
+        if value is None and type(None) in args:
+            return None
+        inner = [a for a in args if a is not type(None)]
+        return _coerce(value, inner[0], key)
+    if origin is list:
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{key}: expected a list, got {value!r}")
+        (item_tp,) = typing.get_args(tp)
+        return [_coerce(v, item_tp, f"{key}[{i}]") for i, v in enumerate(value)]
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{key}: expected true/false, got {value!r}")
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{key}: expected an integer, got {value!r}")
+        return value
+    if tp is float:
+        # YAML 1.1 reads "1e-5" (no dot) as a string; accept it as the number it means.
+        if isinstance(value, bool):
+            raise ConfigError(f"{key}: expected a number, got {value!r}")
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{key}: expected a number, got {value!r}") from None
+    if tp is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{key}: expected a string, got {value!r}")
+        return value
+    return value
+
+
+def _build(cls: type, data: Any, prefix: str) -> Any:
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{prefix.rstrip('.') or 'config'}: expected a mapping, got {data!r}")
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    for key in data:
+        if key not in names:
+            raise ConfigError(f"{prefix}{key}: unknown key (known: {', '.join(sorted(names))})")
+    kwargs = {}
+    for key, value in data.items():
+        tp = hints[key]
+        if dataclasses.is_dataclass(tp):
+            kwargs[key] = _build(tp, value, f"{prefix}{key}.")
+        else:
+            kwargs[key] = _coerce(value, tp, f"{prefix}{key}")
+    return cls(**kwargs)
+
+
+def _apply_preset(raw_model: dict) -> dict:
+    from train.model import PRESETS  # local import: config stays importable without torch
+
+    name = raw_model.get("preset")
+    if name is None:
+        return raw_model
+    if name not in PRESETS:
+        raise ConfigError(f"model.preset: unknown preset {name!r} (known: {', '.join(PRESETS)})")
+    return {**dataclasses.asdict(PRESETS[name]), **raw_model}
+
+
+def set_override(raw: dict, assignment: str) -> None:
+    """Apply ``a.b.c=value`` (value parsed as YAML) to the raw config mapping."""
+    if "=" not in assignment:
+        raise ConfigError(f"--set {assignment!r}: expected key=value")
+    key, text = assignment.split("=", 1)
+    parts = key.strip().split(".")
+    node = raw
+    for part in parts[:-1]:
+        node = node.setdefault(part, {})
+        if not isinstance(node, dict):
+            raise ConfigError(f"--set {key}: {part} is not a section")
+    node[parts[-1]] = yaml.safe_load(text)
+
+
+def from_dict(raw: dict, overrides: list[str] | None = None) -> Config:
+    raw = dict(raw or {})
+    for assignment in overrides or []:
+        set_override(raw, assignment)
+    if isinstance(raw.get("model"), dict):
+        raw["model"] = _apply_preset(dict(raw["model"]))
+    cfg = _build(Config, raw, "")
+    validate(cfg)
+    return cfg
+
+
+def load_config(path: str | Path, overrides: list[str] | None = None) -> Config:
+    try:
+        raw = yaml.safe_load(Path(path).read_text())
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: not valid YAML: {e}") from None
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read config: {e.strerror}") from None
+    return from_dict(raw or {}, overrides)
+
+
+def validate(cfg: Config) -> None:
+    """Cross-field checks that a dataclass type cannot express."""
+    m, t = cfg.model, cfg.train
+    if m.d_model % m.n_heads:
+        raise ConfigError(f"model.n_heads: {m.n_heads} does not divide d_model {m.d_model}")
+    if m.n_kv_heads is not None and m.n_heads % m.n_kv_heads:
+        raise ConfigError(f"model.n_kv_heads: {m.n_kv_heads} does not divide n_heads {m.n_heads}")
+    if (m.d_model // m.n_heads) % 2:
+        raise ConfigError("model.n_heads: head size must be even for RoPE")
+    if cfg.data.token_dtype not in ("auto", "uint16", "uint32"):
+        raise ConfigError(f"data.token_dtype: expected auto|uint16|uint32, got {cfg.data.token_dtype!r}")
+    if cfg.data.seq_len > m.max_seq_len:
+        raise ConfigError(f"data.seq_len: {cfg.data.seq_len} exceeds model.max_seq_len {m.max_seq_len}")
+    if t.precision not in ("auto", "fp32", "bf16"):
+        raise ConfigError(f"train.precision: expected auto|fp32|bf16, got {t.precision!r}")
+    if t.global_batch_size <= 0 or t.micro_batch_size <= 0:
+        raise ConfigError("train.global_batch_size: batch sizes must be positive")
+    if cfg.schedule.kind not in ("cosine", "linear_decay", "constant"):
+        raise ConfigError(f"schedule.kind: expected cosine|linear_decay|constant, got {cfg.schedule.kind!r}")
+    if len(cfg.optim.betas) != 2:
+        raise ConfigError("optim.betas: expected two numbers")
+    if cfg.checkpoint.keep_last < 1:
+        raise ConfigError("checkpoint.keep_last: must be at least 1")
+
+
+def dump_config(cfg: Config) -> str:
+    return yaml.safe_dump(cfg.to_dict(), sort_keys=False)

@@ -1,0 +1,87 @@
+"""Validation loss and perplexity: inside the trainer and for checkpoints from the command line.
+
+``python -m train.evaluate --val-paths VAL_DIR ckptA ckptB ...`` builds each checkpoint's model
+from the config stored in its ``trainer_state.json`` and prints loss and perplexity on the
+held-out shards (one process, no process group needed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+from train.config import ModelConfig
+from train.data import TokenDataset, eval_indices, token_dtype
+
+
+@torch.no_grad()
+def evaluate_loss(model, dataset: TokenDataset, indices: np.ndarray, micro_batch: int, device, vocab_size: int) -> dict:
+    """Mean next-token cross entropy over ``indices`` (summed over all ranks if distributed)."""
+    was_training = model.training
+    model.eval()
+    total = torch.zeros(2, dtype=torch.float64, device=device)  # (sum of losses, token count)
+    for i in range(0, len(indices), micro_batch):
+        tokens = torch.from_numpy(dataset.batch(indices[i : i + micro_batch])).to(device)
+        logits = model(tokens)[:, :-1, :vocab_size].float()
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tokens[:, 1:].reshape(-1), reduction="sum")
+        total += torch.stack([loss.double(), torch.tensor(tokens[:, 1:].numel(), dtype=torch.float64, device=device)])
+    if dist.is_initialized() and dist.get_world_size() > 1:
+        dist.all_reduce(total)
+    model.train(was_training)
+    loss = (total[0] / total[1].clamp(min=1)).item()
+    return {"loss": loss, "ppl": math.exp(loss), "tokens": int(total[1].item())}
+
+
+def model_config_from_state(state: dict) -> ModelConfig:
+    return ModelConfig(**state["config"]["model"])
+
+
+def evaluate_checkpoints(paths: list[str], val_paths: list[str], seq_len: int | None = None,
+                         max_instances: int = 1024, micro_batch: int = 4) -> dict[str, dict]:
+    """Loss/perplexity of each checkpoint on the validation shards, in this process."""
+    from train.checkpoint import load_model_weights, read_state
+    from train.model import Transformer
+
+    results = {}
+    for path in paths:
+        state = read_state(path)
+        mcfg = model_config_from_state(state)
+        dcfg = state["config"]["data"]
+        sl = seq_len or dcfg["seq_len"]
+        data = TokenDataset(val_paths, sl, token_dtype(dcfg["token_dtype"], mcfg.vocab_size))
+        model = Transformer(mcfg)
+        load_model_weights(path, model)
+        idx = eval_indices(data.n_instances, max_instances, 0, 1)
+        results[str(path)] = evaluate_loss(model, data, idx, micro_batch, torch.device("cpu"), mcfg.vocab_size)
+    return results
+
+
+def print_table(results: dict[str, dict], out=sys.stdout) -> None:
+    width = max(len(k) for k in results)
+    print(f"{'checkpoint':<{width}}  {'loss':>8}  {'ppl':>10}", file=out)
+    for k, r in results.items():
+        print(f"{k:<{width}}  {r['loss']:8.4f}  {r['ppl']:10.3f}", file=out)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m train.evaluate", description=__doc__)
+    ap.add_argument("checkpoints", nargs="+", help="checkpoint folders (step<N>/ or a soup)")
+    ap.add_argument("--val-paths", nargs="+", required=True, help="held-out token shards or folders")
+    ap.add_argument("--seq-len", type=int, default=None, help="default: the checkpoint's data.seq_len")
+    ap.add_argument("--max-instances", type=int, default=1024)
+    ap.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    args = ap.parse_args(argv)
+    results = evaluate_checkpoints(args.checkpoints, args.val_paths, args.seq_len, args.max_instances)
+    print(json.dumps(results, indent=1)) if args.json else print_table(results)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

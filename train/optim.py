@@ -1,0 +1,66 @@
+"""The optimizer side of a step: AdamW parameter groups, the loss with z-loss, clipping.
+
+OLMo 2 settings: AdamW (0.9, 0.95, eps 1e-8), weight decay 0.1 on everything except the
+embedding (norm weights *are* decayed by default, as in OLMo 2), z-loss 1e-5 on the log of the
+softmax normaliser to keep output logits from drifting, global gradient-norm clipping at 1.0.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from train.config import OptimConfig
+
+
+def build_optimizer(model: nn.Module, cfg: OptimConfig, lr: float) -> torch.optim.AdamW:
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():
+        is_embed = name.startswith("embed.")
+        is_norm = name.endswith("norm.weight")
+        if (is_embed and not cfg.decay_embeddings) or (is_norm and not cfg.decay_norms):
+            no_decay.append(p)
+        else:
+            decay.append(p)
+    groups = [{"params": decay, "weight_decay": cfg.weight_decay}]
+    if no_decay:
+        groups.append({"params": no_decay, "weight_decay": 0.0})
+    # foreach (not fused): works on CPU and with FSDP2's DTensor parameters alike
+    return torch.optim.AdamW(groups, lr=lr, betas=tuple(cfg.betas), eps=cfg.eps, foreach=True)
+
+
+def lm_loss(logits: torch.Tensor, tokens: torch.Tensor, vocab_size: int, z_loss: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Next-token cross entropy and z-loss, both means over predicted positions.
+
+    ``logits`` come from the whole instance; position t predicts token t+1, so the last
+    position has no target. The padded vocabulary rows are sliced off so padding never takes
+    probability mass. Computed in fp32 whatever the compute dtype.
+    """
+    logits = logits[:, :-1, :vocab_size].float()
+    targets = tokens[:, 1:]
+    flat = logits.reshape(-1, logits.shape[-1])
+    ce = F.cross_entropy(flat, targets.reshape(-1))
+    if z_loss:
+        z = z_loss * torch.logsumexp(flat, dim=-1).pow(2).mean()
+    else:
+        z = torch.zeros((), device=logits.device)
+    return ce, z
+
+
+@torch.no_grad()
+def clip_grad_norm(params: list[torch.Tensor], max_norm: float) -> torch.Tensor:
+    """Global gradient norm over all ranks (and clip to ``max_norm`` if > 0).
+
+    With FSDP2 the gradients are DTensor shards; ``get_total_norm`` returns a DTensor
+    partial-sum, and ``full_tensor()`` performs the all-reduce that makes it global.
+    """
+    from torch.distributed.tensor import DTensor
+
+    grads = [p.grad for p in params if p.grad is not None]
+    total = torch.nn.utils.get_total_norm(grads, norm_type=2.0, foreach=True)
+    if isinstance(total, DTensor):
+        total = total.full_tensor()
+    if max_norm > 0:
+        torch.nn.utils.clip_grads_with_norm_(params, max_norm, total, foreach=True)
+    return total

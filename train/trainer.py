@@ -1,0 +1,320 @@
+"""The training loop: build the sharded model, then step, log, evaluate and checkpoint.
+
+One ``Trainer`` per process (torchrun starts one per GPU/rank). Everything a step does is in
+``train_step``; everything that happens between steps is in ``fit``. Read top to bottom:
+
+1. ``__init__``: process group, model on the meta device -> FSDP2 ``fully_shard`` per block
+   and at the root -> materialise and initialise (same weights on any rank count), data,
+   optimizer, checkpointer; then resume from ``save_dir`` or start stage 2 from ``init_from``.
+2. ``train_step``: this rank's slice of the global batch, in micro-batches (gradient
+   accumulation), loss + z-loss, clipping, AdamW; the loss and the stop flag are all-reduced.
+3. ``fit``: the loop; async checkpoints every ``interval`` steps; on SIGTERM a blocking save
+   and a clean exit.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import resource
+import signal
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+from torch.distributed.device_mesh import init_device_mesh
+
+from train import dist as tdist
+from train.checkpoint import Checkpointer, latest_checkpoint, read_state
+from train.config import Config, dump_config
+from train.data import GlobalOrder, TokenDataset, check_fingerprint, eval_indices, token_dtype
+from train.evaluate import evaluate_loss
+from train.model import Transformer, describe, init_weights
+from train.optim import build_optimizer, clip_grad_norm, lm_loss
+from train.schedule import Schedule
+
+# Dense bf16 peak FLOP/s per device, for the MFU estimate.
+PEAK_FLOPS = {"H100": 989.5e12, "H200": 989.5e12, "A100": 312e12, "B200": 2250e12}
+
+# Test hook: rank 0 sends itself SIGTERM after this step (exercises the preemption path).
+_TEST_SIGTERM_AT = int(os.environ.get("DOLMA_TRAIN_TEST_SIGTERM_AT_STEP", "0") or 0)
+
+
+def _peak_flops(cfg: Config, device: torch.device) -> float | None:
+    if cfg.log.peak_flops_per_device:
+        return cfg.log.peak_flops_per_device
+    if device.type == "cuda":
+        name = torch.cuda.get_device_name(device)
+        return next((v for k, v in PEAK_FLOPS.items() if k in name), None)
+    return None
+
+
+def _memory_gb(device: torch.device) -> float:
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**30
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB on Linux
+
+
+class Trainer:
+    def __init__(self, cfg: Config):
+        self.cfg = cfg
+        self.d = tdist.setup()
+        self.rank, self.world, self.device = self.d.rank, self.d.world, self.d.device
+        t, m = cfg.train, cfg.model
+        if t.global_batch_size % (self.world * t.micro_batch_size):
+            raise SystemExit(
+                f"config error: train.global_batch_size {t.global_batch_size} must be a multiple of "
+                f"ranks ({self.world}) x train.micro_batch_size ({t.micro_batch_size})"
+            )
+        self.grad_accum = t.global_batch_size // (self.world * t.micro_batch_size)
+        self.model = self._build_model()
+        self.params = [p for p in self.model.parameters()]
+        self.stats = describe(m, cfg.data.seq_len)
+
+        dtype = token_dtype(cfg.data.token_dtype, m.vocab_size)
+        self.data = TokenDataset(cfg.data.paths, cfg.data.seq_len, dtype, cfg.data.eos_id)
+        self.fingerprint = self.data.fingerprint()
+        self.order = GlobalOrder(self.data.n_instances, cfg.data.seed)
+        self.val_data = (
+            TokenDataset(cfg.data.val_paths, cfg.data.seq_len, dtype, cfg.data.eos_id) if cfg.data.val_paths else None
+        )
+        self.optimizer = build_optimizer(self.model, cfg.optim, lr=0.0)
+        self.ckpt = Checkpointer(
+            cfg.checkpoint.save_dir, cfg.checkpoint.keep_last, cfg.checkpoint.permanent_interval, cfg.checkpoint.async_save
+        )
+        self.step = 0
+        self.instances_seen = 0
+        self.lr = 0.0
+        self.peak_lr = cfg.optim.lr
+        self.stop_requested = False
+        self.saved_step: int | None = None
+        self.peak_flops = _peak_flops(cfg, self.device)
+        self.metrics_path = Path(cfg.checkpoint.save_dir) / cfg.log.metrics_file
+        self._restore()
+        s = cfg.schedule
+        self.schedule = Schedule(s.kind, self.peak_lr, s.total_steps or t.max_steps, s.warmup_steps, s.min_lr_ratio)
+        if self.rank == 0:
+            Path(cfg.checkpoint.save_dir).mkdir(parents=True, exist_ok=True)
+            (Path(cfg.checkpoint.save_dir) / "config.yaml").write_text(dump_config(cfg))
+
+    # -- setup -------------------------------------------------------------------------
+
+    def _precision(self) -> str:
+        p = self.cfg.train.precision
+        if p == "auto":
+            ok = self.device.type == "cuda" and torch.cuda.is_bf16_supported()
+            return "bf16" if ok else "fp32"
+        return p
+
+    def _build_model(self) -> Transformer:
+        t = self.cfg.train
+        # Built on the meta device: no rank ever holds the full unsharded model in memory.
+        with torch.device("meta"):
+            model = Transformer(self.cfg.model)
+        mesh = init_device_mesh(self.device.type, (self.world,))
+        mp = None
+        if self._precision() == "bf16":
+            # bf16 compute copies of the weights, fp32 master weights and gradient reductions
+            mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+        kw = {"mesh": mesh, **({"mp_policy": mp} if mp else {})}
+        for block in model.blocks:
+            block.activation_checkpointing = t.activation_checkpointing
+            if t.compile:
+                block.compile()  # in place: parameter names (checkpoint keys) do not change
+            fully_shard(block, **kw)
+        fully_shard(model, **kw)  # root: embedding, final norm, lm_head
+        model.to_empty(device=self.device)
+        init_weights(model, t.init_seed)
+        model.train()
+        return model
+
+    def _restore(self) -> None:
+        c = self.cfg.checkpoint
+        latest = latest_checkpoint(c.save_dir) if c.resume else None
+        if latest is not None:
+            state = Checkpointer.load(latest, self.model, self.optimizer)
+            warn = check_fingerprint(state["data"]["fingerprint"], self.fingerprint, self.cfg.data.allow_fingerprint_mismatch)
+            if warn:
+                self._print(f"WARNING: {warn}")
+            self.step = state["step"]
+            self.instances_seen = state["tokens_seen"] // self.cfg.data.seq_len
+            self.peak_lr = state["peak_lr"]  # stage 2 keeps the start lr it took from stage 1
+            self._restore_rng(state.get("rng"))
+            self.saved_step = self.step
+            self._print(f"resumed from {latest} (step {self.step}, {state['tokens_seen']} tokens)")
+        elif c.init_from:
+            state = Checkpointer.load(c.init_from, self.model, self.optimizer, load_optimizer=c.load_optimizer)
+            if self.cfg.schedule.kind == "linear_decay":
+                self.peak_lr = self.cfg.schedule.start_lr if self.cfg.schedule.start_lr is not None else state["lr"]
+            self._print(f"initialised from {c.init_from} (its step {state['step']}, lr {state['lr']:.3e}); "
+                        f"starting lr {self.peak_lr:.3e}")
+        elif self.cfg.schedule.kind == "linear_decay" and self.cfg.schedule.start_lr is not None:
+            self.peak_lr = self.cfg.schedule.start_lr
+
+    # -- state -------------------------------------------------------------------------
+
+    def _rng_state(self) -> list[dict]:
+        mine = {"torch": base64.b64encode(torch.get_rng_state().numpy().tobytes()).decode()}
+        if self.device.type == "cuda":
+            mine["cuda"] = base64.b64encode(torch.cuda.get_rng_state(self.device).numpy().tobytes()).decode()
+        states: list = [None] * self.world
+        dist.all_gather_object(states, mine)
+        return states
+
+    def _restore_rng(self, states: list[dict] | None) -> None:
+        if not states:
+            return
+        # Same world size: each rank takes its own; otherwise every rank takes rank 0's.
+        s = states[self.rank] if len(states) == self.world else states[0]
+        torch.set_rng_state(torch.frombuffer(bytearray(base64.b64decode(s["torch"])), dtype=torch.uint8))
+        if "cuda" in s and self.device.type == "cuda":
+            torch.cuda.set_rng_state(torch.frombuffer(bytearray(base64.b64decode(s["cuda"])), dtype=torch.uint8), self.device)
+
+    def trainer_state(self) -> dict:
+        rng = self._rng_state()
+        return {
+            "step": self.step,
+            "tokens_seen": self.instances_seen * self.cfg.data.seq_len,
+            "lr": self.lr,
+            "peak_lr": self.peak_lr,
+            "world_size": self.world,
+            "global_batch_size": self.cfg.train.global_batch_size,
+            "data": {
+                "seed": self.cfg.data.seed,
+                "epoch": self.instances_seen // self.data.n_instances,
+                "instances_seen": self.instances_seen,
+                "n_instances": self.data.n_instances,
+                "fingerprint": self.fingerprint,
+            },
+            "rng": rng,
+            "run_name": self.cfg.run_name,
+            "config": self.cfg.to_dict(),
+            "time": time.time(),
+        }
+
+    def save(self, block: bool = False) -> None:
+        state = self.trainer_state()
+        path = self.ckpt.save(self.step, self.model, self.optimizer, state, block=block)
+        self.saved_step = self.step
+        self._print(f"checkpoint step {self.step} -> {path}{' (async)' if self.cfg.checkpoint.async_save and not block else ''}")
+
+    # -- one step ----------------------------------------------------------------------
+
+    def train_step(self) -> dict:
+        t = self.cfg.train
+        self.lr = self.schedule.lr_at(self.step + 1)
+        for g in self.optimizer.param_groups:
+            g["lr"] = self.lr
+        idx = self.order.rank_indices(self.instances_seen, t.global_batch_size, self.rank, self.world)
+        ce_sum = torch.zeros((), device=self.device)
+        z_sum = torch.zeros((), device=self.device)
+        for mb in np.split(idx, self.grad_accum):
+            tokens = torch.from_numpy(self.data.batch(mb)).to(self.device, non_blocking=True)
+            logits = self.model(tokens)
+            ce, z = lm_loss(logits, tokens, self.cfg.model.vocab_size, t.z_loss)
+            # every micro-batch has the same number of tokens, so a plain mean is exact
+            ((ce + z) / self.grad_accum).backward()
+            ce_sum += ce.detach()
+            z_sum += z.detach()
+        grad_norm = clip_grad_norm(self.params, t.clip_grad_norm)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.step += 1
+        self.instances_seen += t.global_batch_size
+        if _TEST_SIGTERM_AT and self.step == _TEST_SIGTERM_AT and self.rank == 0:
+            os.kill(os.getpid(), signal.SIGTERM)
+        # one all-reduce carries the logged losses and "some rank was asked to stop"
+        red = torch.stack([ce_sum / self.grad_accum, z_sum / self.grad_accum,
+                           torch.tensor(float(self.stop_requested), device=self.device)])
+        dist.all_reduce(red)
+        self.stop_requested = bool(red[2].item() > 0)
+        return {"loss": (red[0] / self.world).item(), "z_loss": (red[1] / self.world).item(),
+                "grad_norm": grad_norm.item()}
+
+    # -- the loop ----------------------------------------------------------------------
+
+    def fit(self) -> dict:
+        t, c = self.cfg.train, self.cfg.checkpoint
+        signal.signal(signal.SIGTERM, self._on_sigterm)
+        end = min(t.max_steps, t.stop_at_step or t.max_steps)
+        self._print(
+            f"{self.cfg.run_name}: {self.stats['total'] / 1e6:.2f}M params, {self.world} rank(s), "
+            f"{self.data.n_instances} instances of {self.cfg.data.seq_len}, grad accum {self.grad_accum}, "
+            f"precision {self._precision()}, steps {self.step}->{end}"
+        )
+        tokens_per_step = t.global_batch_size * self.cfg.data.seq_len
+        last_eval = None
+        while self.step < end:
+            inflight = self.ckpt.in_flight
+            t0 = time.perf_counter()
+            m = self.train_step()
+            dt = time.perf_counter() - t0
+            self.ckpt.poll()
+            tps = tokens_per_step / dt
+            m.update(step=self.step, tokens=self.instances_seen * self.cfg.data.seq_len, lr=self.lr,
+                     step_time=dt, tokens_per_s=tps, ckpt_inflight=inflight, mem_gb=_memory_gb(self.device),
+                     mfu=(tps * self.stats["flops_per_token"] / (self.peak_flops * self.world)) if self.peak_flops else None)
+            if self.step % self.cfg.log.interval == 0 or self.step == end:
+                self._log(m)
+            if self.stop_requested:
+                self._print(f"SIGTERM: saving step {self.step} and exiting")
+                self.save(block=True)
+                break
+            if c.interval and self.step % c.interval == 0 and self.step != end:
+                self.save()
+            if self.cfg.eval.interval and self.step % self.cfg.eval.interval == 0 and self.val_data:
+                last_eval = self.run_eval()
+        if not self.stop_requested:
+            if self.saved_step != self.step:
+                self.save(block=True)
+            if self.cfg.eval.at_end and self.val_data:
+                last_eval = self.run_eval()
+        self.ckpt.wait()
+        return {"step": self.step, "preempted": self.stop_requested, "eval": last_eval}
+
+    def run_eval(self) -> dict:
+        idx = eval_indices(self.val_data.n_instances, self.cfg.data.val_max_instances, self.rank, self.world)
+        r = evaluate_loss(self.model, self.val_data, idx, self.cfg.train.micro_batch_size, self.device,
+                          self.cfg.model.vocab_size)
+        self._log({"step": self.step, "eval/loss": r["loss"], "eval/ppl": r["ppl"]})
+        return r
+
+    # -- output ------------------------------------------------------------------------
+
+    def _on_sigterm(self, signum, frame) -> None:
+        # Only set a flag: the step in progress finishes, then every rank saves together.
+        self.stop_requested = True
+
+    def _print(self, msg: str) -> None:
+        if self.rank == 0:
+            print(msg, flush=True)
+
+    def _log(self, m: dict) -> None:
+        if self.rank != 0:
+            return
+        parts = []
+        for k, v in m.items():
+            if isinstance(v, float):
+                parts.append(f"{k} {v:.4g}")
+            elif v is not None and not isinstance(v, bool):
+                parts.append(f"{k} {v}")
+        print(" | ".join(parts), flush=True)
+        with open(self.metrics_path, "a") as f:
+            f.write(json.dumps(m) + "\n")
+
+    def close(self) -> None:
+        self.ckpt.wait()
+        tdist.teardown()
+
+
+def run(cfg: Config) -> dict:
+    trainer = Trainer(cfg)
+    try:
+        return trainer.fit()
+    finally:
+        trainer.close()
