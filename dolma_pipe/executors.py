@@ -102,7 +102,7 @@ class RayExecutor(Executor):
     def run(self, fn: Callable[[Any], Any], items: list[Any]) -> Iterator[Outcome]:
         import ray
 
-        remote = ray.remote(num_cpus=1, max_retries=0)(fn)
+        remote = ray.remote(num_cpus=1, max_retries=0)(_apply)
         pending: dict[Any, Any] = {}
         queue = iter(items)
         limit = 2 * max(self.workers, int(ray.cluster_resources().get("CPU", 1)))
@@ -112,7 +112,7 @@ class RayExecutor(Executor):
                     item = next(queue, None)
                     if item is None:
                         break
-                    pending[remote.remote(item)] = item
+                    pending[remote.remote(fn, item)] = item
                 if not pending:
                     return
                 done, _ = ray.wait(list(pending), num_returns=1)
@@ -134,6 +134,11 @@ class RayExecutor(Executor):
 
             ray.shutdown()
             self._started_here = False
+
+
+def _apply(fn: Callable[[Any], Any], item: Any) -> Any:
+    """Ray remotes must be plain functions; this one applies any picklable callable."""
+    return fn(item)
 
 
 def make_executor(processes: int, ray: bool = False, ray_address: str | None = None) -> Executor:

@@ -69,7 +69,8 @@ def ray_address():
     """One Ray cluster for the whole session (starting Ray takes ~17 s here)."""
     ray = pytest.importorskip("ray")
     if not ray.is_initialized():
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+        # Loopback only: tests never open ports on other interfaces.
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1")
     address = ray.get_runtime_context().gcs_address
     yield address
     ray.shutdown()

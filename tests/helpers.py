@@ -25,7 +25,7 @@ def make_docs(n: int, seed: int = 0, words: int = 60, source: str = "test") -> l
     return [
         {
             "id": f"{source}-{seed}-{i}",
-            "text": " ".join(rng.choice(WORDS) for _ in range(words)) + f" ünïcödé {i}.",
+            "text": " ".join(rng.choices(WORDS, k=words)) + f" ünïcödé {i}.",
             "source": source,
             "added": "2026-01-01T00:00:00Z",
             "metadata": {"n": i, "tags": ["a", "b"]},
