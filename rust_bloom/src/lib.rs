@@ -1,7 +1,20 @@
-//! Placeholder module root; replaced by the Bloom filter implementation.
-use pyo3::prelude::*;
+//! dolma-pipe's Rust core. So far: a Bloom filter for exact and paragraph-level dedup, with an
+//! atomic test-and-set insert that stays correct when threads or processes share one filter
+//! (through a memory-mapped file), and a checksummed file format.
+//!
+//! Everything but `python` is plain Rust with no pyo3 in it, so `cargo test` exercises the
+//! logic directly; `python` is the thin binding that maturin builds into
+//! `dolma_pipe._rust_bloom`.
+pub mod core;
+pub mod error;
+pub mod filter;
+pub mod format;
+pub mod hashing;
+pub mod lock;
+pub mod params;
+pub mod storage;
+mod python;
 
-#[pymodule]
-fn _rust_bloom(_m: &Bound<'_, PyModule>) -> PyResult<()> {
-    Ok(())
-}
+pub use error::BloomError;
+pub use filter::{Bloom, DEFAULT_SEED};
+pub use params::Params;
