@@ -52,10 +52,16 @@ def compression_of(path: str) -> str:
     return "none"
 
 
-def _zstd_chunks(raw: IO[bytes], path: str) -> Iterator[bytes]:
-    dctx = zstandard.ZstdDecompressor()
-    decomp = dctx.decompressobj()
-    pending = False  # input fed to the current frame that has not reached its end
+def _decompressed_chunks(
+    raw: IO[bytes], path: str, label: str, new_decompressor: Callable[[], Any], errors: tuple[type[Exception], ...]
+) -> Iterator[bytes]:
+    """Decompress a stream of concatenated members/frames, detecting a truncated last one.
+
+    Neither ``gzip`` nor ``zstandard``'s readers report every truncation (zstd's
+    stream reader just stops), so the end of each member is checked here.
+    """
+    decomp = new_decompressor()
+    pending = False  # input fed to the current member that has not reached its end
     while True:
         block = raw.read(CHUNK)
         if not block:
@@ -63,19 +69,29 @@ def _zstd_chunks(raw: IO[bytes], path: str) -> Iterator[bytes]:
         while block:
             try:
                 out = decomp.decompress(block)
-            except zstandard.ZstdError as exc:
-                raise DocumentError(f"{path}: corrupt zstd data ({exc})") from exc
+            except errors as exc:
+                raise DocumentError(f"{path}: corrupt {label} data ({exc})") from exc
             pending = True
             if out:
                 yield out
             if decomp.eof:
                 block = decomp.unused_data
-                decomp = dctx.decompressobj()
+                decomp = new_decompressor()
                 pending = False
             else:
                 block = b""
     if pending:
-        raise TruncatedArchive(f"{path}: truncated zstd archive (frame not finished)")
+        raise TruncatedArchive(f"{path}: truncated {label} archive (stream ended early)")
+
+
+def _gzip_chunks(raw: IO[bytes], path: str) -> Iterator[bytes]:
+    # wbits 47 = 32 + 15: accept gzip or zlib headers, as `gzip` would.
+    return _decompressed_chunks(raw, path, "gzip", lambda: zlib.decompressobj(wbits=47), (zlib.error,))
+
+
+def _zstd_chunks(raw: IO[bytes], path: str) -> Iterator[bytes]:
+    dctx = zstandard.ZstdDecompressor()
+    return _decompressed_chunks(raw, path, "zstd", dctx.decompressobj, (zstandard.ZstdError,))
 
 
 def _plain_chunks(raw: IO[bytes], path: str) -> Iterator[bytes]:
@@ -86,33 +102,8 @@ def _plain_chunks(raw: IO[bytes], path: str) -> Iterator[bytes]:
         yield block
 
 
-def _gzip_chunks_checked(raw: IO[bytes], path: str) -> Iterator[bytes]:
-    decomp = zlib.decompressobj(wbits=47)
-    pending = False
-    while True:
-        block = raw.read(CHUNK)
-        if not block:
-            break
-        while block:
-            try:
-                out = decomp.decompress(block)
-            except zlib.error as exc:
-                raise DocumentError(f"{path}: corrupt gzip data ({exc})") from exc
-            pending = True
-            if out:
-                yield out
-            if decomp.eof:
-                block = decomp.unused_data
-                decomp = zlib.decompressobj(wbits=47)
-                pending = False
-            else:
-                block = b""
-    if pending:
-        raise TruncatedArchive(f"{path}: truncated gzip archive (stream ended early)")
-
-
 _CHUNKERS: dict[str, Callable[[IO[bytes], str], Iterator[bytes]]] = {
-    "gzip": _gzip_chunks_checked,
+    "gzip": _gzip_chunks,
     "zstd": _zstd_chunks,
     "none": _plain_chunks,
 }

@@ -19,6 +19,15 @@ from typing import Any, Callable, Iterator
 Outcome = tuple[Any, Any, BaseException | None]
 
 
+def _top_up(pending: dict[Any, Any], queue: Iterator[Any], limit: int, submit: Callable[[Any], Any]) -> None:
+    """Submit items from ``queue`` until ``limit`` are in flight (handle -> item in ``pending``)."""
+    while len(pending) < limit:
+        item = next(queue, None)
+        if item is None:
+            return
+        pending[submit(item)] = item
+
+
 class Executor(ABC):
     name: str
     workers: int
@@ -62,11 +71,7 @@ class LocalExecutor(Executor):
         limit = 2 * self.workers
         try:
             while True:
-                while len(pending) < limit:
-                    item = next(queue, None)
-                    if item is None:
-                        break
-                    pending[self._pool.submit(fn, item)] = item
+                _top_up(pending, queue, limit, lambda item: self._pool.submit(fn, item))
                 if not pending:
                     return
                 done, _ = wait(pending, return_when=FIRST_COMPLETED)
@@ -108,11 +113,7 @@ class RayExecutor(Executor):
         limit = 2 * max(self.workers, int(ray.cluster_resources().get("CPU", 1)))
         try:
             while True:
-                while len(pending) < limit:
-                    item = next(queue, None)
-                    if item is None:
-                        break
-                    pending[remote.remote(fn, item)] = item
+                _top_up(pending, queue, limit, lambda item: remote.remote(fn, item))
                 if not pending:
                     return
                 done, _ = ray.wait(list(pending), num_returns=1)
