@@ -64,3 +64,27 @@ def test_cli_config_file_with_command_line_override(tmp_path, make_corpus):
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "used" / "documents" / "part-0000.jsonl").exists()
     assert not (tmp_path / "unused").exists()
+
+
+def test_dotted_overrides_build_nested_keys():
+    from pydantic import BaseModel
+
+    from dolma_pipe.config import StrictModel
+
+    class Inner(StrictModel):
+        size: int = 1
+        name: str = "x"
+
+    class Outer(StrictModel):
+        inner: Inner = Inner()
+        top: int = 0
+
+    cfg = load_config(Outer, None, {"inner.size": 5, "top": 2})
+    assert cfg.inner.size == 5 and cfg.inner.name == "x" and cfg.top == 2
+    with pytest.raises(ConfigError, match=r"unknown config key 'inner.sise' \(did you mean 'inner.size'\?\)"):
+        load_config(Outer, None, {"inner.sise": 5})
+    with pytest.raises(ConfigError, match="config key 'top'"):
+        load_config(Outer, None, {"top.deeper": 1})
+    with pytest.raises(ConfigError, match="is a value"):
+        load_config(Outer, None, {"top": 1, "top.deeper": 1})
+    assert isinstance(cfg, BaseModel)
