@@ -174,6 +174,8 @@ impl PyBloomFilter {
 
 #[pymethods]
 impl PyBloomFilter {
+    /// BloomFilter(expected_items=None, fp_rate=None, *, num_bits=None, num_hashes=None, seed=DEFAULT_SEED)
+    /// A private in-memory filter sized for expected_items at fp_rate, or given num_bits/num_hashes.
     #[new]
     #[pyo3(signature = (expected_items=None, fp_rate=None, *, num_bits=None, num_hashes=None, seed=DEFAULT_SEED))]
     fn new(
@@ -188,6 +190,7 @@ impl PyBloomFilter {
         py.detach(|| Bloom::new(params, seed)).map(Self::wrap).map_err(to_py)
     }
 
+    /// Create a filter file at `path` and map it shared (FileExistsError unless overwrite=True).
     #[staticmethod]
     #[pyo3(signature = (path, expected_items=None, fp_rate=None, *, num_bits=None, num_hashes=None, seed=DEFAULT_SEED, overwrite=false))]
     #[allow(clippy::too_many_arguments)]
@@ -205,27 +208,32 @@ impl PyBloomFilter {
         py.detach(|| Bloom::create_shared(&path, params, seed, overwrite)).map(Self::wrap).map_err(to_py)
     }
 
+    /// Map an existing filter file shared; a sealed file's checksum is verified unless verify=False.
     #[staticmethod]
     #[pyo3(signature = (path, *, readonly=false, verify=true))]
     fn open_shared(py: Python<'_>, path: PathBuf, readonly: bool, verify: bool) -> PyResult<Self> {
         py.detach(|| Bloom::open_shared(&path, readonly, verify)).map(Self::wrap).map_err(to_py)
     }
 
+    /// Read a filter file into private memory; it must be sealed and match its checksum unless verify=False.
     #[staticmethod]
     #[pyo3(signature = (path, *, verify=true))]
     fn load(py: Python<'_>, path: PathBuf, verify: bool) -> PyResult<Self> {
         py.detach(|| Bloom::load(&path, verify)).map(Self::wrap).map_err(to_py)
     }
 
+    /// Write a sealed, checksummed snapshot to `path` (atomically: temp file + rename).
     fn save(&self, py: Python<'_>, path: PathBuf) -> PyResult<()> {
         let bloom = self.get()?;
         py.detach(|| bloom.save(&path)).map_err(to_py)
     }
 
+    /// Add the key (str or bytes); return True if it was already present. Atomic per key.
     fn insert(&self, key: &Bound<'_, PyAny>) -> PyResult<bool> {
         self.get()?.insert(key_bytes(key)?).map_err(to_py)
     }
 
+    /// True if the key is (probably) present.
     fn contains(&self, key: &Bound<'_, PyAny>) -> PyResult<bool> {
         Ok(self.get()?.contains(key_bytes(key)?))
     }
@@ -234,10 +242,12 @@ impl PyBloomFilter {
         self.contains(key)
     }
 
+    /// insert() each key in order without the GIL; returns one "was present" flag per key.
     fn insert_many<'py>(&self, keys: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyList>> {
         self.batch(keys, |b, k, out| b.insert_batch(k, out))
     }
 
+    /// contains() for each key, without the GIL.
     fn contains_many<'py>(&self, keys: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyList>> {
         self.batch(keys, |b, k, out| {
             b.contains_batch(k, out);
@@ -245,16 +255,19 @@ impl PyBloomFilter {
         })
     }
 
+    /// Shared filters: write the checksum and mark the file sealed. Call when no process is inserting.
     fn seal(&self, py: Python<'_>) -> PyResult<()> {
         let bloom = self.get()?;
         py.detach(|| bloom.seal()).map_err(to_py)
     }
 
+    /// Shared filters: msync the mapping to disk. Not needed for other processes to see inserts.
     fn flush(&self, py: Python<'_>) -> PyResult<()> {
         let bloom = self.get()?;
         py.detach(|| bloom.flush()).map_err(to_py)
     }
 
+    /// Flush and release the filter; later calls raise ValueError. Idempotent.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
         let taken = self.inner.lock().unwrap_or_else(|p| p.into_inner()).take();
         match taken {
@@ -314,6 +327,7 @@ impl PyBloomFilter {
         Ok(self.get()?.count())
     }
 
+    /// Number of bits set.
     fn bits_set(&self, py: Python<'_>) -> PyResult<u64> {
         let bloom = self.get()?;
         Ok(py.detach(|| bloom.bits_set()))
