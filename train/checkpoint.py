@@ -19,6 +19,7 @@ import os
 import re
 import shutil
 import time
+import warnings
 from concurrent.futures import Future
 from pathlib import Path
 
@@ -181,7 +182,9 @@ def load_model_weights(path: str | Path, model: torch.nn.Module) -> dict:
     Used by the soup, evaluation and the Hugging Face export; works without a process group.
     """
     sd = {"model": model.state_dict()}
-    dcp.load(sd, checkpoint_id=str(path), no_dist=not dist.is_initialized())
+    with warnings.catch_warnings():  # "assuming the intent is to load in a single process": it is
+        warnings.simplefilter("ignore", UserWarning)
+        dcp.load(sd, checkpoint_id=str(path), no_dist=not dist.is_initialized())
     model.load_state_dict(sd["model"])
     return read_state(path)
 
@@ -192,7 +195,9 @@ def save_model_weights(path: str | Path, model_sd: dict, state: dict) -> Path:
     if path.exists():
         shutil.rmtree(path)
     _write_state(path, state)
-    dcp.save({"model": model_sd}, storage_writer=FileSystemWriter(str(path)), no_dist=not dist.is_initialized())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        dcp.save({"model": model_sd}, storage_writer=FileSystemWriter(str(path)), no_dist=not dist.is_initialized())
     return path
 
 

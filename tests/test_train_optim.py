@@ -1,0 +1,60 @@
+"""Schedules (warmup+cosine, linear decay to zero), AdamW groups, z-loss, clipping."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.train
+
+from train.config import ModelConfig, OptimConfig  # noqa: E402
+from train.model import Transformer  # noqa: E402
+from train.optim import build_optimizer, clip_grad_norm, lm_loss  # noqa: E402
+from train.schedule import Schedule  # noqa: E402
+
+
+def test_warmup_then_cosine_to_floor():
+    s = Schedule("cosine", peak_lr=1e-3, total_steps=110, warmup_steps=10, min_lr_ratio=0.1)
+    assert s.lr_at(1) == pytest.approx(1e-4) and s.lr_at(10) == pytest.approx(1e-3)
+    assert s.lr_at(60) == pytest.approx(1e-4 + 0.9e-3 * 0.5)  # half way through the cosine
+    assert s.lr_at(110) == pytest.approx(1e-4) and s.lr_at(500) == pytest.approx(1e-4)
+    lrs = [s.lr_at(i) for i in range(10, 111)]
+    assert all(a >= b for a, b in zip(lrs, lrs[1:]))
+
+
+def test_linear_decay_from_start_lr_to_zero():
+    s = Schedule("linear_decay", peak_lr=3e-4, total_steps=4)
+    assert [s.lr_at(i) for i in range(1, 5)] == pytest.approx([2.25e-4, 1.5e-4, 0.75e-4, 0.0])
+
+
+def test_no_weight_decay_on_embeddings_only():
+    m = Transformer(ModelConfig(vocab_size=100, d_model=32, n_layers=1, n_heads=2))
+    opt = build_optimizer(m, OptimConfig(), lr=1e-3)
+    decayed = {id(p) for p in opt.param_groups[0]["params"]}
+    assert opt.param_groups[0]["weight_decay"] == 0.1 and opt.param_groups[1]["weight_decay"] == 0.0
+    assert opt.param_groups[1]["params"] == [m.embed.weight]
+    assert id(m.lm_head.weight) in decayed and id(m.blocks[0].attn_norm.weight) in decayed
+    assert opt.defaults["betas"] == (0.9, 0.95) and opt.defaults["eps"] == 1e-8
+
+
+def test_loss_shift_padding_and_z_loss():
+    torch.manual_seed(0)
+    logits = torch.randn(2, 5, 8)
+    tokens = torch.randint(0, 6, (2, 5))
+    ce, z = lm_loss(logits, tokens, vocab_size=6, z_loss=1e-5)
+    ref = torch.nn.functional.cross_entropy(logits[:, :-1, :6].reshape(-1, 6), tokens[:, 1:].reshape(-1))
+    assert torch.allclose(ce, ref)
+    lse = torch.logsumexp(logits[:, :-1, :6], -1)
+    assert torch.allclose(z, 1e-5 * lse.pow(2).mean())
+    _, z0 = lm_loss(logits, tokens, vocab_size=6, z_loss=0.0)
+    assert z0.item() == 0.0
+
+
+def test_clip_grad_norm_clips_to_max():
+    ps = [torch.nn.Parameter(torch.zeros(3)), torch.nn.Parameter(torch.zeros(4))]
+    ps[0].grad, ps[1].grad = torch.full((3,), 3.0), torch.full((4,), 4.0)
+    total = clip_grad_norm(ps, 1.0)
+    assert total.item() == pytest.approx(math.sqrt(27 + 64))
+    assert math.sqrt(sum(p.grad.square().sum().item() for p in ps)) == pytest.approx(1.0, rel=1e-5)
