@@ -1,0 +1,121 @@
+"""Real 2-rank runs (torchrun, gloo, FSDP2, DCP): exact resume, preemption, async saves,
+resharding 2 -> 1 rank, rank-independent init, and the data fingerprint check."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.train
+
+from tests.train_helpers import stage1  # noqa: E402
+from train.testing import launch, read_metrics, tiny_config, train_losses, write_config  # noqa: E402
+
+
+def _copy_checkpoint(src_run, step, dst_dir):
+    dst_dir.mkdir(parents=True)
+    shutil.copytree(src_run / f"step{step}", dst_dir / f"step{step}")
+
+
+def test_preempt_at_half_then_resume_is_bit_identical(tmp_path_factory, tmp_path):
+    s1 = stage1(tmp_path_factory)
+    full = train_losses(s1.save_dir)
+    assert sorted(full) == [1, 2, 3, 4, 5, 6] and full[6] < full[1] - 0.5  # it learns
+    cfg = write_config(tmp_path / "b.yaml", tiny_config(tmp_path / "B", s1.data))
+    # first half: rank 0 receives SIGTERM after step 3 -> both ranks save step 3 and exit 0
+    r = launch(cfg, nproc=2, env={"DOLMA_TRAIN_TEST_SIGTERM_AT_STEP": "3"})
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "SIGTERM: saving step 3" in r.stdout
+    assert sorted(p.name for p in (tmp_path / "B").glob("step*")) == ["step3"]
+    state = json.loads((tmp_path / "B" / "step3" / "trainer_state.json").read_text())
+    assert state["step"] == 3 and state["tokens_seen"] == 3 * 8 * 32 and len(state["rng"]) == 2
+    # second half in fresh processes, resuming from the newest checkpoint
+    r = launch(cfg, nproc=2)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "resumed from" in r.stdout
+    resumed = train_losses(tmp_path / "B")
+    assert resumed == full  # bit-identical, every step
+    lrs = {m["step"]: m["lr"] for m in read_metrics(tmp_path / "B") if "lr" in m}
+    assert lrs == {m["step"]: m["lr"] for m in read_metrics(s1.save_dir) if "lr" in m}
+
+
+def test_async_save_runs_while_training_continues(tmp_path_factory):
+    s1 = stage1(tmp_path_factory)
+    metrics = {m["step"]: m for m in read_metrics(s1.save_dir) if "loss" in m}
+    # the step-3 save was started asynchronously; its (delayed) write was still in flight
+    # when step 4 began, and the step-4 update did not leak into the step-3 checkpoint
+    assert "step 3 -> " in s1.result.stdout and "(async)" in s1.result.stdout
+    assert metrics[4]["ckpt_inflight"] is True and metrics[3]["ckpt_inflight"] is False
+    assert metrics[4]["step_time"] < float(__import__("tests.train_helpers", fromlist=["x"]).WRITE_DELAY_S)
+    for step in (3, 6):
+        d = s1.save_dir / f"step{step}"
+        assert (d / ".metadata").exists() and json.loads((d / "trainer_state.json").read_text())["step"] == step
+    # stock DCP format: a generic torch tool converts it
+    from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
+
+    dcp_to_torch_save(s1.save_dir / "step3", s1.root / "step3.pt")
+    sd = torch.load(s1.root / "step3.pt", weights_only=False)
+    assert sd["optim"]["state"]["embed.weight"]["step"].item() == 3
+    assert sd["model"]["embed.weight"].shape == (512, 64)
+
+
+def test_weights_do_not_depend_on_rank_count(tmp_path_factory):
+    """Step 1's loss (before any update) of the 2-rank FSDP run equals a plain 1-process model's."""
+    from train.data import GlobalOrder, TokenDataset
+    from train.model import PRESETS, Transformer, init_weights
+    from train.optim import lm_loss
+
+    s1 = stage1(tmp_path_factory)
+    ds = TokenDataset([s1.data["train"]], 32, np.uint16)
+    tokens = torch.from_numpy(ds.batch(GlobalOrder(ds.n_instances, 0).global_indices(0, 8)))
+    model = Transformer(PRESETS["tiny"])
+    init_weights(model, 0)
+    with torch.no_grad():
+        ce, _ = lm_loss(model(tokens), tokens, 512, 1e-5)
+    assert ce.item() == pytest.approx(train_losses(s1.save_dir)[1], rel=1e-6)
+
+
+def test_checkpoint_from_two_ranks_resumes_on_one(tmp_path_factory, tmp_path):
+    s1 = stage1(tmp_path_factory)
+    _copy_checkpoint(s1.save_dir, 3, tmp_path / "C")
+    # same global batch on one rank: 4 micro-batches of 2 instead of 2 ranks x 2 x 2
+    cfg = write_config(tmp_path / "c.yaml", tiny_config(tmp_path / "C", s1.data))
+    r = launch(cfg, nproc=1)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "1 rank(s)" in r.stdout and "grad accum 4" in r.stdout
+    one, two = train_losses(tmp_path / "C"), train_losses(s1.save_dir)
+    assert sorted(one) == [4, 5, 6]
+    for step in (4, 5, 6):  # same math, different reduction order: equal to float precision
+        assert one[step] == pytest.approx(two[step], rel=1e-5, abs=1e-6)
+
+
+@pytest.mark.slow
+def test_checkpoint_from_two_ranks_resumes_on_four(tmp_path_factory, tmp_path):
+    s1 = stage1(tmp_path_factory)
+    _copy_checkpoint(s1.save_dir, 3, tmp_path / "D")
+    cfg = write_config(tmp_path / "d.yaml", tiny_config(tmp_path / "D", s1.data))
+    r = launch(cfg, nproc=4)
+    assert r.returncode == 0, r.stdout + r.stderr
+    four, two = train_losses(tmp_path / "D"), train_losses(s1.save_dir)
+    for step in (4, 5, 6):
+        assert four[step] == pytest.approx(two[step], rel=1e-5, abs=1e-6)
+
+
+def test_changed_data_is_refused_unless_overridden(tmp_path_factory, tmp_path):
+    s1 = stage1(tmp_path_factory)
+    _copy_checkpoint(s1.save_dir, 6, tmp_path / "E")
+    data = {"train": str(tmp_path / "train"), "val": s1.data["val"]}
+    shutil.copytree(s1.data["train"], data["train"])
+    (tmp_path / "train" / "part-00002.npy").unlink()  # one shard fewer
+    cfg = write_config(tmp_path / "e.yaml", tiny_config(tmp_path / "E", data, train={"max_steps": 7}))
+    r = launch(cfg, nproc=1)
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert "dataset fingerprint" in r.stderr and "data.allow_fingerprint_mismatch" in r.stderr
+    assert "Traceback" not in r.stderr and not (tmp_path / "E" / "step7").exists()
+    r = launch(cfg, nproc=1, sets=["data.allow_fingerprint_mismatch=true"])
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "WARNING: dataset fingerprint" in r.stdout and (tmp_path / "E" / "step7").exists()
