@@ -262,23 +262,16 @@ impl Bloom {
     /// batch is new at most once, at its first occurrence.
     pub fn insert_batch<K: AsRef<[u8]>>(&self, keys: &[K], out: &mut Vec<bool>) -> Result<()> {
         self.prepare_write()?;
-        let view = self.view();
-        let token = lock::owner_token();
         out.reserve(keys.len());
-        let mut added = 0u64;
-        for key in keys {
-            let present = view.insert(key.as_ref(), token);
-            added += u64::from(!present);
-            out.push(present);
-        }
+        let added = self.view().insert_many(keys, lock::owner_token(), out);
         // One shared-counter update per batch, not per key: it is a contended cache line.
         self.count_word().fetch_add(added, Ordering::Relaxed);
         Ok(())
     }
 
     pub fn contains_batch<K: AsRef<[u8]>>(&self, keys: &[K], out: &mut Vec<bool>) {
-        let view = self.view();
-        out.extend(keys.iter().map(|k| view.contains(k.as_ref())));
+        out.reserve(keys.len());
+        self.view().contains_many(keys, out);
     }
 
     fn compute_checksum(&self) -> u64 {
