@@ -41,12 +41,12 @@ def make_shards(root: str | Path, n_train_shards: int = 3, docs_per_shard: int =
     return {"train": str(root / "train"), "val": str(root / "val")}
 
 
-def tiny_config(save_dir: str | Path, data: dict[str, str], **sections) -> dict:
+def tiny_config(save_dir: str | Path, shards: dict[str, str], **sections) -> dict:
     """A raw config dict for a tiny fp32 run; ``sections`` update the defaults per section."""
     cfg = {
         "run_name": "test",
         "model": {"preset": "tiny"},
-        "data": {"paths": [data["train"]], "val_paths": [data["val"]], "seq_len": 32, "eos_id": EOS},
+        "data": {"paths": [shards["train"]], "val_paths": [shards["val"]], "seq_len": 32, "eos_id": EOS},
         "train": {"global_batch_size": 8, "micro_batch_size": 2, "max_steps": 6, "precision": "fp32"},
         "optim": {"lr": 1.0e-2},
         "schedule": {"kind": "cosine", "warmup_steps": 2},
