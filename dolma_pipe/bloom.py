@@ -36,7 +36,10 @@ checksum of a sealed file (``verify=False`` skips it); an unsealed file (in use,
 or left by a crashed writer) opens without verification, and ``load`` refuses it unless
 ``verify=False``. ``flush()`` only asks the kernel to write pages to disk (msync); other
 processes never need it. A shared filter pickles as "reopen this path", so it can be passed to
-multiprocessing workers. Do not truncate or replace a file that is mapped.
+multiprocessing workers. ``create_shared(..., overwrite=True)`` replaces the file by a rename,
+so processes still using the old file keep the old filter; never truncate a mapped file.
+Stripe locks record the holder's pid: a worker killed mid-insert is detected (after 0.5 s) and
+its lock taken over, so a crash cannot wedge the file.
 """
 
 from __future__ import annotations

@@ -53,23 +53,29 @@ impl Bloom {
     /// and all of them insert into the same bits. Fails if the file exists unless `overwrite`.
     pub fn create_shared(path: &Path, params: Params, seed: u64, overwrite: bool) -> Result<Bloom> {
         check_endianness(path)?;
-        let mut opts = OpenOptions::new();
-        opts.read(true).write(true);
-        if overwrite {
-            opts.create(true).truncate(true);
-        } else {
-            opts.create_new(true);
-        }
-        let mut file = opts.open(path).map_err(|e| BloomError::io(path, e))?;
+        // Overwriting builds a new file and renames it over the old one, so that processes
+        // still mapping the old file keep a valid (old) inode instead of faulting on a
+        // truncated one. Without overwrite, create_new refuses an existing file atomically.
+        let build_at = if overwrite { temp_sibling(path) } else { path.to_path_buf() };
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&build_at)
+            .map_err(|e| BloomError::io(path, e))?;
         let header = Header::new(params, seed);
         let made = (|| {
             file.write_all(&header.encode())?;
             // The rest (locks and bits) is zero: a sparse extension, no bytes written.
             file.set_len(header.file_len())?;
-            file.sync_all()
+            file.sync_all()?;
+            if overwrite {
+                std::fs::rename(&build_at, path)?;
+            }
+            Ok(())
         })();
         if let Err(e) = made {
-            let _ = std::fs::remove_file(path);
+            let _ = std::fs::remove_file(&build_at);
             return Err(BloomError::io(path, e));
         }
         Self::map(file, path, header, false)
@@ -158,8 +164,7 @@ impl Bloom {
     /// Writes a sealed snapshot to `path`, atomically: a temporary file in the same directory
     /// renamed over `path` once complete, so readers never see half a filter.
     pub fn save(&self, path: &Path) -> Result<()> {
-        let file_name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        let tmp = path.with_file_name(format!(".{file_name}.tmp-{}", std::process::id()));
+        let tmp = temp_sibling(path);
         let result = (|| -> std::io::Result<()> {
             let mut out = std::io::BufWriter::with_capacity(1 << 20, File::create(&tmp)?);
             let mut header = Header::new(self.params, self.seed);
@@ -309,6 +314,12 @@ impl Bloom {
     }
 }
 
+/// A hidden temporary name next to `path` (same directory, so a rename is atomic).
+fn temp_sibling(path: &Path) -> std::path::PathBuf {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    path.with_file_name(format!(".{name}.tmp-{}", std::process::id()))
+}
+
 fn check_endianness(path: &Path) -> Result<()> {
     if cfg!(target_endian = "big") {
         return Err(BloomError::file(path, "shared filters need a little-endian machine; use load()"));
@@ -404,6 +415,12 @@ mod tests {
         b.insert(b"y").unwrap();
         assert!(!a.is_sealed());
         assert!(r.contains(b"y"));
+        // Overwriting replaces the file; handles on the old one keep working on the old bits.
+        let fresh = Bloom::create_shared(&path, Params::explicit(640, 3).unwrap(), 3, true).unwrap();
+        assert!(!fresh.contains(b"x") && a.contains(b"x") && r.contains(b"y"));
+        assert!(b.insert(b"w").is_ok());
+        assert_eq!(Bloom::open_shared(&path, true, true).unwrap().params().num_bits, 640);
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1, "no temporary file left");
         std::fs::remove_dir_all(dir).unwrap();
     }
 }
