@@ -15,5 +15,9 @@ echo "== 2. stats: what the corpus holds, per source"
 "$DP" stats --documents "$OUT/corpus/documents/*/*.jsonl.gz" --destination "$OUT/stats"
 
 echo
+echo "== 3. the Rust Bloom filter: exact duplicate documents and repeated paragraphs"
+"$VENV/bin/python" examples/bloom_demo.py "$OUT/corpus/documents/*/*.jsonl.gz"
+
+echo
 echo "Outputs under $OUT/ (each stage wrote _manifest.json; rerunning skips finished files, --force redoes them)."
 "$DP" list
