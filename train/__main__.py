@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from train.config import ConfigError, load_config
@@ -30,5 +31,14 @@ def main(argv=None) -> int:
     return 0 if result is not None else 1
 
 
+def _exit(code: int) -> None:
+    # By now the checkpoint is on disk, the process group is destroyed and the logs are
+    # written. Skipping interpreter teardown avoids a rare abort ("terminate called without
+    # an active exception") when gloo's C++ worker threads race the static destructors.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    _exit(main())
