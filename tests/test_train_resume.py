@@ -12,7 +12,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.train
 
-from tests.train_helpers import stage1  # noqa: E402
+from tests.train_helpers import WRITE_DELAY_S, stage1  # noqa: E402
 from train.testing import launch, read_metrics, tiny_config, train_losses, write_config  # noqa: E402
 
 
@@ -50,7 +50,7 @@ def test_async_save_runs_while_training_continues(tmp_path_factory):
     # when step 4 began, and the step-4 update did not leak into the step-3 checkpoint
     assert "step 3 -> " in s1.result.stdout and "(async)" in s1.result.stdout
     assert metrics[4]["ckpt_inflight"] is True and metrics[3]["ckpt_inflight"] is False
-    assert metrics[4]["step_time"] < float(__import__("tests.train_helpers", fromlist=["x"]).WRITE_DELAY_S)
+    assert metrics[4]["step_time"] < float(WRITE_DELAY_S)
     for step in (3, 6):
         d = s1.save_dir / f"step{step}"
         assert (d / ".metadata").exists() and json.loads((d / "trainer_state.json").read_text())["step"] == step
@@ -61,6 +61,17 @@ def test_async_save_runs_while_training_continues(tmp_path_factory):
     sd = torch.load(s1.root / "step3.pt", weights_only=False)
     assert sd["optim"]["state"]["embed.weight"]["step"].item() == 3
     assert sd["model"]["embed.weight"].shape == (512, 64)
+
+
+def test_resume_from_the_async_checkpoint_is_bit_identical(tmp_path_factory, tmp_path):
+    """The step-3 checkpoint was written in the background while steps 4-6 ran; it must hold
+    exactly the step-3 state (staged before training went on)."""
+    s1 = stage1(tmp_path_factory)
+    _copy_checkpoint(s1.save_dir, 3, tmp_path / "F")
+    r = launch(write_config(tmp_path / "f.yaml", tiny_config(tmp_path / "F", s1.data)), nproc=2)
+    assert r.returncode == 0, r.stdout + r.stderr
+    full = train_losses(s1.save_dir)
+    assert train_losses(tmp_path / "F") == {s: full[s] for s in (4, 5, 6)}
 
 
 def test_weights_do_not_depend_on_rank_count(tmp_path_factory):

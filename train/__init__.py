@@ -15,4 +15,5 @@ sidecars, DESIGN.md section 3); it never imports ``dolma_pipe``, ``taggers`` or
 - ``evaluate``   validation loss / perplexity of checkpoints
 - ``soup``       weight averaging of several checkpoints (``python -m train.soup``)
 - ``export_hf``  write a checkpoint as a Hugging Face Olmo2 model
+- ``testing``    tiny shards, configs and a torchrun launcher for tests and the benchmark
 """

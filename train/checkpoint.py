@@ -90,6 +90,18 @@ def has_optimizer(path: str | Path) -> bool:
     return any(k.startswith("optim.") for k in meta.state_dict_metadata)
 
 
+def prune(save_dir: str | Path, keep_last: int, permanent_interval: int) -> list[Path]:
+    """Delete all but the newest ``keep_last`` complete checkpoints, sparing permanent ones
+    (steps that are multiples of ``permanent_interval``). Incomplete folders are left alone:
+    one may be a save still being written. Returns the deleted folders."""
+    ckpts = list_checkpoints(save_dir)
+    regular = [(s, p) for s, p in ckpts if not (permanent_interval and s % permanent_interval == 0)]
+    doomed = [p for _, p in regular[: max(0, len(regular) - keep_last)]]
+    for p in doomed:
+        shutil.rmtree(p, ignore_errors=True)
+    return doomed
+
+
 def _write_state(path: Path, state: dict) -> None:
     path.mkdir(parents=True, exist_ok=True)
     tmp = path / (STATE_FILE + ".tmp")
@@ -152,10 +164,7 @@ class Checkpointer:
             self.prune()
 
     def prune(self) -> None:
-        ckpts = list_checkpoints(self.save_dir)
-        regular = [(s, p) for s, p in ckpts if not (self.permanent_interval and s % self.permanent_interval == 0)]
-        for _, p in regular[: max(0, len(regular) - self.keep_last)]:
-            shutil.rmtree(p, ignore_errors=True)
+        prune(self.save_dir, self.keep_last, self.permanent_interval)
 
     # -- loading -----------------------------------------------------------------------
 

@@ -263,7 +263,8 @@ class Trainer:
                 self._log(m)
             if self.stop_requested:
                 self._print(f"SIGTERM: saving step {self.step} and exiting")
-                self.save(block=True)
+                if self.saved_step != self.step:  # never rewrite (and risk) a complete checkpoint
+                    self.save(block=True)
                 break
             if c.interval and self.step % c.interval == 0 and self.step != end:
                 self.save()
