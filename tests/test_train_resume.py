@@ -104,7 +104,6 @@ def test_checkpoint_from_two_ranks_resumes_on_one(tmp_path_factory, tmp_path):
         assert one[step] == pytest.approx(two[step], rel=1e-5, abs=1e-6)
 
 
-@pytest.mark.slow
 def test_checkpoint_from_two_ranks_resumes_on_four(tmp_path_factory, tmp_path):
     s1 = stage1(tmp_path_factory)
     _copy_checkpoint(s1.save_dir, 3, tmp_path / "D")

@@ -61,7 +61,7 @@ def hf_config(cfg: ModelConfig, eos_id: int | None = None, pad_id: int | None = 
         num_key_value_heads=cfg.n_kv_heads or cfg.n_heads,
         max_position_embeddings=cfg.max_seq_len,
         rms_norm_eps=cfg.norm_eps,
-        rope_parameters={"rope_type": "default", "rope_theta": cfg.rope_theta},
+        rope_theta=cfg.rope_theta,  # transformers 5 folds it into rope_parameters; 4.x reads it as is
         tie_word_embeddings=False,
         attention_bias=False,
         eos_token_id=eos_id,
@@ -81,7 +81,12 @@ def export(model: Transformer, out: str | Path, dtype: torch.dtype = torch.float
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     config = hf_config(model.cfg, eos_id, pad_id)
-    config.dtype = dtype  # recorded in config.json ("dtype")
+    import transformers
+
+    if int(transformers.__version__.split(".")[0]) >= 5:
+        config.dtype = dtype  # recorded in config.json
+    else:
+        config.torch_dtype = dtype
     config.save_pretrained(out)
     sd = {k: v.to(dtype) for k, v in to_hf_state_dict(model).items()}
     save_file(sd, str(out / "model.safetensors"), metadata={"format": "pt"})
