@@ -129,3 +129,12 @@ def test_changed_data_is_refused_unless_overridden(tmp_path_factory, tmp_path):
     r = launch(cfg, nproc=1, sets=["data.allow_fingerprint_mismatch=true"])
     assert r.returncode == 0, r.stdout + r.stderr
     assert "WARNING: dataset fingerprint" in r.stdout and (tmp_path / "E" / "step7").exists()
+
+
+def test_changed_data_seed_is_refused(tmp_path_factory, tmp_path):
+    s1 = stage1(tmp_path_factory)
+    _copy_checkpoint(s1.save_dir, 6, tmp_path / "G")
+    cfg = write_config(tmp_path / "g.yaml", tiny_config(tmp_path / "G", s1.data, train={"max_steps": 7}))
+    r = launch(cfg, nproc=1, sets=["data.seed=9"])
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert "data.seed is 9" in r.stderr and not (tmp_path / "G" / "step7").exists()

@@ -28,7 +28,6 @@ import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint import FileSystemReader, FileSystemWriter
 from torch.distributed.checkpoint.state_dict import (
-    StateDictOptions,
     get_model_state_dict,
     get_state_dict,
     set_model_state_dict,
@@ -212,7 +211,6 @@ def save_model_weights(path: str | Path, model_sd: dict, state: dict) -> Path:
 
 __all__ = [
     "Checkpointer",
-    "StateDictOptions",
     "latest_checkpoint",
     "list_checkpoints",
     "load_model_weights",

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 import zlib
-from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F

@@ -19,7 +19,6 @@ import json
 import os
 import resource
 import signal
-import sys
 import time
 from pathlib import Path
 
@@ -30,9 +29,9 @@ from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 from torch.distributed.device_mesh import init_device_mesh
 
 from train import dist as tdist
-from train.checkpoint import Checkpointer, latest_checkpoint, read_state
+from train.checkpoint import Checkpointer, has_optimizer, latest_checkpoint
 from train.config import Config, dump_config
-from train.data import GlobalOrder, TokenDataset, check_fingerprint, eval_indices, token_dtype
+from train.data import DataError, GlobalOrder, TokenDataset, check_fingerprint, eval_indices, token_dtype
 from train.evaluate import evaluate_loss
 from train.model import Transformer, describe, init_weights
 from train.optim import build_optimizer, clip_grad_norm, lm_loss
@@ -141,6 +140,12 @@ class Trainer:
             warn = check_fingerprint(state["data"]["fingerprint"], self.fingerprint, self.cfg.data.allow_fingerprint_mismatch)
             if warn:
                 self._print(f"WARNING: {warn}")
+            if state["data"]["seed"] != self.cfg.data.seed:
+                msg = (f"data.seed is {self.cfg.data.seed} but {latest} was trained with seed "
+                       f"{state['data']['seed']}: the data order would not continue")
+                if not self.cfg.data.allow_fingerprint_mismatch:
+                    raise DataError(msg + ". Set data.allow_fingerprint_mismatch: true to resume anyway.")
+                self._print(f"WARNING: {msg} (accepted)")
             self.step = state["step"]
             self.instances_seen = state["tokens_seen"] // self.cfg.data.seq_len
             self.peak_lr = state["peak_lr"]  # stage 2 keeps the start lr it took from stage 1
@@ -148,9 +153,14 @@ class Trainer:
             self.saved_step = self.step
             self._print(f"resumed from {latest} (step {self.step}, {state['tokens_seen']} tokens)")
         elif c.init_from:
+            if c.load_optimizer and not has_optimizer(c.init_from):
+                self._print(f"note: {c.init_from} holds no optimizer state (a soup?): starting with a fresh AdamW")
             state = Checkpointer.load(c.init_from, self.model, self.optimizer, load_optimizer=c.load_optimizer)
             if self.cfg.schedule.kind == "linear_decay":
                 self.peak_lr = self.cfg.schedule.start_lr if self.cfg.schedule.start_lr is not None else state["lr"]
+                if self.peak_lr <= 0:
+                    raise SystemExit(f"config error: schedule.start_lr: {c.init_from} records no learning rate "
+                                     f"(a soup?); set schedule.start_lr")
             self._print(f"initialised from {c.init_from} (its step {state['step']}, lr {state['lr']:.3e}); "
                         f"starting lr {self.peak_lr:.3e}")
         elif self.cfg.schedule.kind == "linear_decay" and self.cfg.schedule.start_lr is not None:
