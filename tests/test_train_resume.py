@@ -115,6 +115,18 @@ def test_checkpoint_from_two_ranks_resumes_on_four(tmp_path_factory, tmp_path):
         assert four[step] == pytest.approx(two[step], rel=1e-5, abs=1e-6)
 
 
+def test_resume_with_a_larger_global_batch_continues_the_token_count(tmp_path_factory, tmp_path):
+    s1 = stage1(tmp_path_factory)
+    _copy_checkpoint(s1.save_dir, 3, tmp_path / "H")
+    raw = tiny_config(tmp_path / "H", s1.data, train={"global_batch_size": 16, "micro_batch_size": 4, "max_steps": 5})
+    r = launch(write_config(tmp_path / "h.yaml", raw), nproc=1)
+    assert r.returncode == 0, r.stdout + r.stderr
+    tokens = {m["step"]: m["tokens"] for m in read_metrics(tmp_path / "H") if "loss" in m}
+    assert tokens == {4: 3 * 8 * 32 + 16 * 32, 5: 3 * 8 * 32 + 2 * 16 * 32}
+    state = json.loads((tmp_path / "H" / "step5" / "trainer_state.json").read_text())
+    assert state["data"]["instances_seen"] == 3 * 8 + 2 * 16 and state["global_batch_size"] == 16
+
+
 def test_changed_data_is_refused_unless_overridden(tmp_path_factory, tmp_path):
     s1 = stage1(tmp_path_factory)
     _copy_checkpoint(s1.save_dir, 6, tmp_path / "E")
