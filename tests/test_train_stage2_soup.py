@@ -65,6 +65,16 @@ def test_stage2_starts_from_stage1_model_optimizer_and_lr(stage2):
     assert len(firsts) == len(SEEDS)
 
 
+def test_evaluate_cli_reports_each_checkpoint(stage2, capsys):
+    from train.evaluate import main
+
+    _, _, data, runs = stage2
+    paths = [str(runs[s] / "step3") for s in SEEDS[:2]]
+    assert main(["--val-paths", data["val"], *paths, "--max-instances", "60", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert list(out) == paths and all(out[p]["tokens"] == 60 * 31 for p in paths)
+
+
 def test_soup_of_three_runs_averages_weights_and_is_evaluated(stage2):
     from train.checkpoint import load_model_weights, read_state
     from train.evaluate import evaluate_checkpoints

@@ -73,7 +73,8 @@ def print_table(results: dict[str, dict], out=sys.stdout) -> None:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m train.evaluate", description=__doc__)
     ap.add_argument("checkpoints", nargs="+", help="checkpoint folders (step<N>/ or a soup)")
-    ap.add_argument("--val-paths", nargs="+", required=True, help="held-out token shards or folders")
+    ap.add_argument("--val-paths", action="append", required=True, metavar="PATH",
+                    help="held-out token shards or folder (repeatable)")
     ap.add_argument("--seq-len", type=int, default=None, help="default: the checkpoint's data.seq_len")
     ap.add_argument("--max-instances", type=int, default=1024)
     ap.add_argument("--json", action="store_true", help="print JSON instead of a table")

@@ -66,8 +66,10 @@ def main(argv=None) -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("checkpoints", nargs="+", help="ingredient checkpoint folders")
     ap.add_argument("--out", required=True, help="folder for the souped checkpoint")
-    ap.add_argument("--weights", nargs="+", type=float, default=None, help="one weight per ingredient (default: uniform)")
-    ap.add_argument("--val-paths", nargs="+", default=None, help="evaluate ingredients and soup on these shards")
+    ap.add_argument("--weights", type=lambda s: [float(x) for x in s.split(",")], default=None,
+                    help="comma-separated weight per ingredient, e.g. 0.5,0.25,0.25 (default: uniform)")
+    ap.add_argument("--val-paths", action="append", default=None, metavar="PATH",
+                    help="evaluate ingredients and soup on these shards or folder (repeatable)")
     ap.add_argument("--max-instances", type=int, default=1024)
     args = ap.parse_args(argv)
     out = soup(args.checkpoints, args.out, args.weights)
