@@ -15,7 +15,12 @@ resumed run produces the same bytes as an uninterrupted one, and atomic (see
 
 from __future__ import annotations
 
+import base64
+import datetime
+import decimal
 import gzip
+import json
+import re
 import zlib
 from typing import IO, Any, Callable, Iterator
 
@@ -23,7 +28,7 @@ import orjson
 import zstandard
 
 from dolma_pipe import storage
-from dolma_pipe.quarantine import Quarantine
+from dolma_pipe.quarantine import Quarantine, QuarantinedRecordError
 
 CHUNK = 1 << 20
 GZIP_LEVEL = 6
@@ -31,6 +36,8 @@ ZSTD_LEVEL = 3
 # Columns kept as plain strings in Parquet; anything else is stored as JSON text.
 PARQUET_STRING_COLUMNS = ("id", "text", "source", "added", "created")
 PARQUET_JSON_COLUMNS_KEY = b"dolma_pipe.json_columns"
+# Integers of 20+ digits may not fit 64 bits (orjson would turn them into floats).
+_LONG_DIGITS = re.compile(rb"\d{20}")
 
 
 class DocumentError(ValueError):
@@ -113,25 +120,48 @@ def iter_lines(path: str) -> Iterator[tuple[int, bytes]]:
     """(1-based line number, raw line without newline) of a JSON-lines file.
 
     Raises :class:`TruncatedArchive` or :class:`DocumentError` after yielding
-    every line that could be recovered.
+    every line that could be recovered.  A UTF-8 byte-order mark is dropped.
     """
     chunker = _CHUNKERS[compression_of(path)]
     lineno = 0
-    tail = b""
+    # Pieces of a line that spans chunks, joined once its end arrives (no quadratic re-copying).
+    pending: list[bytes] = []
+    failure: Exception | None = None
     with storage.open_read(path) as raw:
-        try:
-            for chunk in chunker(raw, path):
-                if tail:
-                    chunk = tail + chunk
-                lines = chunk.split(b"\n")
-                tail = lines.pop()
-                for line in lines:
-                    lineno += 1
-                    yield lineno, line
-        finally:
-            if tail:
+        chunks = chunker(raw, path)
+        while True:
+            try:
+                chunk = next(chunks, None)
+            except DocumentError as exc:
+                failure = exc
+                break
+            if chunk is None:
+                break
+            if lineno == 0 and not pending and chunk.startswith(b"\xef\xbb\xbf"):
+                chunk = chunk[3:]
+            start = 0
+            end = chunk.find(b"\n")
+            if end == -1:
+                pending.append(chunk)
+                continue
+            if pending:
+                pending.append(chunk[:end])
                 lineno += 1
-                yield lineno, tail
+                yield lineno, b"".join(pending)
+                pending = []
+                start = end + 1
+            lines = chunk[start:].split(b"\n")
+            tail = lines.pop()
+            for line in lines:
+                lineno += 1
+                yield lineno, line
+            if tail:
+                pending.append(tail)
+    if pending:
+        lineno += 1
+        yield lineno, b"".join(pending)
+    if failure is not None:
+        raise failure
 
 
 def _normalise(doc: Any, path: str, lineno: int, quarantine: Quarantine, raw: Any) -> dict | None:
@@ -162,6 +192,7 @@ def _normalise(doc: Any, path: str, lineno: int, quarantine: Quarantine, raw: An
 
 def _read_jsonl(path: str, quarantine: Quarantine, require_text: bool) -> Iterator[tuple[int, dict]]:
     lines = 0
+    lineno = 0
     try:
         for lineno, line in iter_lines(path):
             if not line.strip():
@@ -169,6 +200,9 @@ def _read_jsonl(path: str, quarantine: Quarantine, require_text: bool) -> Iterat
             lines += 1
             try:
                 obj = orjson.loads(line)
+                if _LONG_DIGITS.search(line) is not None:
+                    # orjson reads integers beyond 64 bits as floats; the stdlib keeps them exact.
+                    obj = json.loads(line)
             except orjson.JSONDecodeError as exc:
                 try:
                     line.decode("utf-8")
@@ -184,9 +218,9 @@ def _read_jsonl(path: str, quarantine: Quarantine, require_text: bool) -> Iterat
             if doc is not None:
                 yield lineno, doc
     except TruncatedArchive as exc:
-        quarantine.add(path, lines + 1, "truncated_archive", str(exc), None)
+        quarantine.add(path, lineno + 1, "truncated_archive", str(exc), None)
     except DocumentError as exc:
-        quarantine.add(path, lines + 1, "corrupt_archive", str(exc), None)
+        quarantine.add(path, lineno + 1, "corrupt_archive", str(exc), None)
     except storage.StorageError as exc:
         quarantine.add(path, 0, "unreadable", str(exc), None)
     if lines == 0 and require_text and not quarantine.has_file_error(path):
@@ -203,10 +237,35 @@ def _normalise_attribute_row(obj: Any, path: str, lineno: int, quarantine: Quara
     elif not isinstance(row_id, str):
         quarantine.add(path, lineno, "missing_id", "attribute row has no string 'id'", raw)
         return None
-    if not isinstance(obj.get("attributes", {}), dict):
+    attrs = obj.get("attributes")
+    if attrs is None:
+        obj["attributes"] = {}
+    elif not isinstance(attrs, dict):
         quarantine.add(path, lineno, "bad_attributes", "'attributes' must be an object", raw)
         return None
     return obj
+
+
+def _json_safe(value: Any) -> Any:
+    """orjson fallback for Parquet values JSON cannot hold: decimals as strings, binary as base64."""
+    if isinstance(value, (bytes, bytearray)):
+        return base64.b64encode(value).decode("ascii")
+    if isinstance(value, (decimal.Decimal, datetime.timedelta)):
+        return str(value)
+    raise TypeError(f"cannot represent {type(value).__name__} in JSON")
+
+
+def _parquet_row(obj: dict, json_cols: set[str], path: str, row: int, quarantine: Quarantine) -> dict | None:
+    for col in json_cols:
+        if isinstance(obj.get(col), str):
+            try:
+                obj[col] = orjson.loads(obj[col])
+            except orjson.JSONDecodeError as exc:
+                quarantine.add(path, row, "malformed_json", f"column {col!r}: {exc}", obj[col])
+                return None
+    for key in [k for k, v in obj.items() if v is None and k not in ("text", "id")]:
+        del obj[key]
+    return _normalise(obj, path, row, quarantine, None)
 
 
 def _read_parquet(path: str, quarantine: Quarantine) -> Iterator[tuple[int, dict]]:
@@ -221,19 +280,16 @@ def _read_parquet(path: str, quarantine: Quarantine) -> Iterator[tuple[int, dict
             for batch in pf.iter_batches(batch_size=4096):
                 for obj in batch.to_pylist():
                     rows += 1
-                    for col in json_cols:
-                        if isinstance(obj.get(col), str):
-                            obj[col] = orjson.loads(obj[col])
-                    for key in [k for k, v in obj.items() if v is None and k != "text" and k != "id"]:
-                        del obj[key]
-                    doc = _normalise(obj, path, rows, quarantine, None)
+                    doc = _parquet_row(obj, json_cols, path, rows, quarantine)
                     if doc is not None:
                         yield rows, doc
     except storage.StorageError as exc:
         quarantine.add(path, 0, "unreadable", str(exc), None)
         return
+    except QuarantinedRecordError:
+        raise
     except Exception as exc:  # pyarrow raises ArrowInvalid, OSError, ... for broken files
-        quarantine.add(path, rows + 1, "corrupt_parquet", f"{path}: {exc}", None)
+        quarantine.add(path, rows + 1, "corrupt_parquet", f"{path}: unreadable after row {rows} ({exc})", None)
         return
     if rows == 0:
         quarantine.add(path, 0, "empty_file", f"{path}: file has no records", None)
@@ -260,6 +316,14 @@ def read_attribute_rows(path: str, quarantine: Quarantine | None = None) -> Iter
     return _read_jsonl(path, q, require_text=False)
 
 
+def dumps(obj: Any) -> bytes:
+    """Compact JSON bytes; integers beyond 64 bits (which orjson refuses) go through the stdlib."""
+    try:
+        return orjson.dumps(obj, default=_json_safe)
+    except TypeError:
+        return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), default=_json_safe).encode("utf-8")
+
+
 class JsonlWriter:
     """Writes JSON objects one per line, compressed by file name, atomically."""
 
@@ -284,12 +348,12 @@ class JsonlWriter:
         return self
 
     def write(self, obj: dict) -> None:
-        self._stream.write(orjson.dumps(obj) + b"\n")
+        self._stream.write(dumps(obj) + b"\n")
         self.count += 1
 
     def write_many(self, objs: list[dict]) -> None:
         if objs:
-            self._stream.write(b"\n".join(orjson.dumps(o) for o in objs) + b"\n")
+            self._stream.write(b"\n".join(dumps(o) for o in objs) + b"\n")
             self.count += len(objs)
 
     def __exit__(self, exc_type, exc, tb) -> bool | None:
@@ -338,7 +402,8 @@ class ParquetWriter:
         for key in keys:
             if key in json_cols:
                 columns[key] = pa.array(
-                    [orjson.dumps(r[key]).decode() if key in r else None for r in self._rows], pa.string()
+                    [dumps(r[key]).decode() if key in r else None for r in self._rows],
+                    pa.string(),
                 )
             else:
                 columns[key] = pa.array([r.get(key) for r in self._rows], pa.string())

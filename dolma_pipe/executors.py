@@ -14,6 +14,7 @@ import multiprocessing
 import sys
 from abc import ABC, abstractmethod
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Callable, Iterator
 
 Outcome = tuple[Any, Any, BaseException | None]
@@ -71,7 +72,13 @@ class LocalExecutor(Executor):
         limit = 2 * self.workers
         try:
             while True:
-                _top_up(pending, queue, limit, lambda item: self._pool.submit(fn, item))
+                try:
+                    _top_up(pending, queue, limit, lambda item: self._pool.submit(fn, item))
+                except BrokenProcessPool as exc:
+                    # A worker died (OOM killer, SIGKILL): what is left cannot run in this pool.
+                    for item in [*pending.values(), *queue]:
+                        yield item, None, exc
+                    return
                 if not pending:
                     return
                 done, _ = wait(pending, return_when=FIRST_COMPLETED)
@@ -84,7 +91,10 @@ class LocalExecutor(Executor):
 
     def close(self) -> None:
         if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
+            try:
+                self._pool.shutdown(wait=True, cancel_futures=True)
+            except BrokenProcessPool:
+                pass
             self._pool = None
 
 

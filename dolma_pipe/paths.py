@@ -8,7 +8,9 @@ either tool are found by the other.
 
 from __future__ import annotations
 
+import os
 import re
+from typing import NamedTuple
 
 from dolma_pipe import storage
 
@@ -70,24 +72,51 @@ def relative_name(path: str, pattern: str) -> str:
     return parts[-1]
 
 
-def expand(patterns: list[str]) -> list[tuple[str, str]]:
-    """(path, relative name) for every file matched by ``patterns``, sorted and unique.
+def is_under(path: str, root: str) -> bool:
+    """Whether ``path`` lies inside directory (or prefix) ``root``."""
+    if storage.is_remote(path) or storage.is_remote(root):
+        return path.startswith(root.rstrip("/") + "/")
+    return os.path.abspath(storage.local_path(path)).startswith(os.path.abspath(storage.local_path(root)) + os.sep)
+
+
+class InputFile(NamedTuple):
+    path: str
+    rel: str
+    info: storage.FileInfo
+
+
+def expand(patterns: list[str], exclude_under: str | None = None) -> list[InputFile]:
+    """(path, relative name, size/mtime) for every file matched by ``patterns``, sorted and unique.
 
     A pattern matching nothing is an error naming it; two inputs that map to the
     same relative name would overwrite each other's outputs, so that is refused.
+    Files under ``exclude_under`` (a stage's own output root) are never inputs:
+    reading a run's outputs, markers or error files back in would feed on itself.
     """
     seen: dict[str, str] = {}
+    seen_paths: set[str] = set()
     out: list[tuple[str, str]] = []
     for pattern in patterns:
-        matches = storage.glob(pattern)
+        pattern = storage.local_path(pattern)
+        matches = storage.glob_info(pattern)
+        if exclude_under is not None:
+            kept = [m for m in matches if not is_under(m.path, exclude_under)]
+            if matches and not kept:
+                raise PathError(
+                    f"every file matching {pattern!r} is under the destination {exclude_under!r}; "
+                    "a stage never reads its own outputs (choose another destination)"
+                )
+            matches = kept
         if not matches:
             raise PathError(f"no input files match {pattern!r}")
-        for path in matches:
-            if path in seen.values():
+        for info in matches:
+            path = info.path
+            if path in seen_paths:
                 continue
+            seen_paths.add(path)
             rel = relative_name(path, pattern)
             if rel in seen:
                 raise PathError(f"inputs {seen[rel]!r} and {path!r} map to the same output name {rel!r}")
             seen[rel] = path
-            out.append((path, rel))
-    return sorted(out, key=lambda pr: pr[1])
+            out.append(InputFile(path, rel, info))
+    return sorted(out, key=lambda f: f.rel)

@@ -9,9 +9,11 @@ result so that the run can summarise them and enforce ``--max-errors``.
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from collections import Counter
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import IO, Any, Iterator
 
 import orjson
 
@@ -39,29 +41,51 @@ class BadRecord:
         return out
 
 
-@dataclass
 class Quarantine:
-    strict: bool = False
-    records: list[BadRecord] = field(default_factory=list)
-    counts: Counter = field(default_factory=Counter)
+    """Bad records of one task, spooled to a temporary file past a few MB so memory stays flat."""
+
+    SPOOL_BYTES = 8 << 20
+
+    def __init__(self, strict: bool = False):
+        self.strict = strict
+        self.counts: Counter = Counter()
+        self._spool = tempfile.SpooledTemporaryFile(max_size=self.SPOOL_BYTES)
+        self._file_errors: set[str] = set()
 
     def add(self, file: str, line: int, kind: str, message: str, raw: bytes | str | None) -> None:
         if isinstance(raw, bytes):
             raw = raw[:RAW_LIMIT].decode("utf-8", errors="backslashreplace")
         elif isinstance(raw, str):
             raw = raw[:RAW_LIMIT]
-        record = BadRecord(file, line, kind, message, raw)
         if self.strict:
             raise QuarantinedRecordError(f"{file}:{line}: {kind}: {message}")
-        self.records.append(record)
+        self._spool.write(orjson.dumps(BadRecord(file, line, kind, message, raw).to_json()) + b"\n")
         self.counts[kind] += 1
+        if kind in FILE_KINDS:
+            self._file_errors.add(file)
 
     def has_file_error(self, file: str) -> bool:
-        return any(r.file == file and r.kind in FILE_KINDS for r in self.records)
+        return file in self._file_errors
 
     @property
     def total(self) -> int:
         return sum(self.counts.values())
 
-    def to_jsonl(self) -> bytes:
-        return b"".join(orjson.dumps(r.to_json()) + b"\n" for r in self.records)
+    @property
+    def records(self) -> list[BadRecord]:
+        return [BadRecord(**orjson.loads(line)) for line in self.iter_jsonl() if line]
+
+    def iter_jsonl(self) -> Iterator[bytes]:
+        self._spool.seek(0)
+        for line in self._spool:
+            yield line.rstrip(b"\n")
+        self._spool.seek(0, 2)
+
+    def write_to(self, fh: IO[bytes]) -> None:
+        """Copy the spooled JSON lines into an open binary file."""
+        self._spool.seek(0)
+        shutil.copyfileobj(self._spool, fh)
+        self._spool.seek(0, 2)
+
+    def close(self) -> None:
+        self._spool.close()

@@ -51,10 +51,12 @@ def execute_task(stage: Stage, task: FileTask) -> TaskResult:
     counts, extra = out if isinstance(out, tuple) else (out, {})
     root = stage.output_root
     err_path = errors_path(root, task.rel)
-    if quarantine.records:
-        storage.write_bytes(err_path, quarantine.to_jsonl())
+    if quarantine.total:
+        with storage.open_write_atomic(err_path) as fh:
+            quarantine.write_to(fh)
     else:
         storage.remove(err_path)
+    quarantine.close()
     result = TaskResult(
         rel=task.rel,
         path=task.path,
@@ -65,11 +67,12 @@ def execute_task(stage: Stage, task: FileTask) -> TaskResult:
         mtime=task.mtime,
         extra=extra,
     )
-    storage.write_bytes(marker_path(root, task.rel), orjson.dumps(result.to_json()))
+    marker = result.to_json() | {"fingerprint": stage.fingerprint()}
+    storage.write_bytes(marker_path(root, task.rel), orjson.dumps(marker))
     return result
 
 
-def _finished(root: str, task: FileTask) -> TaskResult | None:
+def _finished(root: str, task: FileTask, fingerprint: str) -> TaskResult | None:
     path = marker_path(root, task.rel)
     try:
         data = orjson.loads(storage.read_bytes(path))
@@ -77,6 +80,8 @@ def _finished(root: str, task: FileTask) -> TaskResult | None:
         return None
     if data.get("size") != task.size or abs(float(data.get("mtime", 0)) - task.mtime) > 1e-3:
         return None  # the input changed since it was processed
+    if data.get("fingerprint") != fingerprint:
+        return None  # processed under settings that shape outputs differently
     return TaskResult.from_json(data, skipped=True)
 
 
@@ -167,8 +172,9 @@ def run_stage(stage: Stage, executor: Executor | None = None, stream: TextIO = s
     root = stage.output_root
     results: list[TaskResult] = []
     todo: list[FileTask] = []
+    fingerprint = stage.fingerprint()
     for task in tasks:
-        done = None if cfg.force else _finished(root, task)
+        done = None if cfg.force else _finished(root, task, fingerprint)
         if done is None:
             todo.append(task)
         else:
@@ -181,9 +187,11 @@ def run_stage(stage: Stage, executor: Executor | None = None, stream: TextIO = s
     bar = _progress(len(tasks), cfg.progress, stream)
     bar.update(len(results))
     docs = 0
-    error_limit_hit = False
+    errors = sum(r.error_total for r in results)
+    limit = cfg.max_errors
+    error_limit_hit = limit is not None and errors > limit
     try:
-        for task, result, exc in executor.run(functools.partial(execute_task, stage), todo):
+        for task, result, exc in executor.run(functools.partial(execute_task, stage), [] if error_limit_hit else todo):
             bar.update(1)
             if exc is not None:
                 summary.failures[task.rel] = f"{type(exc).__name__}: {exc}"
@@ -192,7 +200,8 @@ def run_stage(stage: Stage, executor: Executor | None = None, stream: TextIO = s
             docs += result.counts.get("docs_in", 0)
             elapsed = time.perf_counter() - started_at
             bar.set_postfix(docs=f"{docs:,}", docs_s=f"{docs / max(elapsed, 1e-9):,.0f}", refresh=False)
-            if cfg.max_errors is not None and sum(summary.errors.values()) > cfg.max_errors:
+            errors += result.error_total
+            if limit is not None and errors > limit:
                 error_limit_hit = True
                 break
     finally:
@@ -200,8 +209,6 @@ def run_stage(stage: Stage, executor: Executor | None = None, stream: TextIO = s
         if own_executor:
             executor.close()
     summary.seconds = time.perf_counter() - started_at
-    if cfg.max_errors is not None and sum(summary.errors.values()) > cfg.max_errors:
-        error_limit_hit = True
     if not summary.failures and not error_limit_hit and len(results) == len(tasks):
         summary.extra = stage.finish(sorted(results, key=lambda r: r.rel)) or {}
         summary.status = "complete"
@@ -212,8 +219,8 @@ def run_stage(stage: Stage, executor: Executor | None = None, stream: TextIO = s
     print(summary.render(), file=stream)
     if error_limit_hit:
         raise RunFailed(
-            f"{sum(summary.errors.values()):,} bad records exceed --max-errors {cfg.max_errors}; "
-            f"see {storage.join(root, '_errors')}/ (finished files are kept; rerun resumes)"
+            f"{errors:,} bad records exceed --max-errors {limit}; see {storage.join(root, '_errors')}/ "
+            "(finished files are kept: fix the inputs, or raise --max-errors and rerun to go on)"
         )
     if summary.failures:
         first = next(iter(sorted(summary.failures.items())))

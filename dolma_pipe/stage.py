@@ -9,11 +9,15 @@ one small class.
 
 from __future__ import annotations
 
+import hashlib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from dolma_pipe import paths, storage
+import orjson
+
+from dolma_pipe import paths
+from dolma_pipe.config import RunOptions
 from dolma_pipe.quarantine import Quarantine
 
 
@@ -84,10 +88,32 @@ class Stage(ABC):
     def input_patterns(self) -> list[str]:
         return list(self.config.documents)
 
+    def output_name(self, rel: str) -> str | None:
+        """The main output's relative name for input ``rel``, if the stage writes one per input."""
+        return None
+
+    def fingerprint(self) -> str:
+        """Hash of the settings that shape outputs (not how the run is executed).
+
+        Stored in each completion marker: a file finished under other settings is redone.
+        """
+        run_keys = set(RunOptions.model_fields)
+        shaping = {k: v for k, v in self.config.model_dump(mode="json").items() if k not in run_keys}
+        shaping.pop("documents", None)  # which files are inputs does not change a file's output
+        return hashlib.sha256(orjson.dumps({"stage": self.name, **shaping}, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
+
     def plan(self) -> list[FileTask]:
         tasks = []
-        for path, rel in paths.expand(self.input_patterns()):
-            info = storage.stat(path)
+        outputs: dict[str, str] = {}
+        for path, rel, info in paths.expand(self.input_patterns(), exclude_under=self.output_root):
+            out = self.output_name(rel)
+            if out is not None:
+                if out in outputs:
+                    raise paths.PathError(
+                        f"inputs {outputs[out]!r} and {path!r} would both be written to {out!r}; "
+                        "rename one or convert them separately"
+                    )
+                outputs[out] = path
             tasks.append(FileTask(path=path, rel=rel, size=info.size, mtime=info.mtime))
         return tasks
 

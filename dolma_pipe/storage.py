@@ -30,13 +30,21 @@ def is_remote(path: str) -> bool:
     return "://" in path and not path.startswith("file://")
 
 
-def _local(path: str) -> str:
+def local_path(path: str) -> str:
+    """A local path without its ``file://`` prefix."""
     return path[len("file://") :] if path.startswith("file://") else path
 
 
-def _split_s3(path: str) -> tuple[str, str]:
+_local = local_path
+
+
+def _check_remote(path: str) -> None:
     if not path.startswith("s3://"):
-        raise StorageError(f"unsupported remote path {path!r}: only s3:// is supported")
+        raise StorageError(f"unsupported remote path {path!r}: only local paths and s3:// are supported")
+
+
+def _split_s3(path: str) -> tuple[str, str]:
+    _check_remote(path)
     bucket, _, key = path[len("s3://") :].partition("/")
     return bucket, key
 
@@ -100,6 +108,7 @@ def open_read(path: str) -> IO[bytes]:
     """Raw bytes of a file, no decompression (formats decide that themselves)."""
     try:
         if is_remote(path):
+            _check_remote(path)
             return smart_open.open(
                 path, "rb", compression="disable", transport_params=_transport_params(path)
             )
@@ -112,6 +121,7 @@ def open_read(path: str) -> IO[bytes]:
 def open_write_atomic(path: str) -> Iterator[IO[bytes]]:
     """Write raw bytes to ``path`` so that it only ever appears complete."""
     if is_remote(path):
+        _check_remote(path)
         # smart-open aborts the multipart upload if the block raises.
         with smart_open.open(
             path, "wb", compression="disable", transport_params=_transport_params(path)
@@ -120,9 +130,12 @@ def open_write_atomic(path: str) -> Iterator[IO[bytes]]:
         return
     final = _local(path)
     directory = os.path.dirname(final) or "."
-    os.makedirs(directory, exist_ok=True)
     tmp = os.path.join(directory, f".{os.path.basename(final)}.tmp-{uuid.uuid4().hex[:12]}")
-    fh = open(tmp, "wb")
+    try:
+        os.makedirs(directory, exist_ok=True)
+        fh = open(tmp, "wb")
+    except OSError as exc:
+        raise StorageError(f"{final}: cannot write ({exc.strerror or exc})") from exc
     try:
         yield fh
         fh.flush()
@@ -155,7 +168,7 @@ def remove(path: str) -> None:
         os.unlink(_local(path))
 
 
-def _s3_glob(pattern: str) -> list[str]:
+def _s3_glob(pattern: str) -> list[FileInfo]:
     bucket, key_pattern = _split_s3(pattern)
     # List from the longest literal prefix, then match the rest ourselves.
     prefix = re.split(r"[*?\[]", key_pattern, maxsplit=1)[0]
@@ -165,8 +178,10 @@ def _s3_glob(pattern: str) -> list[str]:
     try:
         for page in paginator.paginate(Bucket=bucket, Prefix=prefix):
             for obj in page.get("Contents", []):
-                if regex.fullmatch(obj["Key"]):
-                    out.append(f"s3://{bucket}/{obj['Key']}")
+                # Keys ending in "/" are the console's folder placeholders, not files.
+                if not obj["Key"].endswith("/") and regex.fullmatch(obj["Key"]):
+                    # The listing carries size and mtime: no HEAD request per file.
+                    out.append(FileInfo(f"s3://{bucket}/{obj['Key']}", int(obj["Size"]), obj["LastModified"].timestamp()))
     except Exception as exc:
         raise StorageError(f"{pattern}: cannot list remote objects ({exc})") from exc
     return out
@@ -203,11 +218,20 @@ def _glob_to_regex(pattern: str) -> re.Pattern[str]:
     return re.compile("".join(parts))
 
 
-def glob(pattern: str) -> list[str]:
-    """Sorted files matching ``pattern`` (``**`` recurses); a plain path matches itself."""
+def glob_info(pattern: str) -> list[FileInfo]:
+    """Files matching ``pattern`` (``**`` recurses) with size and mtime, sorted by path.
+
+    A pattern without wildcards matches itself if it exists.  Hidden files
+    (such as in-progress temporaries) are not matched by wildcards.
+    """
     if is_remote(pattern):
-        matches = _s3_glob(pattern) if re.search(r"[*?\[]", pattern) else [pattern]
-        return sorted(p for p in matches if exists(p)) if matches == [pattern] else sorted(matches)
-    local = _local(pattern)
-    matches = _glob.glob(local, recursive=True)
-    return sorted(p for p in matches if os.path.isfile(p))
+        if re.search(r"[*?\[]", pattern):
+            return sorted(_s3_glob(pattern), key=lambda f: f.path)
+        return [stat(pattern)] if exists(pattern) else []
+    matches = _glob.glob(local_path(pattern), recursive=True)
+    return [stat(p) for p in sorted(matches) if os.path.isfile(p)]
+
+
+def glob(pattern: str) -> list[str]:
+    """Sorted paths of the files matching ``pattern`` (see :func:`glob_info`)."""
+    return [f.path for f in glob_info(pattern)]

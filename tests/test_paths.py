@@ -27,13 +27,14 @@ def test_expand_and_relative_names(tmp_path):
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text("")
     found = paths.expand([f"{tmp_path}/documents/**/*"])
-    assert [rel for _, rel in found] == ["a/1.jsonl", "a/2.jsonl", "b/c/3.jsonl.gz"]
+    assert [f.rel for f in found] == ["a/1.jsonl", "a/2.jsonl", "b/c/3.jsonl.gz"]
 
 
 def test_expand_without_documents_component(tmp_path):
     (tmp_path / "raw" / "x").mkdir(parents=True)
     (tmp_path / "raw" / "x" / "f.jsonl").write_text("")
-    assert paths.expand([f"{tmp_path}/raw/**/*.jsonl"]) == [(f"{tmp_path}/raw/x/f.jsonl", "x/f.jsonl")]
+    (found,) = paths.expand([f"file://{tmp_path}/raw/**/*.jsonl"])
+    assert (found.path, found.rel, found.info.size) == (f"{tmp_path}/raw/x/f.jsonl", "x/f.jsonl", 0)
 
 
 def test_expand_errors(tmp_path):

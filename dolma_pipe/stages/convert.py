@@ -40,8 +40,11 @@ class ConvertStage(Stage):
     def output_root(self) -> str:
         return self.config.destination
 
+    def output_name(self, rel: str) -> str:
+        return output_name(rel, self.config.format)
+
     def process(self, task: FileTask, quarantine: Quarantine) -> dict[str, int]:
-        out_path = storage.join(self.output_root, "documents", output_name(task.rel, self.config.format))
+        out_path = storage.join(self.output_root, "documents", self.output_name(task.rel))
         docs = read_documents(task.path, quarantine)
         first = next(docs, None)
         if first is None:
