@@ -8,8 +8,7 @@ Runs the real trainer (``python -m train`` / torchrun: FSDP2, DCP, logging, data
 z-loss, clipping; no FSDP, no checkpoints) for the same steps in this process, and prints
 tokens/s and step time of both and their ratio (median over steps after ``--warmup``).
 It also prints the MFU our logs would report for the OLMo 2 1B preset on an H100 at a few
-throughputs (FLOPs per token from ``train.model.flops_per_token``, 989.5 TFLOP/s dense bf16)
-and, for reference, the MFU of this CPU run against a measured fp32 matmul peak.
+throughputs (FLOPs per token from ``train.model.flops_per_token``, 989.5 TFLOP/s dense bf16).
 Run by hand; not part of CI.
 """
 
@@ -89,21 +88,6 @@ def plain(args, data: str) -> list[float]:
     return times
 
 
-def matmul_peak(threads: int, n: int = 2048, reps: int = 5, trials: int = 5) -> float:
-    """Best fp32 matmul rate over a few trials: an achievable peak for this CPU (the best,
-    since other processes on a shared machine can only make a trial slower)."""
-    torch.set_num_threads(threads)
-    a, b = torch.randn(n, n), torch.randn(n, n)
-    a @ b
-    best = 0.0
-    for _ in range(trials):
-        t0 = time.perf_counter()
-        for _ in range(reps):
-            a @ b
-        best = max(best, 2 * n**3 * reps / (time.perf_counter() - t0))
-    return best
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--preset", default="small")
@@ -119,7 +103,6 @@ def main() -> int:
     mcfg = PRESETS[args.preset]
     info = describe(mcfg, args.seq_len)
     tokens_per_step = args.global_batch * args.seq_len
-    peak = matmul_peak(args.threads)
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         data = make_data(work / "data", mcfg.vocab_size, n_tokens=max(200_000, 4 * tokens_per_step * args.steps))
@@ -133,8 +116,6 @@ def main() -> int:
     print(f"{'ours (' + str(args.nproc) + ' rank, FSDP2+DCP)':<28}{o:>14.4f}{tokens_per_step / o:>12.0f}")
     print(f"{'plain PyTorch loop':<28}{p:>14.4f}{tokens_per_step / p:>12.0f}")
     print(f"ratio ours/plain tokens/s: {p / o:.3f}")
-    print(f"this CPU: measured fp32 matmul peak {peak / 1e9:.1f} GFLOP/s -> MFU ours {tokens_per_step / o * info['flops_per_token'] / peak:.1%}, "
-          f"plain {tokens_per_step / p * info['flops_per_token'] / peak:.1%}")
     f1b = describe(PRESETS["olmo2-1b"], 4096)["flops_per_token"]
     print(f"\nOLMo 2 1B preset, seq 4096: {f1b / 1e9:.3f} GFLOP/token (training). MFU our logs show on one H100 "
           f"(989.5 TFLOP/s bf16 dense) at a given per-GPU throughput:")
