@@ -59,10 +59,22 @@ def _stats_stage():
     return StatsStage
 
 
+def _tag_config():
+    from taggers.stage import TagConfig
+
+    return TagConfig
+
+
+def _tag_stage():
+    from taggers.stage import TagStage
+
+    return TagStage
+
+
 COMMANDS: list[Command] = [
     Command("convert", "validate documents and write them as Dolma jsonl/.gz/.zst/parquet", _convert_config, _convert_stage),
     Command("stats", "count documents, characters, bytes and words per source", _stats_config, _stats_stage),
-    Command("tag", "run taggers (language, quality, PII, toxicity, rules) and write attributes", issue="#3 (taggers)"),
+    Command("tag", "run taggers (language, quality, PII, toxicity, rules) and write Dolma attributes", _tag_config, _tag_stage),
     Command("train-classifier", "train a fastText quality classifier from labelled documents", issue="#3 (taggers)"),
     Command("dedup", "exact, paragraph (Bloom filter) and near-duplicate (MinHash LSH) deduplication", issue="the dedup issue"),
     Command("mix", "mix sources into a corpus from a YAML spec (Dolma and Dolmino style)", issue="the mixer issue"),
@@ -136,7 +148,8 @@ def build_parser() -> argparse.ArgumentParser:
             _add_model_options(p, cmd.config())
         else:
             p.add_argument("args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
-    sub.add_parser("list", help="list the stages (and, once built, the registered taggers)")
+    lp = sub.add_parser("list", help="list the stages and the registered taggers")
+    lp.add_argument("--tagger-modules", "--tagger_modules", nargs="+", default=[], help="also load taggers from these modules")
     return parser
 
 
@@ -152,16 +165,50 @@ def _unknown_message(parser: argparse.ArgumentParser, command: str | None, unkno
     return f"unknown option or config key {option!r}{hint}"
 
 
+def _dotted_dict_overrides(cmd: Command | None, ns: argparse.Namespace, unknown: list[str]) -> list[str]:
+    """Take ``--field.key.sub VALUE`` for mapping-typed fields (e.g. ``--tagger_options.pii.types '[email]'``)."""
+    if cmd is None or cmd.config is None:
+        return unknown
+    fields = cmd.config().model_fields
+    mapping_fields = {n for n, f in fields.items() if typing.get_origin(_unwrap(f.annotation)[0]) is dict}
+    rest: list[str] = []
+    i = 0
+    while i < len(unknown):
+        tok = unknown[i]
+        head = tok[2:].split("=", 1)[0].split(".", 1)[0].replace("-", "_") if tok.startswith("--") else ""
+        if head in mapping_fields and "." in tok:
+            key, eq, value = tok[2:].partition("=")
+            if not eq:
+                if i + 1 >= len(unknown):
+                    rest.append(tok)
+                    break
+                value = unknown[i + 1]
+                i += 1
+            setattr(ns, f"cfg:{head}{key[len(head):]}", _parse_value(value))
+        else:
+            rest.append(tok)
+        i += 1
+    return rest
+
+
 def _overrides(ns: argparse.Namespace) -> dict[str, Any]:
     return {k[len("cfg:") :]: v for k, v in vars(ns).items() if k.startswith("cfg:")}
 
 
-def _list(out: typing.TextIO) -> int:
+def _list(out: typing.TextIO, tagger_modules: list[str]) -> int:
+    from taggers import registry
+
     width = max(len(c.name) for c in COMMANDS)
     print("stages:", file=out)
     for cmd in COMMANDS:
         state = "ready" if cmd.issue is None else "not built yet"
         print(f"  {cmd.name.ljust(width)}  {state.ljust(13)}  {cmd.help}", file=out)
+    registry.load_modules(tagger_modules)
+    found = registry.available()
+    print(f"\ntaggers ({len(found)}):", file=out)
+    width = max((len(n) for n in found), default=0)
+    for name, cls in found.items():
+        print(f"  {name.ljust(width)}  {cls.granularity.ljust(9)}  {cls.description}", file=out)
     return 0
 
 
@@ -184,8 +231,9 @@ def user_errors() -> tuple[type[BaseException], ...]:
     from dolma_pipe.paths import PathError
     from dolma_pipe.runner import RunFailed
     from dolma_pipe.storage import StorageError
+    from taggers.base import TaggerError
 
-    return (ConfigError, PathError, RunFailed, DocumentError, StorageError, AttributeMismatchError)
+    return (ConfigError, PathError, RunFailed, DocumentError, StorageError, AttributeMismatchError, TaggerError)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -195,13 +243,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     if cmd is not None and cmd.issue is not None:
         print(f"dolma-pipe {cmd.name}: not built yet (planned in {cmd.issue}); see `dolma-pipe list`", file=sys.stderr)
         return 2
+    unknown = _dotted_dict_overrides(cmd, ns, unknown)
     if unknown:
         parser.exit(2, f"dolma-pipe {ns.command or ''}: error: {_unknown_message(parser, ns.command, unknown)}\n")
     if ns.command is None:
         parser.print_help()
         return 2
     if ns.command == "list":
-        return _list(sys.stdout)
+        try:
+            return _list(sys.stdout, ns.tagger_modules)
+        except user_errors() as exc:
+            print(f"dolma-pipe list: error: {exc}", file=sys.stderr)
+            return 1
     assert cmd is not None
     try:
         return run_command(cmd, ns)

@@ -1,0 +1,1 @@
+"""Built-in taggers, one module each; every module here is imported by the registry."""

@@ -1,0 +1,152 @@
+"""``tag``: run taggers over document files and write Dolma attribute files.
+
+For ``X/documents/a/b.jsonl.gz`` and experiment ``E`` the rows go to
+``X/attributes/E/a/b.jsonl.gz`` (or ``<destination>/E/a/b.jsonl.gz``), one row
+per good document in order: ``{"id": ..., "attributes": {"E__<tagger>__<type>":
+[[start, end, score], ...]}}``.  Taggers are built once per worker process and
+fed documents in batches.  A tagger that fails on one document does not stop
+the file: the document is quarantined as ``tagger_error`` and its row is
+written with that tagger's defaults, so rows still line up with documents.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import orjson
+from pydantic import Field, field_validator
+
+from dolma_pipe import paths, storage
+from dolma_pipe.config import RunOptions
+from dolma_pipe.documents import JsonlWriter, read_documents
+from dolma_pipe.quarantine import Quarantine
+from dolma_pipe.stage import FileTask, Stage
+from taggers import registry
+from taggers.base import Document, Tagger, TaggerError
+
+_NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
+
+
+class TagConfig(RunOptions):
+    documents: list[str] = Field(..., min_length=1, description="document files or globs (under a documents/ folder)")
+    taggers: list[str] = Field(..., min_length=1, description="registered tagger names (see `dolma-pipe list`)")
+    experiment: str | None = Field(None, description="attribute set name; defaults to the tagger's name when only one runs")
+    destination: str | None = Field(None, description="write to <destination>/<experiment>/... instead of X/attributes/<experiment>/...")
+    tagger_modules: list[str] = Field(default_factory=list, description="extra modules (files or names) that register taggers")
+    tagger_options: dict[str, dict[str, Any]] = Field(default_factory=dict, description="options per tagger name, passed to its constructor")
+    batch_size: int = Field(256, ge=1, description="documents given to each tagger at once")
+
+    @field_validator("experiment")
+    @classmethod
+    def _experiment_is_a_name(cls, v: str | None) -> str | None:
+        if v is not None and (not _NAME.match(v) or "__" in v):
+            raise ValueError("must be letters, digits, '_', '-' or '.', without '__' (it prefixes attribute names)")
+        return v
+
+
+_INSTANCES: dict[tuple[str, bytes], Tagger] = {}
+
+
+def build_taggers(config: TagConfig) -> list[Tagger]:
+    """The configured taggers, built once per process (models load once per worker)."""
+    registry.load_modules(config.tagger_modules)
+    unknown = set(config.tagger_options) - set(config.taggers)
+    if unknown:
+        raise TaggerError(f"config key 'tagger_options' names taggers that do not run: {sorted(unknown)}")
+    out = []
+    for name in config.taggers:
+        options = config.tagger_options.get(name, {})
+        key = (name, orjson.dumps(options, option=orjson.OPT_SORT_KEYS))
+        if key not in _INSTANCES:
+            cls = registry.get(name)
+            try:
+                _INSTANCES[key] = cls(**options)
+            except TypeError as exc:
+                raise TaggerError(f"tagger {name!r}: bad options {options}: {exc}") from None
+        out.append(_INSTANCES[key])
+    return out
+
+
+def attribute_output_name(rel: str) -> str:
+    # Attribute files are JSON lines even when the documents are Parquet.
+    return re.sub(r"\.parquet$", ".jsonl.gz", rel)
+
+
+class TagStage(Stage):
+    name = "tag"
+
+    def __init__(self, config: TagConfig):
+        super().__init__(config)
+        if config.experiment is None and len(config.taggers) > 1:
+            raise TaggerError("several taggers need one --experiment name for their attribute set")
+        self.experiment = config.experiment or config.taggers[0]
+        self._root = self._output_root()
+
+    def _output_root(self) -> str:
+        if self.config.destination:
+            return storage.join(self.config.destination, self.experiment)
+        roots = {paths.attributes_root(p, self.experiment) for p in self.config.documents}
+        if len(roots) > 1:
+            raise paths.PathError(
+                f"documents come from several trees ({', '.join(sorted(roots))}); give --destination"
+            )
+        return roots.pop()
+
+    @property
+    def output_root(self) -> str:
+        return self._root
+
+    def output_name(self, rel: str) -> str:
+        return attribute_output_name(rel)
+
+    def plan(self) -> list[FileTask]:
+        build_taggers(self.config)  # fail on a bad tagger name or option before any work
+        return super().plan()
+
+    def process(self, task: FileTask, quarantine: Quarantine) -> dict[str, int]:
+        taggers = build_taggers(self.config)
+        prefixes = [f"{self.experiment}__{t.name}__" for t in taggers]
+        out_path = storage.join(self.output_root, self.output_name(task.rel))
+        counts = {"docs_in": 0, "docs_out": 0, "spans": 0}
+        batch: list[tuple[int, Document]] = []
+
+        def flush(writer: JsonlWriter) -> None:
+            docs = [d for _, d in batch]
+            rows: list[dict[str, Any]] = [{"id": d.id, "attributes": {}} for d in docs]
+            for tagger, prefix in zip(taggers, prefixes):
+                for row, spans in zip(rows, self._predict(tagger, batch, task, quarantine)):
+                    for span_type, values in tagger.group(spans).items():
+                        row["attributes"][prefix + span_type] = values
+                        counts["spans"] += len(values)
+            writer.write_many(rows)
+            counts["docs_out"] += len(rows)
+            batch.clear()
+
+        with JsonlWriter(out_path) as writer:
+            for lineno, row in read_documents(task.path, quarantine):
+                counts["docs_in"] += 1
+                batch.append((lineno, Document.from_row(row)))
+                if len(batch) >= self.config.batch_size:
+                    flush(writer)
+            if batch:
+                flush(writer)
+        return counts
+
+    @staticmethod
+    def _predict(tagger: Tagger, batch: list[tuple[int, Document]], task: FileTask, quarantine: Quarantine) -> list[list]:
+        try:
+            results = tagger.predict_batch([d for _, d in batch])
+            if len(results) != len(batch):
+                raise TaggerError(f"predict_batch returned {len(results)} results for {len(batch)} documents")
+            return results
+        except Exception:
+            pass  # find the documents at fault one by one
+        results = []
+        for lineno, doc in batch:
+            try:
+                results.append(tagger.predict(doc))
+            except Exception as exc:
+                quarantine.add(task.path, lineno, "tagger_error", f"tagger {tagger.name!r} failed on id {doc.id!r}: {type(exc).__name__}: {exc}", None)
+                results.append([])
+        return results
