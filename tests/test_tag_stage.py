@@ -1,0 +1,113 @@
+"""`dolma-pipe tag`: registry, user modules, Dolma attribute layout, failures, both executors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+
+from dolma_pipe.attributes import read_with_attributes
+from dolma_pipe.config import load_config
+from dolma_pipe.documents import read_attribute_rows, write_documents
+from dolma_pipe.executors import RayExecutor
+from dolma_pipe.runner import run_stage
+from taggers import registry
+from taggers.base import TaggerError
+from taggers.stage import TagConfig, TagStage
+from tests.helpers import run_cli
+
+MODULE = str(Path(__file__).parent / "data" / "user_taggers.py")
+DOCS = [
+    {"id": "a", "text": "HELLO World\n\nsecond line", "source": "t"},
+    {"id": 7, "text": "Ünïcödé ÄÖÜ\nabc", "source": "t"},
+    {"id": "c", "text": "BOOM goes it", "source": "t"},
+]
+
+
+@pytest.fixture
+def corpus(tmp_path):
+    write_documents(str(tmp_path / "x" / "documents" / "sub" / "p0.jsonl.gz"), DOCS)
+    write_documents(str(tmp_path / "x" / "documents" / "p1.jsonl.zst"), DOCS[:2])
+    return tmp_path / "x"
+
+
+def test_cli_tag_writes_dolma_attributes(corpus):
+    proc = run_cli(
+        "tag", "--documents", f"{corpus}/documents/**/*", "--taggers", "test_upper_lines",
+        "--tagger-modules", MODULE, "--tagger_options.test_upper_lines.min_letters", "3", "--processes", "2",
+    )
+    assert proc.returncode == 0, proc.stderr
+    attr = corpus / "attributes" / "test_upper_lines" / "sub" / "p0.jsonl.gz"
+    rows = [r for _, r in read_attribute_rows(str(attr))]
+    assert [r["id"] for r in rows] == ["a", "7", "c"]
+    first = rows[0]["attributes"]
+    assert first["test_upper_lines__test_upper_lines__line"] == [[0, 11, 0.6], [13, 24, 0.0]]
+    assert first["test_upper_lines__test_upper_lines__doc"] == [[0, 24, 2.0]]
+    # Offsets are code points: the accented line is 11 characters, not 18 bytes.
+    assert rows[1]["attributes"]["test_upper_lines__test_upper_lines__line"] == [[0, 11, 0.4], [12, 15, 0.0]]
+    assert (corpus / "attributes" / "test_upper_lines" / "p1.jsonl.zst").exists()
+    manifest = orjson.loads((corpus / "attributes" / "test_upper_lines" / "_manifest.json").read_bytes())
+    assert manifest["status"] == "complete" and manifest["totals"]["docs_out"] == 5
+    # Dolma's lockstep reading works on what we wrote.
+    merged = list(read_with_attributes(str(corpus / "documents" / "sub" / "p0.jsonl.gz"), ["test_upper_lines"]))
+    assert merged[2][2]["test_upper_lines__test_upper_lines__doc"] == [[0, 12, 1.0]]
+
+
+def test_failing_tagger_quarantines_the_document_and_keeps_rows_aligned(corpus, tmp_path):
+    cfg = load_config(TagConfig, None, {
+        "documents": [f"{corpus}/documents/sub/*"], "taggers": ["test_fragile", "test_upper_lines"],
+        "experiment": "exp", "tagger_modules": [MODULE], "destination": str(tmp_path / "attrs"), "processes": 1,
+    })
+    summary = run_stage(TagStage(cfg))
+    assert summary.errors == {"tagger_error": 1}
+    rows = [r for _, r in read_attribute_rows(str(tmp_path / "attrs" / "exp" / "sub" / "p0.jsonl.gz"))]
+    assert [r["id"] for r in rows] == ["a", "7", "c"]
+    assert "exp__test_fragile__len" not in rows[2]["attributes"]
+    assert rows[2]["attributes"]["exp__test_upper_lines__doc"] == [[0, 12, 1.0]]
+    assert rows[0]["attributes"]["exp__test_fragile__len"] == [[0, 24, 24.0]]
+    err = orjson.loads((tmp_path / "attrs" / "exp" / "_errors" / "sub" / "p0.jsonl.gz.jsonl").read_bytes())
+    assert err["kind"] == "tagger_error" and err["line"] == 3 and "'c'" in err["message"]
+
+
+def test_tagger_errors_are_clear(corpus, tmp_path):
+    proc = run_cli("tag", "--documents", f"{corpus}/documents/**/*", "--taggers", "test_uper_lines", "--tagger-modules", MODULE)
+    assert proc.returncode == 1 and "unknown tagger 'test_uper_lines'" in proc.stderr and "test_upper_lines" in proc.stderr
+    proc = run_cli("tag", "--documents", f"{corpus}/documents/**/*", "--taggers", "test_upper_lines", "test_fragile", "--tagger-modules", MODULE)
+    assert proc.returncode == 1 and "--experiment" in proc.stderr
+    proc = run_cli("tag", "--documents", f"{corpus}/documents/**/*", "--taggers", "test_upper_lines", "--tagger-modules", MODULE,
+                   "--tagger_options.test_upper_lines.bogus", "1")
+    assert proc.returncode == 1 and "bad options" in proc.stderr and "Traceback" not in proc.stderr
+    proc = run_cli("tag", "--documents", f"{corpus}/documents/**/*", "--taggers", "x", "--tagger-modules", str(tmp_path / "nope.py"))
+    assert proc.returncode == 1 and "nope.py does not exist" in proc.stderr
+    for bad in ("a__b", "a/b"):
+        proc = run_cli("tag", "--documents", f"{corpus}/documents/**/*", "--taggers", "x", "--experiment", bad)
+        assert proc.returncode == 1 and "config key 'experiment'" in proc.stderr
+
+
+def test_list_shows_user_taggers():
+    proc = run_cli("list", "--tagger-modules", MODULE)
+    assert proc.returncode == 0
+    assert "test_upper_lines" in proc.stdout and "fraction of upper-case letters" in proc.stdout
+
+
+def test_registry_refuses_a_taken_name():
+    registry.load_modules([MODULE])
+    from taggers.base import Tagger
+
+    with pytest.raises(TaggerError, match="is taken"):
+        @registry.register("test_upper_lines")
+        class Other(Tagger):  # noqa: F841
+            def predict(self, doc):
+                return []
+
+
+@pytest.mark.ray
+def test_tag_on_ray(corpus, tmp_path, ray_address):
+    cfg = load_config(TagConfig, None, {
+        "documents": [f"{corpus}/documents/**/*"], "taggers": ["test_upper_lines"], "tagger_modules": [MODULE],
+        "destination": str(tmp_path / "attrs"),
+    })
+    with RayExecutor(2, ray_address) as ex:
+        summary = run_stage(TagStage(cfg), executor=ex)
+    assert summary.status == "complete" and summary.totals["docs_out"] == 5
