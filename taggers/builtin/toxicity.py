@@ -146,13 +146,14 @@ class _FastTextToxicity(_UnitTagger):
     def _score(self, texts: list[str]) -> list[list[tuple[str, float]]]:
         pos_type = "__label__" + self.positive
         neg_type = "__label__" + self.negative if self.negative is not None else None
+        pos, neg = self.positive, self.negative
         out = []
         for preds in fasttext_models.predict(self.model, texts, k=self.k):
-            p = dict(preds).get(self.positive, 0.0)
+            probs = dict(preds)
             if neg_type is None:
-                out.append([(pos_type, p)])
+                out.append([(pos_type, probs.get(pos, 0.0))])
             else:
-                out.append([(pos_type, p), (neg_type, dict(preds).get(self.negative, 0.0))])
+                out.append([(pos_type, probs.get(pos, 0.0)), (neg_type, probs.get(neg, 0.0))])
         return out
 
 
