@@ -23,12 +23,12 @@ a match, miss every non-US phone format and take section numbers for IPs):
   ``иван@пример.рф``), alphabetic or punycode TLD.  CJK, kana and hangul are boundaries,
   which is what keeps an address glued to CJK text or punctuation exact
   (``请联系alice@example.com。``); addresses written in those scripts are not detected.
-* Usenet Message-IDs (``<7886@jpl-devvax.JPL.NASA.GOV>`` in fortunes, ``<1234@host.UUCP>``)
-  have the shape of an address and often *are* one (old UUCP/BITNET hosts).  We
-  drop an address only when its local part is all digits and it sits in ``<...>``,
-  or its local part is all digits/dots with a digit-heavy shape (``1992Jan3.123@``
-  is kept, ``12345@host`` in angle brackets is not): such a string names a message,
-  not a person.  Option ``keep_message_ids=True`` restores them.
+* Usenet Message-IDs (``<7886@jpl-devvax.JPL.NASA.GOV>``, ``<1992Jul2.222039.26476@netlabs.com>``
+  in fortunes) have the shape of an address.  We drop a match that sits in ``<...>`` and
+  whose local part is machine-made (a run of 4+ digits, digits at least half of it): it
+  names a message, not a person.  Old mailboxes (``mack@inco.UUCP``) and digits-only
+  addresses outside brackets (``123456789@qq.com``) stay e-mails.  Option
+  ``keep_message_ids=True`` keeps the Message-IDs too.
 * Phones: international (``+CC`` then groups separated by one space, dot or hyphen,
   optional ``(0)``/``(area)``; 8–15 digits, E.164's limit), North American
   (``(555) 123-4567``, ``555-123-4567``, ``555.867.5309``, optional ``1-`` prefix;
@@ -38,7 +38,11 @@ a match, miss every non-US phone format and take section numbers for IPs):
   dotted dates, hex dumps (a candidate next to another digit/hex group on the same
   line, e.g. ``00000010  48 65 6c 6c`` or ``0123 4567 89ab``, is dropped).
 * IPv4: exactly four octets 0–255 without leading zeros and not part of a longer
-  dotted run (``12.3.2.3.1`` and ``1.2.3.4.5`` give nothing; ``v1.2.3.4`` neither).
+  dotted run (``12.3.2.3.1`` and ``1.2.3.4.5`` give nothing; ``v1.2.3.4`` neither).  Section
+  and version numbers with four parts are dropped by context (after NBSP, "Section",
+  "Version", "Linux", a letter+"/"; before "-exp", ".tar"; a heading ``5.2.1.1. Title``)
+  and by shape: all parts 1–31 and not all equal (``2.6.8.1``, ``11.8.4.2``; ``10.0.0.1``,
+  ``192.168.1.1``, ``1.1.1.1`` stay addresses, ``1.2.3.4`` does not).
   IPv6: full eight-group or ``::``-compressed forms validated by :mod:`ipaddress`,
   with at least two groups and a digit, so ``std::vector``, ``12:34:56`` and MAC
   addresses are not IPs.
