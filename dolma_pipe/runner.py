@@ -157,10 +157,36 @@ def _write_manifest(stage: Stage, executor: Executor, tasks: list[FileTask], sum
     storage.write_bytes(storage.join(stage.output_root, MANIFEST), orjson.dumps(manifest, option=orjson.OPT_INDENT_2))
 
 
-def _progress(total: int, enabled: bool, stream: TextIO):
+class _LogProgress:
+    """Progress for logs (no terminal): one line every ``interval`` seconds, not a redrawn bar."""
+
+    def __init__(self, name: str, total: int, stream: TextIO, interval: float = 30.0):
+        self.name, self.total, self.stream, self.interval = name, total, stream, interval
+        self.n = 0
+        self.postfix: dict[str, str] = {}
+        self._last = time.perf_counter()
+
+    def update(self, n: int) -> None:
+        self.n += n
+        now = time.perf_counter()
+        if now - self._last >= self.interval:
+            self._last = now
+            extra = ", ".join(f"{k.replace('_', '/')} {v}" for k, v in self.postfix.items())
+            print(f"dolma-pipe {self.name}: {self.n:,}/{self.total:,} files{', ' + extra if extra else ''}", file=self.stream, flush=True)
+
+    def set_postfix(self, refresh: bool = False, **kv: str) -> None:
+        self.postfix = kv
+
+    def close(self) -> None:
+        pass
+
+
+def _progress(name: str, total: int, enabled: bool, stream: TextIO):
+    if enabled and not stream.isatty():
+        return _LogProgress(name, total, stream)
     from tqdm import tqdm
 
-    return tqdm(total=total, unit="file", disable=None if enabled else True, file=stream, dynamic_ncols=True, desc="files")
+    return tqdm(total=total, unit="file", disable=not enabled, file=stream, dynamic_ncols=True, desc=name)
 
 
 def run_stage(stage: Stage, executor: Executor | None = None, stream: TextIO = sys.stderr) -> RunSummary:
@@ -184,7 +210,7 @@ def run_stage(stage: Stage, executor: Executor | None = None, stream: TextIO = s
         executor = make_executor(cfg.processes, cfg.ray, cfg.ray_address)
     summary = RunSummary(stage.name, root, "running", results)
     _write_manifest(stage, executor, tasks, summary, started)
-    bar = _progress(len(tasks), cfg.progress, stream)
+    bar = _progress(stage.name, len(tasks), cfg.progress, stream)
     bar.update(len(results))
     docs = 0
     errors = sum(r.error_total for r in results)

@@ -33,3 +33,19 @@ def test_stats_totals(tmp_path, make_corpus):
     assert report["totals"]["words"] == 120 * (10 + 2)
     assert sum(report["length_hist"].values()) == 120
     assert "TOTAL" in proc.stdout
+
+
+def test_progress_in_logs_is_periodic_lines():
+    import io
+
+    from dolma_pipe.runner import _LogProgress
+
+    buf = io.StringIO()
+    bar = _LogProgress("convert", 3, buf, interval=0.0)
+    bar.set_postfix(docs="1,000", docs_s="500")
+    bar.update(1)
+    bar.update(2)
+    assert buf.getvalue().splitlines() == [
+        "dolma-pipe convert: 1/3 files, docs 1,000, docs/s 500",
+        "dolma-pipe convert: 3/3 files, docs 1,000, docs/s 500",
+    ]
