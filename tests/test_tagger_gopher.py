@@ -1,0 +1,199 @@
+"""gopher_v1: every Gopher rule on documents with known answers, and language handling."""
+
+from __future__ import annotations
+
+import pytest
+
+from taggers import registry
+from taggers.base import Document, TaggerError
+from taggers.builtin.gopher import GopherTagger, ngram_fractions, normalize_lang
+
+# Plain English prose (81 words, 11 stop words): passes every rule.
+GOOD_EN = (
+    "The old lighthouse keeper climbed the narrow stairs every evening before sunset.\n"
+    "He carried a lamp, a notebook and a thermos of strong black coffee.\n"
+    "From the top he could watch fishing boats returning to harbour with their catch.\n"
+    "Storms arrived quickly in autumn, so he wrote careful notes about clouds and wind.\n"
+    "Visitors sometimes asked whether the job felt lonely; he always smiled and shook his head.\n"
+    "Books, music, gulls and distant ships kept him company through long winter nights."
+)
+
+
+def attrs(text: str, lang: str | None = "en", **options) -> dict[str, float]:
+    tagger = GopherTagger(detect_language=False, **options)
+    spans = tagger.tag(text, lang)
+    assert all((s.start, s.end) == (0, len(text)) for s in spans)
+    return {s.type: s.score for s in spans}
+
+
+def test_registered_with_dolma_name():
+    assert registry.get("gopher_v1") is GopherTagger
+
+
+def test_good_english_document_is_kept():
+    a = attrs(GOOD_EN)
+    assert a["word_count"] == 81
+    assert a["required_word_count"] == 11  # the x5, The, of, to, with, and x2
+    assert a["fraction_of_words_with_alpha_character"] == 1.0
+    assert a["fraction_of_duplicate_lines"] == 0.0
+    assert a["keep"] == 1.0
+
+
+def test_word_count_and_length_rules():
+    short = " ".join(["the word"] * 24)  # 48 words
+    assert attrs(short)["word_count"] == 48 and attrs(short)["keep"] == 0.0
+    a = attrs("aaaaaaaaaaaa " * 60 + "the of")  # mean length (60*12 + 5) / 62
+    assert a["mean_word_length"] == pytest.approx((60 * 12 + 5) / 62)
+    assert a["median_word_length"] == 12.0
+    assert a["keep"] == 0.0
+
+
+def test_symbol_ratios():
+    text = "# " * 5 + "word " * 40 + "... … the of"
+    a = attrs(text)
+    n = 5 + 40 + 4
+    assert a["word_count"] == n
+    assert a["hash_to_word_ratio"] == pytest.approx(5 / n)
+    assert a["ellipsis_to_word_ratio"] == pytest.approx(2 / n)
+    assert a["symbol_to_word_ratio"] == pytest.approx(5 / n)
+
+
+def test_alpha_fraction_bullets_and_ellipsis_lines():
+    text = "123 abc 4.5 x1 _ é2"
+    assert attrs(text)["fraction_of_words_with_alpha_character"] == pytest.approx(3 / 6)
+    bullets = "\n".join(["- item"] * 9 + ["plain line", "", "  * star"])  # 11 non-empty lines, 10 bullets
+    a = attrs(bullets)
+    assert a["fraction_of_lines_starting_with_bullet_point"] == pytest.approx(10 / 11)
+    ell = "one...\ntwo …\nthree\nfour"
+    assert attrs(ell)["fraction_of_lines_ending_with_ellipsis"] == pytest.approx(2 / 4)
+
+
+def test_duplicate_lines_and_paragraphs():
+    text = "a b\na b\nc\n\nx y z\n\nx y z\n\nx y z"
+    a = attrs(text)
+    # lines: "a b", "a b", "c", "x y z" x3 -> 3 of 6 repeat an earlier one; chars 3+5+5 of 3+3+1+15
+    assert a["fraction_of_duplicate_lines"] == pytest.approx(3 / 6)
+    assert a["fraction_of_characters_in_duplicate_lines"] == pytest.approx(13 / 22)
+    # paragraphs: "a b\na b\nc", "x y z" x3 -> 2 of 4; chars 10 of 9+15
+    assert a["fraction_of_duplicate_paragraphs"] == pytest.approx(2 / 4)
+    assert a["fraction_of_characters_in_duplicate_paragraphs"] == pytest.approx(10 / 24)
+
+
+def test_ngram_fractions_exact():
+    f = ngram_fractions(["aa", "b", "aa", "b", "aa", "b", "c"])  # 10 characters
+    assert f["fraction_of_characters_in_most_common_2grams"] == pytest.approx(9 / 10)  # "aa b" x3
+    assert f["fraction_of_characters_in_most_common_3grams"] == pytest.approx(8 / 10)  # "aa b aa" x2, first seen
+    assert f["fraction_of_characters_in_most_common_4grams"] == pytest.approx(9 / 10)
+    for n in range(5, 11):
+        assert f[f"fraction_of_characters_in_duplicate_{n}grams"] == 0.0
+    words = ["w1", "w2", "w3", "w4", "w5", "xyz", "w1", "w2", "w3", "w4", "w5"]  # 23 characters
+    f = ngram_fractions(words)
+    assert f["fraction_of_characters_in_duplicate_5grams"] == pytest.approx(20 / 23)
+    assert f["fraction_of_characters_in_duplicate_6grams"] == 0.0
+    # overlapping repeats never count a word twice
+    f = ngram_fractions(["a"] * 20)
+    assert f["fraction_of_characters_in_most_common_2grams"] == 1.0
+    assert f["fraction_of_characters_in_duplicate_10grams"] == 1.0
+    assert ngram_fractions([])["fraction_of_characters_in_duplicate_5grams"] == 0.0
+
+
+def test_repetitive_document_is_dropped():
+    text = GOOD_EN + "\n" + "\n".join(["Buy cheap watches online today with the best deals."] * 6)
+    a = attrs(text)
+    assert a["fraction_of_duplicate_lines"] == pytest.approx(5 / 12)
+    assert a["keep"] == 0.0
+
+
+GERMAN = "\n".join(
+    [
+        "Der Hund und die Katze schlafen nicht im Garten, das ist zu kalt für sie.",
+        "Die Kinder spielen mit dem Ball von Peter und der Nachbar schaut zu.",
+    ]
+    * 4
+)
+
+
+def test_german_page_uses_german_stop_words_not_english():
+    assert "the" not in GERMAN.lower().split()
+    tagger = GopherTagger(detect_language=False)
+    doc = Document("de", GERMAN, metadata={"language": "de-DE"})
+    a = {s.type: s.score for s in tagger.predict(doc)}
+    german = ("der", "die", "das", "und", "ist", "zu", "den", "von", "mit", "nicht")
+    expected = sum(w.strip(",.").lower() in german for w in GERMAN.split())
+    assert a["required_word_count"] == expected > 2
+    # The same words labelled English would count zero English stop words.
+    assert attrs(GERMAN, "en")["required_word_count"] == 0
+    # English function words in a German page are not counted.
+    mixed = GOOD_EN.replace("the", "THE")
+    assert attrs(mixed, "de")["required_word_count"] == 0
+
+
+CHINESE = "今天天气很好，我们去公园散步。公园里有很多人在锻炼身体，孩子们在草地上玩耍。" * 3
+
+
+def test_chinese_page_skips_stop_words_and_counts_characters_as_words():
+    a = attrs(CHINESE, "zh")
+    assert "required_word_count" not in a
+    han = sum(1 for c in CHINESE if "\u4e00" <= c <= "\u9fff")
+    assert a["word_count"] == len(CHINESE)  # every character is a word (punctuation too)
+    assert a["fraction_of_words_with_alpha_character"] == pytest.approx(han / len(CHINESE))
+    # no stop-word rule and no word-length rule: the verdict rests on the other rules only
+    assert a["mean_word_length"] == 1.0
+    assert attrs(CHINESE * 2, "zh")["fraction_of_duplicate_lines"] == 0.0
+
+
+def test_unknown_language_skips_stop_words():
+    assert "required_word_count" not in attrs(GOOD_EN, None)
+    assert "required_word_count" not in attrs(GOOD_EN, "xx")
+
+
+def test_language_from_metadata_row_or_model():
+    tagger = GopherTagger()
+    docs = [
+        Document("a", GERMAN, metadata={"lang": "de"}),
+        Document("b", GERMAN, row={"id": "b", "text": GERMAN, "lang": "fr"}),
+        Document("c", GERMAN),
+        Document("d", CHINESE),
+        Document("e", ""),
+    ]
+    assert tagger.languages(docs) == ["de", "fr", "de", "zh", None]
+    batch = tagger.predict_batch(docs)
+    assert len(batch) == 5
+    counts = [{s.type: s.score for s in spans}.get("required_word_count") for spans in batch]
+    assert counts[0] == counts[2] > 2 and counts[3] is None
+    empty = {s.type: s.score for s in batch[4]}
+    assert empty["word_count"] == 0 and empty["keep"] == 0.0
+    assert normalize_lang("__label__pt") == "pt" and normalize_lang("zh_Hans") == "zh" and normalize_lang(3) is None
+
+
+def test_options():
+    assert attrs(GOOD_EN, thresholds={"word_count_min": 500})["keep"] == 0.0
+    assert attrs(GOOD_EN, min_stop_words=100)["keep"] == 0.0
+    assert attrs(GOOD_EN, "xx", stop_words={"xx": ["he", "his"]})["required_word_count"] == 5
+    with pytest.raises(TaggerError):
+        GopherTagger(detect_language=False, thresholds={"nope": 1})
+    with pytest.raises(TaggerError):
+        GopherTagger(detect_language=False, stop_words={"de": "der"})
+    with pytest.raises(TaggerError):
+        GopherTagger(model_path="/nonexistent/lid.bin")
+
+
+def test_sample_corpus_runs_through_the_tag_stage(tmp_path):
+    import glob
+    import gzip
+    import json
+    import subprocess
+    import sys
+    import os
+
+    docs = sorted(glob.glob("examples/sample/documents/debian-handbook/*"))
+    out = tmp_path / "out"
+    subprocess.run(
+        [os.path.join(os.path.dirname(sys.executable), "dolma-pipe"), "tag", "--documents", *docs,
+         "--taggers", "gopher_v1", "--destination", str(out), "--processes", "1"],
+        check=True, capture_output=True,
+    )
+    rows = [json.loads(line) for f in sorted(glob.glob(str(out / "gopher_v1" / "*" / "*.jsonl.gz"))) for line in gzip.open(f, "rt")]
+    assert len(rows) == 193
+    keep = [r["attributes"]["gopher_v1__gopher_v1__keep"][0][2] for r in rows]
+    assert 0 < sum(keep) < len(keep)
