@@ -1,0 +1,146 @@
+"""Learned quality: a fastText classifier's probability of the positive ("high quality") class.
+
+Owns the ``quality`` tagger, which applies a model trained by
+``dolma-pipe train-classifier`` (:mod:`taggers.train_classifier`) or any binary
+or multi-class fastText model, and ``dclm-oh-eli5``, DCLM's classifier under
+Dolma's name (given its ``.bin`` file, which is not shipped: nothing downloads).
+
+Span types: ``score`` over the whole document (DCLM's type name: the
+probability of the positive label) and, with ``granularity: paragraph`` or
+``both``, ``paragraph_score`` per paragraph (non-empty line).  A document with no
+text scores 0.0.
+
+Options of ``quality``: ``model_path`` (required), ``positive_label`` (with or
+without ``__label__``), ``granularity`` ("document", "paragraph", "both";
+default "document"), and the text normalisation ``lowercase``,
+``collapse_whitespace``, ``max_chars``.  The trainer writes ``<model>.json``
+next to the model; when it is there, the positive label and the normalisation
+default to what training used, so scoring sees text exactly as training did
+(a lowercased-trained model scores mixed-case text worse).  Without it the
+defaults are ``hq`` and the trainer's defaults.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import orjson
+
+from taggers import fasttext_models
+from taggers.base import Document, Span, Tagger, TaggerError
+from taggers.registry import register
+from taggers.text import line_spans
+from taggers.train_classifier import LABEL_PREFIX, REPORT_SUFFIX, TrainClassifierConfig, normalise
+
+_FROM_REPORT: Any = object()  # "not given": take the value from the model's report, else the trainer's default
+_GRANULARITIES = ("document", "paragraph", "both")
+_TRAINER_DEFAULTS = {name: TrainClassifierConfig.model_fields[name].default for name in ("lowercase", "collapse_whitespace", "max_chars")}
+
+
+def _report(model_path: str) -> dict:
+    path = model_path + REPORT_SUFFIX
+    if not os.path.isfile(path):
+        return {}
+    try:
+        with open(path, "rb") as fh:
+            report = orjson.loads(fh.read())
+    except (OSError, orjson.JSONDecodeError) as exc:
+        raise TaggerError(f"{path}: unreadable classifier report ({exc})") from None
+    return report if isinstance(report, dict) else {}
+
+
+@register("quality")
+class QualityClassifierTagger(Tagger):
+    description = "fastText quality classifier (train-classifier): P(positive label) per document (score) / paragraph"
+    granularity = "both"
+    defaults = ("score",)
+
+    def __init__(
+        self,
+        model_path: str | None = None,
+        positive_label: str | None = None,
+        granularity: str = "document",
+        lowercase: bool = _FROM_REPORT,
+        collapse_whitespace: bool = _FROM_REPORT,
+        max_chars: int | None = _FROM_REPORT,
+    ):
+        if not model_path:
+            raise TaggerError(f"tagger {self.name!r} needs the option 'model_path' (a fastText model, e.g. from `dolma-pipe train-classifier`)")
+        if not os.path.isfile(model_path):
+            raise TaggerError(f"tagger {self.name!r}: model file {model_path} does not exist")
+        if granularity not in _GRANULARITIES:
+            raise TaggerError(f"option 'granularity' must be one of {', '.join(_GRANULARITIES)}, got {granularity!r}")
+        report = _report(model_path)
+        trained = {**_TRAINER_DEFAULTS, **report.get("normalisation", {})}
+        given = {"lowercase": lowercase, "collapse_whitespace": collapse_whitespace, "max_chars": max_chars}
+        self.norm = {k: trained[k] if v is _FROM_REPORT else v for k, v in given.items()}
+        for key in ("lowercase", "collapse_whitespace"):
+            if not isinstance(self.norm[key], bool):
+                raise TaggerError(f"option {key!r} must be true or false, got {self.norm[key]!r}")
+        mc = self.norm["max_chars"]
+        if mc is not None and (isinstance(mc, bool) or not isinstance(mc, int) or mc < 1):
+            raise TaggerError(f"option 'max_chars' must be an integer >= 1 or null (whole text), got {mc!r}")
+
+        self.model = fasttext_models.load(model_path)
+        label = positive_label or report.get("labels", {}).get("positive") or "hq"
+        self.positive = label if label.startswith(LABEL_PREFIX) else LABEL_PREFIX + label
+        labels = list(self.model.get_labels())
+        if self.positive not in labels:
+            raise TaggerError(f"{model_path}: positive label {self.positive!r} is not one of the model's labels {labels}")
+        self.mode = granularity
+        # Instance attribute: the span types always written depend on the granularity asked for.
+        self.defaults = {"document": ("score",), "paragraph": ("paragraph_score",), "both": ("score", "paragraph_score")}[granularity]
+        self.k = len(labels)
+
+    def _scores(self, texts: list[str]) -> list[float]:
+        """P(positive) of each text, in one batched fastText call."""
+        if not texts:
+            return []
+        labels, probs = self.model.predict(texts, k=self.k)
+        positive = self.positive
+        out = []
+        for ls, ps in zip(labels, probs):
+            score = 0.0
+            for label, p in zip(ls, ps):
+                if label == positive:
+                    score = min(float(p), 1.0)
+                    break
+            out.append(score)
+        return out
+
+    def predict(self, doc: Document) -> list[Span]:
+        return self.predict_batch([doc])[0]
+
+    def predict_batch(self, docs: list[Document]) -> list[list[Span]]:
+        norm = self.norm
+        out: list[list[Span]] = [[] for _ in docs]
+        if self.mode != "paragraph":
+            texts = [normalise(d.text, **norm) for d in docs]
+            idx = [i for i, t in enumerate(texts) if t.strip()]
+            scores = dict(zip(idx, self._scores([texts[i] for i in idx])))
+            for i, d in enumerate(docs):
+                out[i].append(Span("score", 0, len(d.text), scores.get(i, 0.0)))
+        if self.mode != "document":
+            spans = [list(line_spans(d.text)) for d in docs]
+            scores_iter = iter(self._scores([normalise(d.text[a:b], **norm) for d, ss in zip(docs, spans) for a, b in ss]))
+            for i, ss in enumerate(spans):
+                out[i].extend(Span("paragraph_score", a, b, next(scores_iter)) for a, b in ss)
+        return out
+
+
+@register("dclm-oh-eli5")
+class DclmQualityTagger(QualityClassifierTagger):
+    """DCLM's OpenHermes + ELI5 vs RefinedWeb bigram classifier, as Dolma runs it.
+
+    Dolma feeds it the whole document with lines joined by spaces, case kept,
+    and writes P(``__label__hq``) as ``score``; the model file
+    (``openhermes_reddit_eli5_vs_rw_v2_bigram_200k_train.bin``) must be given
+    with ``model_path``.
+    """
+
+    description = "DCLM's fastText quality classifier (model_path to its .bin): P(hq) as score"
+    granularity = "document"
+
+    def __init__(self, model_path: str | None = None):
+        super().__init__(model_path=model_path, positive_label="hq", granularity="document", lowercase=False, collapse_whitespace=False, max_chars=None)
