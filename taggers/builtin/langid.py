@@ -85,8 +85,9 @@ def _predict(model: Any, texts: Sequence[str], k: int, threshold: float = 0.0) -
     if not texts:
         return []
     labels, probs = model.predict([t.replace("\n", " ") for t in texts], k=k, threshold=threshold)
-    # label[9:] strips "__label__"; fastText's probabilities can exceed 1 by a rounding hair.
-    return [[(label[9:], min(float(p), 1.0)) for label, p in zip(ls, ps)] for ls, ps in zip(labels, probs)]
+    # label[9:] strips "__label__"; probabilities are capped at 1
+    # (fastText's log(p + 1e-5) lets p reach 1.00001; tolist() then plain floats is ~2x faster than numpy scalars.)
+    return [[(label[9:], p if p < 1.0 else 1.0) for label, p in zip(ls, ps.tolist())] for ls, ps in zip(labels, probs)]
 
 
 def _check_max_chars(value: Any) -> int:
