@@ -32,6 +32,8 @@ class Command:
     help: str
     config: Callable[[], type[BaseModel]] | None = None
     stage: Callable[[], type] | None = None
+    # For commands that are not file-by-file stages: returns a function config -> printable report.
+    action: Callable[[], Callable[[Any], str]] | None = None
     issue: str | None = None  # set for stages not built yet
 
 
@@ -71,11 +73,30 @@ def _tag_stage():
     return TagStage
 
 
+def _train_classifier_config():
+    from taggers.train_classifier import TrainClassifierConfig
+
+    return TrainClassifierConfig
+
+
+def _train_classifier_action():
+    from taggers.train_classifier import run
+
+    def action(config: Any) -> str:
+        report = run(config)
+        held = report.get("heldout", report)
+        keys = ("precision", "recall", "f1", "accuracy", "auc")
+        figures = ", ".join(f"{k} {held[k]:.3f}" for k in keys if isinstance(held.get(k), (int, float)))
+        return f"dolma-pipe train-classifier: wrote {config.output} (held-out {figures}); report in {config.output}.json"
+
+    return action
+
+
 COMMANDS: list[Command] = [
     Command("convert", "validate documents and write them as Dolma jsonl/.gz/.zst/parquet", _convert_config, _convert_stage),
     Command("stats", "count documents, characters, bytes and words per source", _stats_config, _stats_stage),
     Command("tag", "run taggers (language, quality, PII, toxicity, rules) and write Dolma attributes", _tag_config, _tag_stage),
-    Command("train-classifier", "train a fastText quality classifier from labelled documents", issue="#3 (taggers)"),
+    Command("train-classifier", "train a fastText quality classifier from labelled documents", _train_classifier_config, action=_train_classifier_action),
     Command("dedup", "exact, paragraph (Bloom filter) and near-duplicate (MinHash LSH) deduplication", issue="the dedup issue"),
     Command("mix", "mix sources into a corpus from a YAML spec (Dolma and Dolmino style)", issue="the mixer issue"),
     Command("tokenize", "tokenize a mix into memmap token shards", issue="the tokenizer issue"),
@@ -217,6 +238,9 @@ def run_command(cmd: Command, ns: argparse.Namespace) -> int:
 
     model = cmd.config()
     config = load_config(model, ns.config, _overrides(ns))
+    if cmd.action is not None:
+        print(cmd.action()(config))
+        return 0
     stage = cmd.stage()(config)
     summary = run_stage(stage)
     table = summary.extra.get("table")

@@ -10,10 +10,13 @@ Nothing is ever downloaded.
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import ctypes.util
 import importlib.util
 import os
 import threading
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 from taggers.base import TaggerError
 
@@ -70,3 +73,30 @@ def predict(model: Any, texts: Sequence[str], k: int = 1) -> list[list[tuple[str
         [(label.removeprefix("__label__"), min(float(p), 1.0)) for label, p in zip(ls, ps)]
         for ls, ps in zip(labels, probs)
     ]
+
+
+_M_PERTURB = -6  # glibc mallopt parameter: fill allocated blocks with ~value (255 -> zeros)
+
+
+@contextlib.contextmanager
+def zeroed_allocations() -> Iterator[bool]:
+    """Make every malloc return zero-filled memory while fastText trains (glibc only).
+
+    The ``fasttext-numpy2`` wheel reads memory it never initialised while
+    training: on small models the heap hands back recycled blocks, and
+    training fails at random with "Encountered NaN." (about half the runs on a
+    few hundred short documents, whatever the learning rate) or, rarely, gives
+    a different model from the same input.  With allocations zero-filled the
+    same data always trains, and to the same bytes.  Yields whether it is on.
+    """
+    libc = None
+    with contextlib.suppress(OSError, TypeError, AttributeError):
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        if not libc.mallopt(_M_PERTURB, 255):
+            libc = None
+    try:
+        yield libc is not None
+    finally:
+        if libc is not None:
+            env = os.environ.get("MALLOC_PERTURB_", "0")
+            libc.mallopt(_M_PERTURB, int(env) if env.isdigit() else 0)

@@ -25,9 +25,6 @@ reads so that scoring sees text exactly as training did.
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
-import ctypes.util
 import os
 import random
 import shutil
@@ -43,6 +40,7 @@ from dolma_pipe.config import StrictModel
 from dolma_pipe.documents import read_documents
 from dolma_pipe.quarantine import Quarantine
 from taggers.base import TaggerError
+from taggers.fasttext_models import zeroed_allocations
 
 LABEL_PREFIX = "__label__"
 REPORT_SUFFIX = ".json"
@@ -219,35 +217,8 @@ def _auc(truth: list[bool], scores: list[float]) -> float | None:
     return (rank_sum - pos * (pos + 1) / 2) / (pos * neg)
 
 
-_M_PERTURB = -6  # glibc mallopt parameter: fill allocated blocks with ~value (255 -> zeros)
-
-
-@contextlib.contextmanager
-def _zeroed_allocations() -> Iterator[bool]:
-    """Make every malloc return zero-filled memory while fastText trains (glibc only).
-
-    The ``fasttext-numpy2`` wheel reads memory it never initialised while
-    training: on small models the heap hands back recycled blocks, and
-    training fails at random with "Encountered NaN." (about half the runs on a
-    few hundred short documents, whatever the learning rate) or, rarely, gives
-    a different model from the same input.  With allocations zero-filled the
-    same data always trains, and to the same bytes.  Yields whether it is on.
-    """
-    libc = None
-    with contextlib.suppress(OSError, TypeError, AttributeError):
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        if not libc.mallopt(_M_PERTURB, 255):
-            libc = None
-    try:
-        yield libc is not None
-    finally:
-        if libc is not None:
-            env = os.environ.get("MALLOC_PERTURB_", "0")
-            libc.mallopt(_M_PERTURB, int(env) if env.isdigit() else 0)
-
-
 def _train(fasttext: Any, path: str, hyper: dict, config: "TrainClassifierConfig", n_examples: int) -> Any:
-    with _zeroed_allocations() as zeroed:
+    with zeroed_allocations() as zeroed:
         # Without zeroed allocations a NaN may be the wheel's bug rather than divergence: try again.
         attempts = 1 if zeroed else 3
         for attempt in range(attempts):

@@ -111,3 +111,25 @@ def test_tag_on_ray(corpus, tmp_path, ray_address):
     with RayExecutor(2, ray_address) as ex:
         summary = run_stage(TagStage(cfg), executor=ex)
     assert summary.status == "complete" and summary.totals["docs_out"] == 5
+
+
+def test_cli_train_classifier_then_quality_tagger(tmp_path):
+    sample = Path(__file__).parent.parent / "examples" / "sample" / "documents"
+    model = tmp_path / "q" / "model.bin"
+    proc = run_cli(
+        "train-classifier", "--positive", f"{sample}/python-doc/*", f"{sample}/linux-doc/*",
+        "--negative", f"{sample}/fortunes/*", f"{sample}/gcide/*", "--output", str(model),
+        "--epoch", "20", "--lr", "0.2", "--dim", "16", "--bucket", "20000",
+    )
+    assert proc.returncode == 0, proc.stderr
+    report = orjson.loads(Path(str(model) + ".json").read_bytes())
+    assert report["heldout"]["precision"] > 0.9 and report["heldout"]["recall"] > 0.9
+    assert "held-out precision" in proc.stdout
+    proc = run_cli("tag", "--documents", f"{sample}/python-doc/part-0000.jsonl.gz", f"{sample}/fortunes/part-0000.jsonl.zst",
+                   "--taggers", "quality", "--tagger_options.quality.model_path", str(model),
+                   "--destination", str(tmp_path / "attrs"), "--processes", "1")
+    assert proc.returncode == 0, proc.stderr
+    def mean_score(rel):
+        rows = [r for _, r in read_attribute_rows(str(tmp_path / "attrs" / "quality" / rel))]
+        return sum(r["attributes"]["quality__quality__score"][0][2] for r in rows) / len(rows)
+    assert mean_score("python-doc/part-0000.jsonl.gz") > 0.8 > 0.2 > mean_score("fortunes/part-0000.jsonl.zst")

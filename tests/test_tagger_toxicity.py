@@ -9,6 +9,7 @@ import pytest
 
 from taggers import registry
 from taggers.base import Document, TaggerError
+from taggers.fasttext_models import zeroed_allocations
 
 CLEAN = "The committee reviewed the annual budget and approved the new library opening hours."
 TOXIC = "You are a fucking stupid idiot, shut the fuck up you worthless piece of shit."
@@ -91,7 +92,8 @@ def jigsaw_like_model(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("ft")
     train = root / "train.txt"
     train.write_text("\n".join(_lines(random.Random(0), 600)) + "\n")
-    model = fasttext.train_supervised(str(train), lr=0.5, epoch=25, wordNgrams=2, dim=16, thread=1, seed=0, verbose=0)
+    with zeroed_allocations():  # fasttext-numpy2 reads uninitialised memory while training (NaN at random)
+        model = fasttext.train_supervised(str(train), lr=0.5, epoch=25, wordNgrams=2, dim=16, thread=1, seed=0, verbose=0)
     path = root / "jigsaw_tiny.bin"
     model.save_model(str(path))
     return path
