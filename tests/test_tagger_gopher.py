@@ -197,3 +197,10 @@ def test_sample_corpus_runs_through_the_tag_stage(tmp_path):
     assert len(rows) == 193
     keep = [r["attributes"]["gopher_v1__gopher_v1__keep"][0][2] for r in rows]
     assert 0 < sum(keep) < len(keep)
+
+
+def test_stop_words_same_on_ascii_and_unicode_paths():
+    text = "The, the_x the2 (of) to-do THAT; have\"with\" be... x-and-y " * 3
+    ascii_count = attrs(text)["required_word_count"]
+    assert ascii_count == 3 * 8  # The of to THAT have with be and; not the_x, the2, do
+    assert attrs(text + " é")["required_word_count"] == ascii_count
