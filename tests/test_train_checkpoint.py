@@ -54,3 +54,74 @@ def test_single_process_model_checkpoint_round_trip(tmp_path):
     state = load_model_weights(path, b)
     assert state["step"] == 5
     assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values()))
+
+
+# -- a real (one-rank, in-process) trainer against an existing save_dir ------------------
+
+@pytest.fixture(scope="module")
+def two_step_run(tmp_path_factory):
+    """A finished 2-step run (checkpoint step2, optimizer state saved with the default
+    optim settings), built in a subprocess so this process keeps no process group."""
+    from train.testing import launch, make_shards, tiny_config, write_config
+
+    root = tmp_path_factory.mktemp("two_step")
+    data = make_shards(root / "data", n_train_shards=1)
+    raw = tiny_config(root / "run", data, train={"max_steps": 2, "global_batch_size": 4},
+                      checkpoint={"interval": 0, "async_save": False}, eval={"at_end": False})
+    r = launch(write_config(root / "a.yaml", raw), nproc=1)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return root, data, raw
+
+
+def _copy_run(two_step_run, dst):
+    import copy
+    import shutil
+
+    root, _, raw = two_step_run
+    shutil.copytree(root / "run", dst)
+    raw = copy.deepcopy(raw)
+    raw["checkpoint"]["save_dir"] = str(dst)
+    return raw
+
+
+def test_resume_applies_the_configured_optimizer_settings(two_step_run, tmp_path, monkeypatch, capsys):
+    from tests.train_helpers import one_rank_trainer
+
+    raw = _copy_run(two_step_run, tmp_path / "run")
+    t = one_rank_trainer(monkeypatch, raw, ["optim.weight_decay=0.5", "optim.betas=[0.8,0.99]", "optim.eps=1e-6",
+                                            "train.max_steps=3"])
+    try:
+        assert t.step == 2  # resumed, optimizer state loaded ...
+        assert all(len(t.optimizer.state[p]) for p in t.params)
+        # ... and the config's settings win over the ones stored with it
+        groups = [(g["weight_decay"], tuple(g["betas"]), g["eps"]) for g in t.optimizer.param_groups]
+        assert groups == [(0.5, (0.8, 0.99), 1e-6), (0.0, (0.8, 0.99), 1e-6)]
+    finally:
+        t.close()
+    out = capsys.readouterr().out
+    assert "optim: param group 0 weight_decay: 0.1 (checkpoint) -> 0.5 (config)" in out
+    assert "betas: (0.9, 0.95) (checkpoint) -> (0.8, 0.99) (config)" in out
+
+
+def test_resume_refuses_a_different_optimizer_group_layout(two_step_run, tmp_path, monkeypatch):
+    from tests.train_helpers import one_rank_trainer
+
+    raw = _copy_run(two_step_run, tmp_path / "run")
+    # decaying the embeddings too: one group instead of (decay, no decay)
+    with pytest.raises(SystemExit, match=r"2 parameter group\(s\).*builds 1.*decay_embeddings"):
+        one_rank_trainer(monkeypatch, raw, ["optim.decay_embeddings=true", "train.max_steps=3"])
+
+
+def test_a_fresh_run_refuses_a_save_dir_with_checkpoints(two_step_run, tmp_path, monkeypatch):
+    from tests.train_helpers import one_rank_trainer
+
+    raw = _copy_run(two_step_run, tmp_path / "run")
+    with pytest.raises(SystemExit, match=r"checkpoint.resume is false but .* already holds checkpoints \(step2\)"):
+        one_rank_trainer(monkeypatch, raw, ["checkpoint.resume=false"])
+    assert (tmp_path / "run" / "step2").exists()
+    t = one_rank_trainer(monkeypatch, raw, ["checkpoint.resume=false", "checkpoint.overwrite=true"])
+    try:
+        assert t.step == 0 and not (tmp_path / "run" / "step2").exists()
+        assert not (tmp_path / "run" / "metrics.jsonl").exists()
+    finally:
+        t.close()

@@ -21,19 +21,29 @@ def _copy_checkpoint(src_run, step, dst_dir):
     shutil.copytree(src_run / f"step{step}", dst_dir / f"step{step}")
 
 
-def test_preempt_at_half_then_resume_is_bit_identical(tmp_path_factory, tmp_path):
+def test_preempt_twice_then_resume_is_bit_identical(tmp_path_factory, tmp_path):
+    """Two preemptions, then the rest of the run: the losses equal the uninterrupted run's.
+
+    The first SIGTERM lands on rank 0 just *after* step 1's all-reduce (the window in which a
+    rank used to stop alone while the other ran step 2: a collective mismatch and no
+    checkpoint); it must be honoured by every rank after step 2. The second lands before
+    step 4's all-reduce: every rank stops after step 4."""
     s1 = stage1(tmp_path_factory)
     full = train_losses(s1.save_dir)
     assert sorted(full) == [1, 2, 3, 4, 5, 6] and full[6] < full[1] - 0.5  # it learns
     cfg = write_config(tmp_path / "b.yaml", tiny_config(tmp_path / "B", s1.data))
-    # first half: rank 0 receives SIGTERM after step 3 -> both ranks save step 3 and exit 0
-    r = launch(cfg, nproc=2, env={"DOLMA_TRAIN_TEST_SIGTERM_AT_STEP": "3"})
+    r = launch(cfg, nproc=2, env={"DOLMA_TRAIN_TEST_SIGTERM_AT_STEP": "1:after"}, timeout=90)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "SIGTERM: saving step 3" in r.stdout
-    assert sorted(p.name for p in (tmp_path / "B").glob("step*")) == ["step3"]
-    state = json.loads((tmp_path / "B" / "step3" / "trainer_state.json").read_text())
-    assert state["step"] == 3 and state["tokens_seen"] == 3 * 8 * 32 and len(state["rng"]) == 2
-    # second half in fresh processes, resuming from the newest checkpoint
+    assert "SIGTERM: saving step 2" in r.stdout and "saving step 1" not in r.stdout
+    assert sorted(p.name for p in (tmp_path / "B").glob("step*")) == ["step2"]
+    state = json.loads((tmp_path / "B" / "step2" / "trainer_state.json").read_text())
+    assert state["step"] == 2 and state["tokens_seen"] == 2 * 8 * 32 and len(state["rng"]) == 2
+    # resumed; rank 0 receives SIGTERM after step 4 (before its all-reduce) -> both save step 4
+    r = launch(cfg, nproc=2, env={"DOLMA_TRAIN_TEST_SIGTERM_AT_STEP": "4"}, timeout=90)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "resumed from" in r.stdout and "SIGTERM: saving step 4" in r.stdout
+    assert sorted(p.name for p in (tmp_path / "B").glob("step*")) == ["step2", "step3", "step4"]
+    # the rest in fresh processes, resuming from the newest checkpoint
     r = launch(cfg, nproc=2)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "resumed from" in r.stdout
@@ -41,6 +51,12 @@ def test_preempt_at_half_then_resume_is_bit_identical(tmp_path_factory, tmp_path
     assert resumed == full  # bit-identical, every step
     lrs = {m["step"]: m["lr"] for m in read_metrics(tmp_path / "B") if "lr" in m}
     assert lrs == {m["step"]: m["lr"] for m in read_metrics(s1.save_dir) if "lr" in m}
+
+
+def test_eval_every_interval_and_once_at_the_end(tmp_path_factory):
+    s1 = stage1(tmp_path_factory)  # eval.interval 3 of 6 steps, eval.at_end
+    evals = [m["step"] for m in read_metrics(s1.save_dir) if "eval/loss" in m]
+    assert evals == [3, 6]  # step 6 is both an interval step and the end: evaluated once
 
 
 def test_async_save_runs_while_training_continues(tmp_path_factory):

@@ -34,6 +34,10 @@ from torch.distributed.checkpoint.state_dict import (
     set_state_dict,
 )
 
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be loaded into this run as configured."""
+
+
 STATE_FILE = "trainer_state.json"
 _STEP_RE = re.compile(r"^step(\d+)$")
 
@@ -87,6 +91,36 @@ def read_state(path: str | Path) -> dict:
 def has_optimizer(path: str | Path) -> bool:
     meta = FileSystemReader(str(path)).read_metadata()
     return any(k.startswith("optim.") for k in meta.state_dict_metadata)
+
+
+def check_optimizer_layout(path: str | Path, model, optimizer) -> None:
+    """Refuse an optimizer state whose parameter groups differ from this run's.
+
+    The groups depend on ``optim.decay_embeddings`` / ``decay_norms``; loading a state saved
+    with other settings would silently regroup parameters (or fail deep inside DCP).
+    Reads only the groups' parameter names from the checkpoint.
+    """
+    names = {id(p): n for n, p in model.named_parameters()}
+    mine = [sorted(names[id(p)] for p in g["params"]) for g in optimizer.param_groups]
+    meta = FileSystemReader(str(path)).read_metadata()
+    n_saved = len({k.split(".")[2] for k in meta.state_dict_metadata if k.startswith("optim.param_groups.")})
+    saved: list = []
+    if n_saved:
+        sd = {"optim": {"param_groups": [{"params": []} for _ in range(n_saved)]}}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            dcp.load(sd, checkpoint_id=str(path), no_dist=not dist.is_initialized())
+        saved = [sorted(g["params"]) for g in sd["optim"]["param_groups"]]
+    if saved != mine:
+        def show(groups):
+            return "; ".join(f"group {i}: {len(g)} params ({', '.join(g[:3])}{', ...' if len(g) > 3 else ''})"
+                             for i, g in enumerate(groups))
+        raise CheckpointError(
+            f"{path}: the optimizer state has {len(saved)} parameter group(s) [{show(saved)}] but this run "
+            f"builds {len(mine)} [{show(mine)}]. optim.decay_embeddings / optim.decay_norms differ from the "
+            f"run that wrote it; set them back, or load only the model (checkpoint.load_optimizer: false "
+            f"with init_from)."
+        )
 
 
 def prune(save_dir: str | Path, keep_last: int, permanent_interval: int) -> list[Path]:
@@ -172,6 +206,7 @@ class Checkpointer:
         """Load model (and optimizer) state from ``path`` into a sharded model; any rank count."""
         path = Path(path)
         if load_optimizer and has_optimizer(path):
+            check_optimizer_layout(path, model, optimizer)
             model_sd, optim_sd = get_state_dict(model, optimizer)
             sd = {"model": model_sd, "optim": optim_sd}
             dcp.load(sd, checkpoint_id=str(path))
@@ -210,6 +245,7 @@ def save_model_weights(path: str | Path, model_sd: dict, state: dict) -> Path:
 
 
 __all__ = [
+    "CheckpointError",
     "Checkpointer",
     "latest_checkpoint",
     "list_checkpoints",

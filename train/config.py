@@ -97,6 +97,10 @@ class CheckpointConfig:
     permanent_interval: int = 0  # steps that are multiples of this are never deleted
     async_save: bool = True
     resume: bool = True  # resume from the newest complete checkpoint in save_dir
+    # with resume: false, a save_dir that already holds checkpoints is refused (a new run
+    # there would mix its checkpoints with the old ones and prune its own); overwrite: true
+    # deletes the old step folders and metrics file first
+    overwrite: bool = False
     init_from: str | None = None  # stage 2: a checkpoint folder to start from (new data/schedule)
     load_optimizer: bool = True  # with init_from: also take the optimizer state
 

@@ -30,6 +30,31 @@ def build_optimizer(model: nn.Module, cfg: OptimConfig, lr: float) -> torch.opti
     return torch.optim.AdamW(groups, lr=lr, betas=tuple(cfg.betas), eps=cfg.eps, foreach=True)
 
 
+def group_weight_decays(cfg: OptimConfig, n_groups: int) -> list[float]:
+    """The weight decay ``build_optimizer`` gives each group: decayed first, then (if any)
+    the group without decay."""
+    return [cfg.weight_decay, 0.0][:n_groups]
+
+
+def apply_optim_config(optimizer: torch.optim.Optimizer, cfg: OptimConfig) -> list[str]:
+    """Set weight decay, betas and eps of every group to the config's values.
+
+    Loading an optimizer state dict (resume, ``init_from``) overwrites the groups' settings
+    with those stored in the checkpoint; this puts the configured ones back (the lr is set
+    by the schedule every step). Returns one line per value that changed, for the log.
+    """
+    changed = []
+    wds = group_weight_decays(cfg, len(optimizer.param_groups))
+    for i, (g, wd) in enumerate(zip(optimizer.param_groups, wds)):
+        want = {"weight_decay": float(wd), "betas": tuple(float(b) for b in cfg.betas), "eps": float(cfg.eps)}
+        for k, v in want.items():
+            old = tuple(g[k]) if k == "betas" else g[k]
+            if old != v:
+                changed.append(f"param group {i} {k}: {old} (checkpoint) -> {v} (config)")
+            g[k] = v
+    return changed
+
+
 def lm_loss(logits: torch.Tensor, tokens: torch.Tensor, vocab_size: int, z_loss: float) -> tuple[torch.Tensor, torch.Tensor]:
     """Next-token cross entropy and z-loss, both means over predicted positions.
 

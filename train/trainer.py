@@ -18,6 +18,7 @@ import base64
 import json
 import os
 import resource
+import shutil
 import signal
 import time
 from pathlib import Path
@@ -29,19 +30,30 @@ from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 from torch.distributed.device_mesh import init_device_mesh
 
 from train import dist as tdist
-from train.checkpoint import Checkpointer, has_optimizer, latest_checkpoint
+from train.checkpoint import CheckpointError, Checkpointer, has_optimizer, latest_checkpoint, list_checkpoints
 from train.config import Config, dump_config
 from train.data import DataError, GlobalOrder, TokenDataset, check_fingerprint, eval_indices, token_dtype
 from train.evaluate import evaluate_loss
 from train.model import Transformer, describe, init_weights
-from train.optim import build_optimizer, clip_grad_norm, lm_loss
+from train.optim import apply_optim_config, build_optimizer, clip_grad_norm, lm_loss
 from train.schedule import Schedule
 
 # Dense bf16 peak FLOP/s per device, for the MFU estimate.
 PEAK_FLOPS = {"H100": 989.5e12, "H200": 989.5e12, "A100": 312e12, "B200": 2250e12}
 
-# Test hook: rank 0 sends itself SIGTERM after this step (exercises the preemption path).
-_TEST_SIGTERM_AT = int(os.environ.get("DOLMA_TRAIN_TEST_SIGTERM_AT_STEP", "0") or 0)
+# Test hook: rank 0 sends itself SIGTERM at this step (exercises the preemption path).
+# "N" or "N:before": after step N's update, before the step's all-reduce (every rank stops
+# after step N); "N:after": just after step N's all-reduce, the window in which a signal used
+# to make one rank stop alone (every rank must now stop together after step N+1).
+def _parse_sigterm_hook(value: str) -> tuple[int, str]:
+    step, _, phase = (value or "0").partition(":")
+    phase = phase or "before"
+    if phase not in ("before", "after"):
+        raise ValueError(f"DOLMA_TRAIN_TEST_SIGTERM_AT_STEP: phase must be before|after, got {phase!r}")
+    return int(step or 0), phase
+
+
+_TEST_SIGTERM_AT, _TEST_SIGTERM_PHASE = _parse_sigterm_hook(os.environ.get("DOLMA_TRAIN_TEST_SIGTERM_AT_STEP", ""))
 
 
 def _peak_flops(cfg: Config, device: torch.device) -> float | None:
@@ -71,6 +83,7 @@ class Trainer:
                 f"ranks ({self.world}) x train.micro_batch_size ({t.micro_batch_size})"
             )
         self.grad_accum = t.global_batch_size // (self.world * t.micro_batch_size)
+        self._check_save_dir()
         self.model = self._build_model()
         self.params = [p for p in self.model.parameters()]
         self.stats = describe(m, cfg.data.seq_len)
@@ -90,6 +103,11 @@ class Trainer:
         self.instances_seen = 0
         self.lr = 0.0
         self.peak_lr = cfg.optim.lr
+        # Two flags, on purpose: the SIGTERM handler only ever sets ``_sigterm_received``
+        # (this rank's wish), which is fed into the step's all-reduce; ``stop_requested`` is
+        # only ever the all-reduced value, so every rank takes every stop/save/eval decision
+        # from the same number even if a signal lands between the all-reduce and the check.
+        self._sigterm_received = False
         self.stop_requested = False
         self.saved_step: int | None = None
         self.peak_flops = _peak_flops(cfg, self.device)
@@ -132,7 +150,41 @@ class Trainer:
         model.train()
         return model
 
+    def _check_save_dir(self) -> None:
+        """A fresh run (``resume: false``) must not share save_dir with an older run's
+        checkpoints: retention sorts by step, so it would delete the new run's checkpoints and
+        keep the old ones, and a later resume would pick the old run's newest."""
+        c = self.cfg.checkpoint
+        if c.resume:
+            return
+        old = list_checkpoints(c.save_dir)
+        if not old:
+            return
+        if not c.overwrite:
+            raise SystemExit(
+                f"config error: checkpoint.resume is false but {c.save_dir} already holds checkpoints "
+                f"({', '.join(p.name for _, p in old[-3:])}{', ...' if len(old) > 3 else ''}). Use another "
+                f"checkpoint.save_dir, set checkpoint.resume: true to continue that run, or set "
+                f"checkpoint.overwrite: true to delete them and start over."
+            )
+        if self.rank == 0:
+            self._print(f"checkpoint.overwrite: deleting {len(old)} old checkpoint(s) in {c.save_dir}")
+            for _, p in old:
+                shutil.rmtree(p)
+            (Path(c.save_dir) / self.cfg.log.metrics_file).unlink(missing_ok=True)
+        dist.barrier()
+
     def _restore(self) -> None:
+        try:
+            self._restore_inner()
+        except CheckpointError as e:
+            raise SystemExit(f"config error: {e}") from None
+        # A loaded optimizer state brings the groups' settings of the run that saved it:
+        # the config wins (weight decay, betas, eps; the lr comes from the schedule).
+        for line in apply_optim_config(self.optimizer, self.cfg.optim):
+            self._print(f"optim: {line}")
+
+    def _restore_inner(self) -> None:
         c = self.cfg.checkpoint
         latest = latest_checkpoint(c.save_dir) if c.resume else None
         if latest is not None:
@@ -223,7 +275,10 @@ class Trainer:
         idx = self.order.rank_indices(self.instances_seen, t.global_batch_size, self.rank, self.world)
         ce_sum = torch.zeros((), device=self.device)
         z_sum = torch.zeros((), device=self.device)
-        for mb in np.split(idx, self.grad_accum):
+        for i, mb in enumerate(np.split(idx, self.grad_accum)):
+            # gradient accumulation without communication: gradients are reduce-scattered
+            # once per step, in the last micro-batch's backward
+            self.model.set_requires_gradient_sync(i == self.grad_accum - 1)
             tokens = torch.from_numpy(self.data.batch(mb)).to(self.device, non_blocking=True)
             logits = self.model(tokens)
             ce, z = lm_loss(logits, tokens, self.cfg.model.vocab_size, t.z_loss)
@@ -236,13 +291,16 @@ class Trainer:
         self.optimizer.zero_grad(set_to_none=True)
         self.step += 1
         self.instances_seen += t.global_batch_size
-        if _TEST_SIGTERM_AT and self.step == _TEST_SIGTERM_AT and self.rank == 0:
+        hook = _TEST_SIGTERM_AT and self.step == _TEST_SIGTERM_AT and self.rank == 0
+        if hook and _TEST_SIGTERM_PHASE == "before":
             os.kill(os.getpid(), signal.SIGTERM)
         # one all-reduce carries the logged losses and "some rank was asked to stop"
         red = torch.stack([ce_sum / self.grad_accum, z_sum / self.grad_accum,
-                           torch.tensor(float(self.stop_requested), device=self.device)])
+                           torch.tensor(float(self._sigterm_received), device=self.device)])
         dist.all_reduce(red)
-        self.stop_requested = bool(red[2].item() > 0)
+        self.stop_requested = bool(red[2].item() > 0)  # the only writer of stop_requested
+        if hook and _TEST_SIGTERM_PHASE == "after":
+            os.kill(os.getpid(), signal.SIGTERM)  # after the reduce: honoured next step
         return {"loss": (red[0] / self.world).item(), "z_loss": (red[1] / self.world).item(),
                 "grad_norm": grad_norm.item()}
 
@@ -278,7 +336,9 @@ class Trainer:
                 break
             if c.interval and self.step % c.interval == 0 and self.step != end:
                 self.save()
-            if self.cfg.eval.interval and self.step % self.cfg.eval.interval == 0 and self.val_data:
+            final_eval_follows = self.step == end and self.cfg.eval.at_end
+            if self.cfg.eval.interval and self.step % self.cfg.eval.interval == 0 and self.val_data \
+                    and not final_eval_follows:  # the last step is evaluated once, below
                 last_eval = self.run_eval()
         if not self.stop_requested:
             if self.saved_step != self.step:
@@ -298,8 +358,9 @@ class Trainer:
     # -- output ------------------------------------------------------------------------
 
     def _on_sigterm(self, signum, frame) -> None:
-        # Only set a flag: the step in progress finishes, then every rank saves together.
-        self.stop_requested = True
+        # Only set this rank's flag: it reaches the other ranks through the next step's
+        # all-reduce, and every rank then saves together. Never touch ``stop_requested``.
+        self._sigterm_received = True
 
     def _print(self, msg: str) -> None:
         if self.rank == 0:
