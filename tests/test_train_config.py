@@ -60,3 +60,28 @@ def test_cli_reports_config_error_without_traceback(tmp_path):
     r = subprocess.run([sys.executable, "-m", "train", "--config", str(p)], capture_output=True, text=True)
     assert r.returncode == 2
     assert "checkpoint.keep_lst: unknown key" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_slurm_template_gives_ranks_time_to_save():
+    """torchrun SIGKILLs the ranks --shutdown-timeout s after forwarding SIGTERM (default 30):
+    the template must raise it to just under SLURM's --signal=TERM@<lead> and be a flag this
+    torch's torchrun accepts."""
+    import re
+    import shlex
+    from pathlib import Path
+
+    pytest.importorskip("torch")
+    from torch.distributed.run import get_args_parser
+
+    text = (Path(__file__).resolve().parent.parent / "train" / "launch" / "slurm.sbatch").read_text()
+    lead = int(re.search(r"#SBATCH --signal=TERM@(\d+)", text).group(1))
+    timeout = int(re.search(r"SHUTDOWN_TIMEOUT=\$\{SHUTDOWN_TIMEOUT:-(\d+)\}", text).group(1))
+    assert 60 <= timeout < lead
+    assert '--shutdown-timeout "$SHUTDOWN_TIMEOUT"' in text
+    assert "export SRUN_CPUS_PER_TASK=${SLURM_CPUS_PER_TASK" in text and "mkdir -p logs" in text
+    # the torchrun command line of the template parses with this torch
+    cmd = text[text.index("srun --kill-on-bad-exit=1 torchrun"):].replace("\\\n", " ").split("\n")[0]
+    cmd = cmd.replace('"$SHUTDOWN_TIMEOUT"', str(timeout)).replace('"$@"', "")
+    argv = shlex.split(cmd)[3:]
+    args = get_args_parser().parse_args([a if not a.startswith("$") else "1" for a in argv])
+    assert args.shutdown_timeout == timeout
