@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch  # noqa: E402
 
-from train.data import GlobalOrder, TokenDataset, write_shard  # noqa: E402
+from train.data import GlobalOrder, TokenDataset, token_dtype, write_shard  # noqa: E402
 from train.model import PRESETS, Transformer, describe, init_weights  # noqa: E402
 from train.optim import build_optimizer, clip_grad_norm, lm_loss  # noqa: E402
 from train.config import OptimConfig  # noqa: E402
@@ -37,10 +37,12 @@ H100_BF16 = 989.5e12
 
 
 def make_data(root: Path, vocab: int, n_tokens: int) -> str:
+    """Random-token shards in the dtype the trainer reads for this vocabulary (uint32 above
+    65536 tokens, e.g. the OLMo 2 presets: uint16 would wrap the ids)."""
     rng = np.random.default_rng(0)
     for part in range(4):
         docs = [rng.integers(1, vocab, size=int(rng.integers(50, 2000))).tolist() for _ in range(n_tokens // 4 // 1000)]
-        write_shard(root / f"part-{part:05d}.npy", docs, eos_id=0)
+        write_shard(root / f"part-{part:05d}.npy", docs, eos_id=0, dtype=token_dtype("auto", vocab))
     return str(root)
 
 
@@ -70,7 +72,7 @@ def plain(args, data: str) -> list[float]:
     model = Transformer(mcfg)
     init_weights(model, 0)
     opt = build_optimizer(model, OptimConfig(), lr=1e-3)
-    ds = TokenDataset([data], args.seq_len, np.uint16)
+    ds = TokenDataset([data], args.seq_len, token_dtype("auto", mcfg.vocab_size))  # as the trainer reads it
     order = GlobalOrder(ds.n_instances, 0)
     accum = args.global_batch // args.micro_batch
     times = []
