@@ -110,5 +110,26 @@ def test_soup_of_three_runs_averages_weights_and_is_evaluated(stage2):
     for seed, path in zip(SEEDS, ingredients):
         in_training = [x["eval/loss"] for x in read_metrics(runs[seed]) if "eval/loss" in x][-1]
         assert results[path]["loss"] == pytest.approx(in_training, rel=1e-5)
-    assert evaluate_checkpoints([str(out)], [data["val"]], max_instances=60)[str(out)]["loss"] == pytest.approx(
-        results[str(out)]["loss"], rel=1e-6)
+    assert evaluate_checkpoints([str(out)], [data["val"]], max_instances=60, device="cpu")[str(out)]["loss"] == \
+        pytest.approx(results[str(out)]["loss"], rel=1e-6)
+
+
+def test_weighted_soup_is_a_float32_running_mean(stage2, tmp_path):
+    from train.checkpoint import load_model_weights
+    from train.model import PRESETS, Transformer
+    from train.soup import soup
+
+    _, _, _, runs = stage2
+    ingredients = [str(runs[s] / "step3") for s in SEEDS]
+    out = soup(ingredients, str(tmp_path / "soup"), weights=[1.0, 0.0, 3.0], device="cpu")
+    sds = []
+    for path in [*ingredients, str(out)]:
+        m = Transformer(PRESETS["tiny"])
+        load_model_weights(path, m)
+        sds.append(m.state_dict())
+    for k in sds[0]:
+        assert sds[3][k].dtype == torch.float32
+        want = (sds[0][k].double() + 3 * sds[2][k].double()) / 4
+        assert torch.allclose(sds[3][k].double(), want, atol=1e-7, rtol=0), k
+    with pytest.raises(ValueError, match="non-negative"):
+        soup(ingredients, str(tmp_path / "bad"), weights=[1.0, -1.0, 1.0])

@@ -1,8 +1,10 @@
 """Validation loss and perplexity: inside the trainer and for checkpoints from the command line.
 
-``python -m train.evaluate --val-paths VAL_DIR ckptA ckptB ...`` builds each checkpoint's model
-from the config stored in its ``trainer_state.json`` and prints loss and perplexity on the
-held-out shards (one process, no process group needed).
+``python -m train.evaluate --val-paths VAL_DIR ckptA ckptB ... [--device cuda]`` builds each
+checkpoint's model from the config stored in its ``trainer_state.json`` (on the meta device,
+materialised on ``--device``: default cuda if available, else cpu; the weights are then loaded,
+never initialised) and prints loss and perplexity on the held-out shards (one process, no
+process group needed).
 """
 
 from __future__ import annotations
@@ -43,12 +45,26 @@ def model_config_from_state(state: dict) -> ModelConfig:
     return ModelConfig(**state["config"]["model"])
 
 
-def evaluate_checkpoints(paths: list[str], val_paths: list[str], seq_len: int | None = None,
-                         max_instances: int = 1024, micro_batch: int = 4) -> dict[str, dict]:
-    """Loss/perplexity of each checkpoint on the validation shards, in this process."""
-    from train.checkpoint import load_model_weights, read_state
+def default_device() -> torch.device:
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def empty_model(mcfg: ModelConfig, device) -> torch.nn.Module:
+    """The model with uninitialised storage on ``device`` (built on meta: no init pass, no
+    second copy), to be filled by a checkpoint load."""
     from train.model import Transformer
 
+    with torch.device("meta"):
+        model = Transformer(mcfg)
+    return model.to_empty(device=torch.device(device))
+
+
+def evaluate_checkpoints(paths: list[str], val_paths: list[str], seq_len: int | None = None,
+                         max_instances: int = 1024, micro_batch: int = 4, device=None) -> dict[str, dict]:
+    """Loss/perplexity of each checkpoint on the validation shards, in this process."""
+    from train.checkpoint import load_model_weights, read_state
+
+    device = torch.device(device) if device is not None else default_device()
     results = {}
     for path in paths:
         state = read_state(path)
@@ -56,10 +72,11 @@ def evaluate_checkpoints(paths: list[str], val_paths: list[str], seq_len: int | 
         dcfg = state["config"]["data"]
         sl = seq_len or dcfg["seq_len"]
         data = TokenDataset(val_paths, sl, token_dtype(dcfg["token_dtype"], mcfg.vocab_size))
-        model = Transformer(mcfg)
+        model = empty_model(mcfg, device)
         load_model_weights(path, model)
         idx = eval_indices(data.n_instances, max_instances, 0, 1)
-        results[str(path)] = evaluate_loss(model, data, idx, micro_batch, torch.device("cpu"), mcfg.vocab_size)
+        results[str(path)] = evaluate_loss(model, data, idx, micro_batch, device, mcfg.vocab_size)
+        del model
     return results
 
 
@@ -77,9 +94,11 @@ def main(argv=None) -> int:
                     help="held-out token shards or folder (repeatable)")
     ap.add_argument("--seq-len", type=int, default=None, help="default: the checkpoint's data.seq_len")
     ap.add_argument("--max-instances", type=int, default=1024)
+    ap.add_argument("--device", default=None, help="cuda, cuda:1, cpu, ... (default: cuda if available, else cpu)")
     ap.add_argument("--json", action="store_true", help="print JSON instead of a table")
     args = ap.parse_args(argv)
-    results = evaluate_checkpoints(args.checkpoints, args.val_paths, args.seq_len, args.max_instances)
+    results = evaluate_checkpoints(args.checkpoints, args.val_paths, args.seq_len, args.max_instances,
+                                   device=args.device)
     print(json.dumps(results, indent=1)) if args.json else print_table(results)
     return 0
 

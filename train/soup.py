@@ -2,8 +2,10 @@
 
 ``python -m train.soup --out SOUP_DIR ckptA ckptB ckptC [--val-paths VAL] [--weights ...]``
 
-Runs in one process (no process group): each ingredient is loaded with DCP into a plain
-model, summed in float64, divided, and written as a model-only DCP checkpoint with a
+Runs in one process (no process group) on ``--device`` (default cuda if available, else cpu):
+one model is built on the meta device and materialised without initialisation; each ingredient
+is loaded into it with DCP and folded, tensor by tensor, into a weighted running mean kept in
+float32 (memory: two copies of the model), which is written as a model-only DCP checkpoint with a
 ``trainer_state.json`` naming its ingredients. That folder loads like any other checkpoint
 (evaluation, export, or ``checkpoint.init_from`` with ``load_optimizer: false``). With
 ``--val-paths`` it also reports validation loss and perplexity of each ingredient and the soup.
@@ -20,32 +22,37 @@ from pathlib import Path
 import torch
 
 from train.checkpoint import load_model_weights, read_state, save_model_weights
-from train.evaluate import evaluate_checkpoints, model_config_from_state, print_table
-from train.model import Transformer
+from train.evaluate import default_device, empty_model, evaluate_checkpoints, model_config_from_state, print_table
 
 
-def soup(paths: list[str], out: str, weights: list[float] | None = None) -> Path:
+def soup(paths: list[str], out: str, weights: list[float] | None = None, device=None) -> Path:
     if len(paths) < 2:
         raise ValueError("a soup needs at least two checkpoints")
     weights = weights or [1.0] * len(paths)
     if len(weights) != len(paths):
         raise ValueError("--weights needs one number per checkpoint")
-    total_w = float(sum(weights))
+    if any(w < 0 for w in weights) or sum(weights) <= 0:
+        raise ValueError("--weights must be non-negative with a positive sum")
     states = [read_state(p) for p in paths]
     mcfg = model_config_from_state(states[0])
     for p, s in zip(paths[1:], states[1:]):
         if model_config_from_state(s) != mcfg:
             raise ValueError(f"{p}: model shape differs from {paths[0]}; only same-shape models can be souped")
-    model = Transformer(mcfg)
-    acc: dict[str, torch.Tensor] | None = None
+    device = torch.device(device) if device is not None else default_device()
+    model = empty_model(mcfg, device)  # storage only: every value comes from a checkpoint
+    mean: dict[str, torch.Tensor] = {}
+    seen_w = 0.0
     for p, w in zip(paths, weights):
         load_model_weights(p, model)
-        sd = model.state_dict()
-        if acc is None:
-            acc = {k: torch.zeros_like(v, dtype=torch.float64) for k, v in sd.items()}
-        for k, v in sd.items():
-            acc[k] += v.double() * (w / total_w)  # float64 sum: order of ingredients barely matters
-    avg = {k: v.to(torch.float32) for k, v in acc.items()}
+        seen_w += w
+        with torch.no_grad():
+            for k, v in model.state_dict().items():
+                if k not in mean:
+                    mean[k] = v.detach().to(torch.float32, copy=True)
+                elif w:
+                    # weighted running mean: m += (w / sum of weights so far) * (x - m)
+                    mean[k].add_(v.to(torch.float32) - mean[k], alpha=w / seen_w)
+    avg = {k: v.cpu() for k, v in mean.items()}
     state = {
         "kind": "soup",
         "ingredients": [str(p) for p in paths],
@@ -71,11 +78,13 @@ def main(argv=None) -> int:
     ap.add_argument("--val-paths", action="append", default=None, metavar="PATH",
                     help="evaluate ingredients and soup on these shards or folder (repeatable)")
     ap.add_argument("--max-instances", type=int, default=1024)
+    ap.add_argument("--device", default=None, help="cuda, cpu, ... (default: cuda if available, else cpu)")
     args = ap.parse_args(argv)
-    out = soup(args.checkpoints, args.out, args.weights)
+    out = soup(args.checkpoints, args.out, args.weights, device=args.device)
     print(f"soup of {len(args.checkpoints)} checkpoints -> {out}")
     if args.val_paths:
-        results = evaluate_checkpoints([*args.checkpoints, str(out)], args.val_paths, max_instances=args.max_instances)
+        results = evaluate_checkpoints([*args.checkpoints, str(out)], args.val_paths, max_instances=args.max_instances,
+                                       device=args.device)
         print_table(results)
         (Path(out) / "eval.json").write_text(json.dumps(results, indent=1))
     return 0
