@@ -17,6 +17,7 @@ from typing import Any, ClassVar, Literal, NamedTuple
 SCORE_PRECISION = 5
 
 Granularity = Literal["document", "paragraph", "both"]
+Grouped = dict[str, list[list[float]]]
 
 
 class Span(NamedTuple):
@@ -64,16 +65,29 @@ class Tagger(ABC):
             raise TaggerError(f"tagger {self.name!r} takes no options, got {sorted(options)}")
 
     @abstractmethod
-    def predict(self, doc: Document) -> list[Span]:
-        """Spans of one document."""
+    def predict(self, doc: Document) -> "list[Span] | Grouped":
+        """Spans of one document (or the already grouped mapping, see :meth:`group`)."""
 
-    def predict_batch(self, docs: list[Document]) -> list[list[Span]]:
+    def predict_batch(self, docs: list[Document]) -> "list[list[Span] | Grouped]":
         """Spans of many documents; override when a model is faster on batches."""
         return [self.predict(doc) for doc in docs]
 
-    def group(self, spans: list[Span]) -> dict[str, list[list[float]]]:
-        """Spans as Dolma's ``{type: [[start, end, score], ...]}`` (types not yet prefixed)."""
-        out: dict[str, list[list[float]]] = {t: [] for t in self.defaults}
-        for span in spans:
-            out.setdefault(span.type, []).append([span.start, span.end, round(float(span.score), SCORE_PRECISION)])
+    def group(self, spans: "list[Span] | Grouped") -> Grouped:
+        """Spans as Dolma's ``{type: [[start, end, score], ...]}`` (types not yet prefixed).
+
+        ``predict`` may also return that mapping itself (scores as floats, already
+        rounded): taggers emitting hundreds of spans per document skip building
+        a :class:`Span` for each, which is most of their cost.
+        """
+        if isinstance(spans, dict):
+            if not self.defaults:
+                return spans
+            return {**{t: [] for t in self.defaults}, **spans}
+        out: Grouped = {t: [] for t in self.defaults}
+        get = out.get
+        for span_type, start, end, score in spans:
+            values = get(span_type)
+            if values is None:
+                values = out[span_type] = []
+            values.append([start, end, round(float(score), SCORE_PRECISION)])
         return out

@@ -133,3 +133,23 @@ def test_cli_train_classifier_then_quality_tagger(tmp_path):
         rows = [r for _, r in read_attribute_rows(str(tmp_path / "attrs" / "quality" / rel))]
         return sum(r["attributes"]["quality__quality__score"][0][2] for r in rows) / len(rows)
     assert mean_score("python-doc/part-0000.jsonl.gz") > 0.8 > 0.2 > mean_score("fortunes/part-0000.jsonl.zst")
+
+
+def test_grouped_output_passes_through_with_defaults():
+    from taggers.base import Document, Span, Tagger
+
+    class Grouping(Tagger):
+        name = "grouping_test"
+        defaults = ("always",)
+
+        def predict(self, doc):
+            return {"many": [[0, 1, 1.0], [1, 2, 0.5]]}
+
+    class Spanning(Grouping):
+        def predict(self, doc):
+            return [Span("many", 0, 1, 1), Span("many", 1, 2, 0.499999999)]
+
+    doc = Document("d", "ab")
+    expected = {"always": [], "many": [[0, 1, 1.0], [1, 2, 0.5]]}
+    assert Grouping().group(Grouping().predict(doc)) == expected
+    assert Spanning().group(Spanning().predict(doc)) == expected

@@ -13,7 +13,9 @@ from taggers.builtin.repetitions import WordRepetitions, periodic_runs
 
 
 def spans(tagger, text: str) -> list[tuple[str, int, int, float]]:
-    return [tuple(s) for s in tagger.predict(Document("d", text))]
+    """(type, start, end, score) in output order, whether predict returns Spans or grouped values."""
+    grouped = tagger.group(tagger.predict(Document("d", text)))
+    return [(t, s, e, score) for t, values in grouped.items() for s, e, score in values]
 
 
 def dolma_split_paragraphs(text: str) -> list[tuple[int, int]]:

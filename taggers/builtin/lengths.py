@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import re
 
-from taggers.base import Document, Span, Tagger
+from operator import methodcaller
+
+from taggers.base import Document, Grouped, Tagger
 from taggers.registry import register
 
 # Dolma's ``split_paragraphs`` keeping non-blank ones: a line holding non-space text, with its newline.
@@ -24,6 +26,7 @@ _DOLMA_PARAGRAPH = re.compile(r"[^\n]*\S[^\n]*\n?")
 _LINE = re.compile(r"[^\n]*\S[^\n]*")
 # One or more blank lines between two blocks (what taggers.text.block_spans splits on).
 _BLOCK_BREAK = re.compile(r"\n[^\S\n]*\n\s*")
+_span = methodcaller("span")
 
 
 @register("char_length_with_paragraphs_v1")
@@ -31,13 +34,11 @@ class CharLengthWithParagraphs(Tagger):
     description = "Dolma-compatible: characters per paragraph (non-blank line with its newline) and per document"
     granularity = "both"
 
-    def predict(self, doc: Document) -> list[Span]:
-        spans = [
-            Span("paragraph", m.start(), m.end(), float(m.end() - m.start()))
-            for m in _DOLMA_PARAGRAPH.finditer(doc.text)
-        ]
-        spans.append(Span("document", 0, len(doc.text), float(len(doc.text))))
-        return spans
+    def predict(self, doc: Document) -> Grouped:
+        text = doc.text
+        # Grouped output directly: one small list per paragraph, no Span objects.
+        paragraphs = [[s, e, float(e - s)] for s, e in map(_span, _DOLMA_PARAGRAPH.finditer(text))]
+        return {"paragraph": paragraphs, "document": [[0, len(text), float(len(text))]]}
 
 
 @register("lengths_v1")
@@ -45,22 +46,22 @@ class Lengths(Tagger):
     description = "Characters, UTF-8 bytes, words, lines, blocks and per-line lengths"
     granularity = "both"
 
-    def predict(self, doc: Document) -> list[Span]:
+    def predict(self, doc: Document) -> Grouped:
         text = doc.text
         n = len(text)
-        spans = [Span("paragraph", m.start(), m.end(), float(m.end() - m.start())) for m in _LINE.finditer(text)]
-        lines = len(spans)
-        longest = max((s.score for s in spans), default=0.0)
+        paragraphs = [[s, e, float(e - s)] for s, e in map(_span, _LINE.finditer(text))]
+        lines = len(paragraphs)
+        longest = max((p[2] for p in paragraphs), default=0.0)
         # Blocks are the separators between them plus one (counting beats matching every block).
         stripped = text.strip()
         blocks = len(_BLOCK_BREAK.findall(stripped)) + 1 if stripped else 0
-        spans += [
-            Span("document", 0, n, float(n)),
+        return {
+            "paragraph": paragraphs,
+            "document": [[0, n, float(n)]],
             # ASCII text is one byte per character: skip the encode for it.
-            Span("bytes", 0, n, float(n if text.isascii() else len(text.encode("utf-8", "surrogatepass")))),
-            Span("word_count", 0, n, float(len(text.split()))),
-            Span("paragraph_count", 0, n, float(lines)),
-            Span("block_count", 0, n, float(blocks)),
-            Span("max_paragraph_length", 0, n, longest),
-        ]
-        return spans
+            "bytes": [[0, n, float(n if text.isascii() else len(text.encode("utf-8", "surrogatepass")))]],
+            "word_count": [[0, n, float(len(text.split()))]],
+            "paragraph_count": [[0, n, float(lines)]],
+            "block_count": [[0, n, float(blocks)]],
+            "max_paragraph_length": [[0, n, longest]],
+        }
