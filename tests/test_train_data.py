@@ -10,7 +10,8 @@ import pytest
 pytest.importorskip("torch")
 pytestmark = pytest.mark.train
 
-from train.data import DataError, GlobalOrder, TokenDataset, check_fingerprint, eval_indices, token_dtype, write_shard  # noqa: E402
+from train.data import (DataError, GlobalOrder, TokenDataset, check_fingerprint, eval_indices, token_dtype,  # noqa: E402
+                        validate_shards, write_shard)
 
 
 def shards(tmp_path, sizes=(50, 70, 33), dtype=np.uint16):
@@ -95,3 +96,58 @@ def test_eval_indices_are_equal_per_rank_and_disjoint():
     assert len(parts[0]) == len(parts[1]) == 5
     assert sorted(np.concatenate(parts).tolist()) == list(range(10))
     assert len(eval_indices(11, 4, 0, 2)) == 2
+
+
+def test_order_is_uint32_and_cached_once_as_a_file(tmp_path, monkeypatch):
+    n, seed = 1000, 7
+    reference = [np.random.default_rng([seed, e]).permutation(n) for e in range(3)]  # the int64 original
+    mem = GlobalOrder(n, seed)
+    assert mem.perm(0).dtype == np.uint32 and np.array_equal(mem.perm(0), reference[0])
+    barriers = []
+    cached = GlobalOrder(n, seed, cache_dir=tmp_path / "c", barrier=lambda: barriers.append(1))
+    got = cached.global_indices(0, 3 * n)
+    assert got.dtype == np.int64 and np.array_equal(got, np.concatenate(reference))
+    assert len(barriers) == 3  # once per epoch, not per step
+    files = sorted(p.name for p in (tmp_path / "c").iterdir())
+    assert files == [f"order-seed7-epoch{e}-n1000.uint32" for e in (1, 2)]  # epoch 0 pruned (< 2 - 1)
+    assert (tmp_path / "c" / files[-1]).stat().st_size == 4 * n
+    # a reader (not the writer rank) or a restarted run maps the file and never reshuffles
+    monkeypatch.setattr(GlobalOrder, "_compute", lambda self, e: pytest.fail("recomputed"))
+    reader = GlobalOrder(n, seed, cache_dir=tmp_path / "c", is_writer=False)
+    assert isinstance(reader.perm(2), np.memmap) and np.array_equal(reader.global_indices(2 * n + 5, 10), reference[2][5:15])
+    with pytest.raises(DataError, match="missing or truncated"):
+        GlobalOrder(n, seed + 1, cache_dir=tmp_path / "c", is_writer=False).perm(0)
+
+
+def test_token_ids_and_sidecars_are_checked_once_per_dataset(tmp_path, monkeypatch):
+    import train.data as data
+
+    root = shards(tmp_path)  # token ids up to 2032
+    ds = TokenDataset([root], 16, np.uint16)
+    with pytest.raises(DataError, match=r"part-00002.npy: token id 2032 >= model.vocab_size 2000"):
+        validate_shards(ds, 2000)
+    validate_shards(ds, 2033, cache_dir=tmp_path / "cache")
+    assert len(list((tmp_path / "cache").glob("shard-checks-*.json"))) == 1
+    # cached by the dataset fingerprint: a restart reads no shard, a new vocab is still checked
+    monkeypatch.setattr(data, "scan_shard", lambda *a: pytest.fail("rescanned"))
+    validate_shards(ds, 2033, cache_dir=tmp_path / "cache")
+    with pytest.raises(DataError, match="token id 2032"):
+        validate_shards(ds, 2032, cache_dir=tmp_path / "cache")
+    monkeypatch.undo()
+    # ranks split the shards; the gathered results are the same
+    parts = [{s.name: data.scan_shard(s.path, ds.dtype, s.n_tokens) for i, s in enumerate(ds.shards) if i % 2 == r}
+             for r in range(2)]
+    validate_shards(ds, 2033, rank=1, world=2, all_gather=lambda mine: parts)
+    # sidecars: a row past the shard's end, garbage, or none at all
+    side = tmp_path / "d" / "part-00001.csv.gz"
+    with gzip.open(side, "wt") as f:
+        f.write("0,60,a,test,0\n60,71,b,test,1\n")
+    with pytest.raises(DataError, match=r"part-00001.npy: part-00001.csv.gz line 2: document \[60, 71\) is outside"):
+        validate_shards(TokenDataset([root], 16, np.uint16), 4000)
+    with gzip.open(side, "wt") as f:
+        f.write("zero,ten\n")
+    with pytest.raises(DataError, match="line 1: expected start,end"):
+        validate_shards(TokenDataset([root], 16, np.uint16), 4000)
+    side.unlink()
+    with pytest.raises(DataError, match="part-00001.csv.gz is missing"):
+        validate_shards(TokenDataset([root], 16, np.uint16), 4000)

@@ -59,6 +59,13 @@ def test_eval_every_interval_and_once_at_the_end(tmp_path_factory):
     assert evals == [3, 6]  # step 6 is both an interval step and the end: evaluated once
 
 
+def test_data_order_and_shard_checks_are_cached_in_save_dir(tmp_path_factory):
+    s1 = stage1(tmp_path_factory)
+    cache = sorted(p.name for p in (s1.save_dir / "data_cache").iterdir())
+    assert "order-seed0-epoch0-n205.uint32" in cache  # one 4-byte index per instance, written once
+    assert len([c for c in cache if c.startswith("shard-checks-")]) == 2  # train and val shards
+
+
 def test_async_save_runs_while_training_continues(tmp_path_factory):
     s1 = stage1(tmp_path_factory)
     metrics = {m["step"]: m for m in read_metrics(s1.save_dir) if "loss" in m}

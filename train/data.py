@@ -14,10 +14,13 @@ exactly once per epoch.
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -110,17 +113,130 @@ class TokenDataset:
         return h.hexdigest()[:16]
 
 
+def scan_shard(path: Path, dtype: np.dtype, n_tokens: int, chunk: int = 1 << 24) -> dict:
+    """One pass over a shard: its largest token id (chunked, so memory stays flat) and the
+    problems of its ``.csv.gz`` sidecar (missing, unreadable, rows outside the shard or
+    overlapping), as ``{"max": int, "sidecar": str | None}``."""
+    arr = np.memmap(path, dtype=dtype, mode="r") if n_tokens else np.zeros(0, dtype)
+    top = 0
+    for i in range(0, n_tokens, chunk):
+        top = max(top, int(arr[i : i + chunk].max()))
+    del arr
+    return {"max": top, "sidecar": _check_sidecar(path, n_tokens)}
+
+
+def _check_sidecar(path: Path, n_tokens: int) -> str | None:
+    side = path.with_suffix(".csv.gz")
+    if not side.exists():
+        return f"sidecar {side.name} is missing (every shard has one: start,end,id,src,loc per document)"
+    prev_end = 0
+    try:
+        with gzip.open(side, "rt") as f:
+            for line_no, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                fields = line.split(",", 2)
+                try:
+                    start, end = int(fields[0]), int(fields[1])
+                except (ValueError, IndexError):
+                    return f"{side.name} line {line_no}: expected start,end,id,src,loc, got {line.strip()[:80]!r}"
+                if not (prev_end <= start < end <= n_tokens):
+                    return (f"{side.name} line {line_no}: document [{start}, {end}) is outside the shard's "
+                            f"{n_tokens} tokens or overlaps the previous one (ends at {prev_end}); "
+                            f"wrong token_dtype or a mismatched sidecar?")
+                prev_end = end
+    except (OSError, EOFError, UnicodeDecodeError) as e:
+        return f"{side.name}: unreadable ({e})"
+    return None
+
+
+def validate_shards(ds: "TokenDataset", vocab_size: int, cache_dir: str | Path | None = None, rank: int = 0,
+                    world: int = 1, all_gather: Callable[[dict], list[dict]] | None = None) -> None:
+    """Check every token id is < ``vocab_size`` and every sidecar is sound; raise one
+    ``DataError`` naming the first bad shard (the same on every rank).
+
+    The scan reads each shard once: ranks split the shards between them (``all_gather``
+    collects the results), and the per-shard results are cached in ``cache_dir`` under the
+    dataset fingerprint, so a restart on the same data reads nothing.
+    """
+    fp = ds.fingerprint()
+    cache = Path(cache_dir) / f"shard-checks-{fp}.json" if cache_dir else None
+    results: dict[str, dict] | None = None
+    if cache is not None and cache.exists():
+        try:
+            results = json.loads(cache.read_text())
+        except ValueError:
+            results = None
+    if results is None or set(results) != {s.name for s in ds.shards}:
+        mine = {s.name: scan_shard(s.path, ds.dtype, s.n_tokens) for i, s in enumerate(ds.shards) if i % world == rank}
+        results = {}
+        for part in (all_gather(mine) if all_gather else [mine]):
+            results.update(part)
+        if cache is not None and rank == 0:
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            tmp = cache.with_suffix(f".tmp{os.getpid()}")
+            tmp.write_text(json.dumps(results))
+            tmp.replace(cache)
+    for s in ds.shards:
+        r = results[s.name]
+        if r["max"] >= vocab_size:
+            raise DataError(f"{s.path}: token id {r['max']} >= model.vocab_size {vocab_size} "
+                            f"(shards from another tokenizer, or the wrong data.token_dtype?)")
+        if r["sidecar"]:
+            raise DataError(f"{s.path}: {r['sidecar']}")
+
+
 class GlobalOrder:
     """The seeded order of instances across epochs, and each rank's share of a step."""
 
-    def __init__(self, n_instances: int, seed: int):
+    def __init__(self, n_instances: int, seed: int, cache_dir: str | Path | None = None,
+                 is_writer: bool = True, barrier: Callable[[], None] | None = None):
+        """``cache_dir``: keep each epoch's permutation there as a raw file, written once (by the
+        ``is_writer`` rank; ``barrier`` makes the others wait for it) and memory-mapped by every
+        rank, so no rank holds or recomputes the full order. Without it, the order is computed
+        in memory. Either way the order is the same."""
         self.n = n_instances
         self.seed = seed
+        # the smallest dtype that holds every index: 4 bytes per instance, not 8
+        self.dtype = np.dtype(np.uint32 if n_instances <= 2**32 else np.int64)
+        self.cache_dir = Path(cache_dir) if cache_dir else None
+        self.is_writer = is_writer
+        self.barrier = barrier
         self._perm_cache: dict[int, np.ndarray] = {}
+
+    def _compute(self, epoch: int) -> np.ndarray:
+        # the same draws as rng.permutation(n) (which shuffles an int64 arange), in self.dtype
+        perm = np.arange(self.n, dtype=self.dtype)
+        np.random.default_rng([self.seed, epoch]).shuffle(perm)
+        return perm
+
+    def cache_path(self, epoch: int) -> Path:
+        return self.cache_dir / f"order-seed{self.seed}-epoch{epoch}-n{self.n}.{self.dtype.name}"
+
+    def _cached(self, epoch: int) -> np.ndarray:
+        path = self.cache_path(epoch)
+        size = self.n * self.dtype.itemsize
+        if self.is_writer and not (path.exists() and path.stat().st_size == size):
+            self.cache_dir.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f"{path.name}.tmp{os.getpid()}")
+            self._compute(epoch).tofile(tmp)
+            tmp.replace(path)  # readers never see a partial file
+            for old in self.cache_dir.glob(f"order-seed{self.seed}-epoch*-n{self.n}.*"):
+                e = old.name.split("-epoch")[1].split("-")[0]
+                if e.isdigit() and int(e) < epoch - 1:
+                    old.unlink(missing_ok=True)
+        if self.barrier is not None:
+            self.barrier()
+        if not path.exists() or path.stat().st_size != size:
+            raise DataError(f"{path}: data order cache missing or truncated (is checkpoint.save_dir shared by all nodes?)")
+        return np.memmap(path, dtype=self.dtype, mode="r", shape=(self.n,))
 
     def perm(self, epoch: int) -> np.ndarray:
         if epoch not in self._perm_cache:
-            self._perm_cache = {epoch: np.random.default_rng([self.seed, epoch]).permutation(self.n)}
+            perm = self._cached(epoch) if self.cache_dir is not None else self._compute(epoch)
+            # keep this epoch and the one before (a step may straddle the boundary)
+            self._perm_cache = {e: p for e, p in self._perm_cache.items() if e == epoch - 1}
+            self._perm_cache[epoch] = perm
         return self._perm_cache[epoch]
 
     def global_indices(self, start: int, count: int) -> np.ndarray:

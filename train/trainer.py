@@ -32,7 +32,8 @@ from torch.distributed.device_mesh import init_device_mesh
 from train import dist as tdist
 from train.checkpoint import CheckpointError, Checkpointer, has_optimizer, latest_checkpoint, list_checkpoints
 from train.config import Config, dump_config
-from train.data import DataError, GlobalOrder, TokenDataset, check_fingerprint, eval_indices, token_dtype
+from train.data import (DataError, GlobalOrder, TokenDataset, check_fingerprint, eval_indices, token_dtype,
+                        validate_shards)
 from train.evaluate import evaluate_loss
 from train.model import Transformer, describe, init_weights
 from train.optim import apply_optim_config, build_optimizer, clip_grad_norm, lm_loss
@@ -91,10 +92,18 @@ class Trainer:
         dtype = token_dtype(cfg.data.token_dtype, m.vocab_size)
         self.data = TokenDataset(cfg.data.paths, cfg.data.seq_len, dtype, cfg.data.eos_id)
         self.fingerprint = self.data.fingerprint()
-        self.order = GlobalOrder(self.data.n_instances, cfg.data.seed)
         self.val_data = (
             TokenDataset(cfg.data.val_paths, cfg.data.seq_len, dtype, cfg.data.eos_id) if cfg.data.val_paths else None
         )
+        # token ids < vocab_size and sound sidecars: one read of each shard, split over the
+        # ranks, cached in save_dir under the dataset fingerprint
+        cache = Path(cfg.checkpoint.save_dir) / "data_cache"
+        for ds in filter(None, (self.data, self.val_data)):
+            validate_shards(ds, m.vocab_size, cache, self.rank, self.world, self._all_gather)
+        # the global order: one permutation file per epoch in save_dir (written by rank 0,
+        # memory-mapped by all), not a full in-memory permutation per rank
+        self.order = GlobalOrder(self.data.n_instances, cfg.data.seed, cache_dir=cache,
+                                 is_writer=self.rank == 0, barrier=dist.barrier)
         self.optimizer = build_optimizer(self.model, cfg.optim, lr=0.0)
         self.ckpt = Checkpointer(
             cfg.checkpoint.save_dir, cfg.checkpoint.keep_last, cfg.checkpoint.permanent_interval, cfg.checkpoint.async_save
@@ -149,6 +158,11 @@ class Trainer:
         init_weights(model, t.init_seed)
         model.train()
         return model
+
+    def _all_gather(self, obj) -> list:
+        out: list = [None] * self.world
+        dist.all_gather_object(out, obj)
+        return out
 
     def _check_save_dir(self) -> None:
         """A fresh run (``resume: false``) must not share save_dir with an older run's
