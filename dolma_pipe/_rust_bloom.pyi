@@ -87,3 +87,46 @@ class BloomFilter:
 def optimal_parameters(expected_items: int, fp_rate: float) -> tuple[int, int]: ...
 def false_positive_rate(num_bits: int, num_hashes: int, items: int) -> float: ...
 def _reopen_shared(path: StrPath, readonly: bool) -> BloomFilter: ...
+
+# -- rule-tagger kernels (rust_bloom/src/text_stats.rs) ---------------------------------------
+# Used by taggers/builtin/gopher.py and c4.py, whose Python code is the reference; offsets and
+# lengths are code points, character classes are CPython's, and lower-cased text (``lower``) is
+# Python's ``str.lower()`` passed in (None: the text is ASCII or needs no lower-casing).
+# Batches run with the GIL released.
+
+GopherRow = tuple[int, int, list[float], int | None, int]
+Spans = list[tuple[int, int]]
+C4Row = tuple[
+    tuple[Spans, Spans, Spans, Spans, Spans],
+    tuple[bool, bool, bool, bool, bool],
+    tuple[int, int, int],
+]
+
+class GopherKernel:
+    """The Gopher measures of gopher_v1, with per-language stop words fixed at construction."""
+
+    def __init__(self, stop_words: list[tuple[str, list[str], list[str]]]) -> None:
+        """stop_words: (language, regex alternatives in match order (lower-cased), word set (lower-cased))."""
+
+    def stats_batch(
+        self, texts: list[str], lowers: list[str | None], langs: list[str | None]
+    ) -> list[GopherRow]:
+        """Per text: (character_count, word_count, the 21 float measures in gopher.py's order
+        (mean/median word length, hash/ellipsis/symbol ratios, alpha fraction, bullet and
+        ellipsis line fractions, duplicate line/paragraph fractions and their characters, the
+        nine n-gram fractions), required_word_count (None: no list for the language),
+        unspaced-script words). ValueError if the lists differ in length."""
+
+class C4Kernel:
+    """The C4 line and page rules of c4_v1/c4_v2 (bad words through Aho-Corasick)."""
+
+    def __init__(self, bad_words: list[str], min_words_per_line: int) -> None:
+        """bad_words: the lower-cased, stripped list entries (phrases contain a space)."""
+
+    def predict_batch(self, texts: list[str], lowers: list[str | None]) -> list[C4Row]:
+        """Per text: ((no-ending-punctuation, too-few-words, ellipsis, javascript, policy) line
+        spans as (start, end) code points with the newline inside, (naughty word, javascript,
+        lorem ipsum, curly brace, policy) flags, (line count, kept sentences, characters))."""
+
+    def has_bad_word(self, lower: str) -> bool:
+        """c4.py ``has_bad_word`` on lower-cased text."""

@@ -86,3 +86,68 @@ def test_min_words_option_and_names():
     with pytest.raises(TaggerError):
         C4Tagger(min_words_per_line=-1)
     assert C4Tagger().group([])["lines_with_no_ending_punctuation"] == []
+
+
+# -- the Rust kernel against the Python reference ------------------------------------------------
+
+import glob
+import os
+
+import taggers.builtin.c4 as c4_module
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+EDGE_TEXTS = [
+    "",
+    "\n",
+    "one two three.\n\n",
+    "What a dumb-ass idea. Truly! Really?\"\nx",
+    "a&blue waffle here. and more. and more.",
+    "The blue waffle. Then blue waffles. x-blue waffle -blue waffle.",
+    "İstanbul JAVASCRIPT enabled. Uses Cookies. Lorem Ipsum dolor.\nTerms of Use apply here now.",
+    "Ends here...\nEnds here\u2026\n  spaced line .  \n\x1cA b c.\x1c\n\u00a0a\u00a0b\u00a0c.\u00a0",
+    "Quote ends.\u201d Next one!) And (this one?] ok.x no. yes.\u2019",
+    "{curly} braces. In the text. Are here.",
+    "2g1c and 2 girls 1 cup. two girls one cup. Nothing else here.",
+    "中文句子。还有 javascript 在这里。\n日本語の文章です. Ok then. Fine.",
+    "F\u00dcCK this. \u0130 and \u03a3\u039f\u03a3. a\x00ass b.",
+]
+
+
+def _sample_docs() -> list[Document]:
+    from dolma_pipe.documents import read_documents
+
+    docs = []
+    for path in sorted(glob.glob(os.path.join(ROOT, "examples/sample/documents/*/*"))):
+        for _, row in read_documents(path, None):
+            docs.append(Document.from_row(row))
+    return docs
+
+
+@pytest.fixture(params=[True, False], ids=["rust", "python"], autouse=True)
+def c4_backend(request, monkeypatch):
+    """Every test of this module runs on the Rust kernel and on the Python reference."""
+    monkeypatch.setattr(c4_module, "USE_RUST", request.param)
+    return request.param
+
+
+def test_rust_parity_on_sample_corpus_and_edge_cases(c4_backend):
+    if not c4_backend:
+        pytest.skip("compares both backends once")
+    docs = _sample_docs() + [Document(f"edge{i}", t) for i, t in enumerate(EDGE_TEXTS)]
+    # Texts made of bad words in context: every list entry, plain, hyphenated, glued and in a phrase.
+    entries = sorted(c4_module.BAD_WORD_ENTRIES)
+    for i in range(0, len(entries), 7):
+        chunk = entries[i : i + 7]
+        text = f"Some {chunk[0]}. x-{chunk[-1]}-y and {chunk[1 % len(chunk)]}s. a&{chunk[-1]}\n" + " ".join(chunk).upper()
+        docs.append(Document(f"bad{i}", text))
+        docs.append(Document(f"glued{i}", "".join(chunk) + "."))
+    assert len(docs) > 3000
+    for min_words in (3, 5, 0):
+        rust = C4Tagger(min_words_per_line=min_words, use_rust=True)
+        ref = C4Tagger(min_words_per_line=min_words, use_rust=False)
+        got = rust.predict_batch(docs)
+        for doc, spans in zip(docs, got):
+            assert spans == ref.predict_python(doc), (min_words, doc.id, doc.text[:200])
+    for doc in docs:
+        lower = doc.text.lower()
+        assert rust.kernel.has_bad_word(lower) == has_bad_word(lower), doc.text[:200]

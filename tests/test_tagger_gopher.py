@@ -204,3 +204,90 @@ def test_stop_words_same_on_ascii_and_unicode_paths():
     ascii_count = attrs(text)["required_word_count"]
     assert ascii_count == 3 * 8  # The of to THAT have with be and; not the_x, the2, do
     assert attrs(text + " é")["required_word_count"] == ascii_count
+
+
+# -- the Rust kernel against the Python reference ------------------------------------------------
+
+import glob
+import math
+import os
+
+import taggers.builtin.gopher as gopher_module
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+EDGE_TEXTS = [
+    "",
+    "   \n\n  ",
+    "one",
+    "The the THE tHe, the_ the-the théthe the\x00the a\x1cthe",
+    "İstanbul ΣΊΣΥΦΟΣ Σ the the ß STRASSE and AND",
+    "中文字符测试 and the 日本語のテキスト, ไทย ภาษา ok\n\n中文字符测试 and the",
+    "- a\n\u2022 b\n  * c\n\u2192 d\n\u00b7 e...\nf\u2026  \ng ...\x1c\n",
+    "a\r\nb\r\n\r\n\x0b\nc\u2028d\u2029\n \u00a0\n e\n\n\n e\n",
+    "x y z w v x y z w v q x y z w v x y z w v q r s t u v w x y z",
+    "## ### #... ...... \u2026\u2026 word",
+    "2\u00b2 \u00bd \u0663\u0664 _ __ a1 1a \u2167",
+    "à la maison de la mère, de l'école, c'est la vie; de DE De",
+]
+
+
+def _sample_docs() -> list[Document]:
+    from dolma_pipe.documents import read_documents
+
+    docs = []
+    for path in sorted(glob.glob(os.path.join(ROOT, "examples/sample/documents/*/*"))):
+        for _, row in read_documents(path, None):
+            docs.append(Document.from_row(row))
+    return docs
+
+
+def _same(a: dict, b: dict) -> bool:
+    if list(a) != list(b):
+        return False
+    for k in a:
+        x, y = a[k], b[k]
+        if isinstance(x, int) and isinstance(y, int):
+            if x != y:
+                return False
+        elif not (x == y or math.isclose(x, y, rel_tol=0, abs_tol=1e-9)):
+            return False
+    return True
+
+
+@pytest.fixture(params=[True, False], ids=["rust", "python"], autouse=True)
+def gopher_backend(request, monkeypatch):
+    """Every test of this module runs on the Rust kernel and on the Python reference."""
+    monkeypatch.setattr(gopher_module, "USE_RUST", request.param)
+    return request.param
+
+
+def test_rust_kernel_is_the_default():
+    assert GopherTagger(detect_language=False).kernel is not None or not gopher_module.USE_RUST
+    assert GopherTagger(detect_language=False, use_rust=False).kernel is None
+
+
+def test_rust_parity_on_sample_corpus_and_edge_cases(gopher_backend):
+    if not gopher_backend:
+        pytest.skip("compares both backends once")
+    docs = _sample_docs()
+    assert len(docs) > 3000
+    texts = [d.text for d in docs] + EDGE_TEXTS
+    rust = GopherTagger(detect_language=False, use_rust=True, stop_words={"xx": ["a b", "Ab", "the-the"]})
+    ref = GopherTagger(detect_language=False, use_rust=False, stop_words={"xx": ["a b", "Ab", "the-the"]})
+    choices = [None, "zz", "xx", *sorted(ref.stop_sets)]
+    compared = 0
+    for shift in range(3):
+        langs = [choices[(i + shift * 5) % len(choices)] for i in range(len(texts))]
+        if shift == 0:  # every edge text in every language
+            texts_, langs = [t for t in EDGE_TEXTS for _ in choices], [c for _ in EDGE_TEXTS for c in choices]
+        else:
+            texts_ = texts
+        got = rust.attributes_batch(texts_, langs)
+        for text, lang, a in zip(texts_, langs, got):
+            b = ref.attributes(text, lang)
+            assert _same(a, b), (lang, text[:200], {k: (a.get(k), b.get(k)) for k in {*a, *b} if a.get(k) != b.get(k)})
+            compared += 1
+    assert compared > 6000
+    # And the spans (values and verdict) through predict_batch.
+    lang_docs = docs[:300]
+    assert rust.predict_batch(lang_docs) == ref.predict_batch(lang_docs)

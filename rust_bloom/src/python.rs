@@ -11,6 +11,8 @@ use pyo3::exceptions::{
 };
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString};
+use crate::text_stats::{Gopher, StopWords, C4};
+use std::collections::HashMap;
 use std::io::ErrorKind;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -398,9 +400,143 @@ fn false_positive_rate(num_bits: i64, num_hashes: i64, items: i64) -> PyResult<f
     Ok(params::false_positive_rate(p.num_bits, p.num_hashes, non_negative("items", items)?))
 }
 
+// ------------------------------------------------------------------------------------------
+// Rule-tagger kernels (text_stats): batches of documents, GIL released while they run.
+// ------------------------------------------------------------------------------------------
+
+fn borrow_strs<'a, 'py>(items: &'a [Bound<'py, PyString>]) -> PyResult<Vec<&'a str>> {
+    items.iter().map(|t| t.to_str()).collect()
+}
+
+fn borrow_opt_strs<'a, 'py>(items: &'a [Option<Bound<'py, PyString>>]) -> PyResult<Vec<Option<&'a str>>> {
+    items.iter().map(|t| t.as_ref().map(|t| t.to_str()).transpose()).collect()
+}
+
+fn same_len(what: &str, a: usize, b: usize) -> PyResult<()> {
+    if a != b {
+        return Err(PyValueError::new_err(format!("{what}: {b} items for {a} texts")));
+    }
+    Ok(())
+}
+
+/// One document's Gopher measures: (character_count, word_count, the 21 float measures in
+/// gopher.py's order, required_word_count or None, unspaced_words).
+type GopherRow = (u64, u64, Vec<f64>, Option<u64>, u64);
+
+#[pyclass(module = "dolma_pipe._rust_bloom", name = "GopherKernel", frozen)]
+struct PyGopherKernel {
+    inner: Gopher,
+}
+
+#[pymethods]
+impl PyGopherKernel {
+    /// stop_words: (language, regex alternatives in order (lower-cased), lower-cased word set).
+    #[new]
+    fn new(stop_words: Vec<(String, Vec<String>, Vec<String>)>) -> PyResult<Self> {
+        let mut map = HashMap::new();
+        for (lang, alternatives, set) in stop_words {
+            if alternatives.iter().any(|a| a.is_empty()) {
+                return Err(PyValueError::new_err(format!("gopher: empty stop word for {lang:?}")));
+            }
+            map.insert(lang, StopWords { alternatives, set: set.into_iter().collect() });
+        }
+        Ok(PyGopherKernel { inner: Gopher::new(map) })
+    }
+
+    fn stats_batch<'py>(
+        &self,
+        py: Python<'py>,
+        texts: Vec<Bound<'py, PyString>>,
+        lowers: Vec<Option<Bound<'py, PyString>>>,
+        langs: Vec<Option<String>>,
+    ) -> PyResult<Vec<GopherRow>> {
+        same_len("lowers", texts.len(), lowers.len())?;
+        same_len("langs", texts.len(), langs.len())?;
+        let texts = borrow_strs(&texts)?;
+        let lowers = borrow_opt_strs(&lowers)?;
+        let g = &self.inner;
+        Ok(py.detach(|| {
+            texts
+                .iter()
+                .zip(&lowers)
+                .zip(&langs)
+                .map(|((t, l), lang)| {
+                    let s = g.stats(t, *l, lang.as_deref());
+                    let mut v = vec![
+                        s.mean_word_length,
+                        s.median_word_length,
+                        s.hash_to_word_ratio,
+                        s.ellipsis_to_word_ratio,
+                        s.symbol_to_word_ratio,
+                        s.fraction_of_words_with_alpha_character,
+                        s.fraction_of_lines_starting_with_bullet_point,
+                        s.fraction_of_lines_ending_with_ellipsis,
+                        s.fraction_of_duplicate_lines,
+                        s.fraction_of_characters_in_duplicate_lines,
+                        s.fraction_of_duplicate_paragraphs,
+                        s.fraction_of_characters_in_duplicate_paragraphs,
+                    ];
+                    v.extend_from_slice(&s.ngrams);
+                    (s.character_count, s.word_count, v, s.required_word_count, s.unspaced_words)
+                })
+                .collect()
+        }))
+    }
+}
+
+type Spans = Vec<(u64, u64)>;
+/// One document's C4 result: ((no_punct, few_words, ellipsis, javascript, policy) line spans,
+/// (naughty, javascript, lorem_ipsum, curly_brace, policy) flags, (line_count, sentences, n_chars)).
+type C4Row = ((Spans, Spans, Spans, Spans, Spans), (bool, bool, bool, bool, bool), (u64, u64, u64));
+
+#[pyclass(module = "dolma_pipe._rust_bloom", name = "C4Kernel", frozen)]
+struct PyC4Kernel {
+    inner: C4,
+}
+
+#[pymethods]
+impl PyC4Kernel {
+    #[new]
+    fn new(bad_words: Vec<String>, min_words_per_line: usize) -> PyResult<Self> {
+        C4::new(&bad_words, min_words_per_line).map(|inner| PyC4Kernel { inner }).map_err(PyValueError::new_err)
+    }
+
+    fn predict_batch<'py>(
+        &self,
+        py: Python<'py>,
+        texts: Vec<Bound<'py, PyString>>,
+        lowers: Vec<Option<Bound<'py, PyString>>>,
+    ) -> PyResult<Vec<C4Row>> {
+        same_len("lowers", texts.len(), lowers.len())?;
+        let texts = borrow_strs(&texts)?;
+        let lowers = borrow_opt_strs(&lowers)?;
+        let c4 = &self.inner;
+        Ok(py.detach(|| {
+            texts
+                .iter()
+                .zip(&lowers)
+                .map(|(t, l)| {
+                    let r = c4.predict(t, *l);
+                    (
+                        (r.no_punct, r.few_words, r.ellipsis, r.js_lines, r.policy_lines),
+                        (r.has_naughty_word, r.has_javascript, r.has_lorem_ipsum, r.has_curly_brace, r.has_policy),
+                        (r.line_count, r.sentences, r.n_chars),
+                    )
+                })
+                .collect()
+        }))
+    }
+
+    fn has_bad_word(&self, lower: &str) -> bool {
+        self.inner.has_bad_word(lower)
+    }
+}
+
 #[pymodule]
 fn _rust_bloom(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyBloomFilter>()?;
+    m.add_class::<PyGopherKernel>()?;
+    m.add_class::<PyC4Kernel>()?;
     m.add("BloomFileError", m.py().get_type::<BloomFileError>())?;
     m.add_function(wrap_pyfunction!(optimal_parameters, m)?)?;
     m.add_function(wrap_pyfunction!(false_positive_rate, m)?)?;

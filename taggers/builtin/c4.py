@@ -35,6 +35,11 @@ import re
 from taggers.base import Document, Span, Tagger, TaggerError
 from taggers.registry import register
 
+try:  # the Rust kernel (rust_bloom/src/text_stats.rs); the code below stays the reference
+    from dolma_pipe._rust_bloom import C4Kernel
+except ImportError:  # pragma: no cover - the extension is part of every install
+    C4Kernel = None
+
 END_MARKS = (".", "?", "!", '"')
 POLICY_SUBSTRINGS = ("terms of use", "privacy policy", "cookie policy", "uses cookies", "use of cookies", "use cookies")
 MIN_SENTENCES = 3
@@ -55,6 +60,12 @@ def _load_bad_words(path: str) -> tuple[frozenset[str], dict[str, list[tuple[str
 
 
 BAD_WORDS, BAD_PHRASES = _load_bad_words(_BAD_WORDS_FILE)
+with open(_BAD_WORDS_FILE, encoding="utf-8") as _fh:
+    BAD_WORD_ENTRIES = [line.strip().lower() for line in _fh if line.strip()]
+# Whether taggers use the Rust kernel by default (``use_rust`` overrides it per tagger); the
+# Python ``predict_python`` is the reference the parity tests compare it with.
+USE_RUST = C4Kernel is not None
+_FLAG_NAMES = ("has_naughty_word", "has_javascript", "has_lorem_ipsum", "has_curly_brace", "has_policy")
 # Words as the bad-word list spells them: runs of letters, digits, "&" and "-" (a hyphenated
 # word is also checked part by part).  For ASCII text, translating the other punctuation to
 # spaces and splitting gives the same words several times faster than the regex.
@@ -93,15 +104,48 @@ class C4Tagger(Tagger):
     granularity = "both"
     defaults = ("lines_with_no_ending_punctuation", "lines_with_too_few_words")
 
-    def __init__(self, min_words_per_line: int = 3, min_sentences: int = MIN_SENTENCES):
+    def __init__(self, min_words_per_line: int = 3, min_sentences: int = MIN_SENTENCES, use_rust: bool | None = None):
         if not isinstance(min_words_per_line, int) or min_words_per_line < 0:
             raise TaggerError(f"c4: min_words_per_line must be a non-negative integer, got {min_words_per_line!r}")
         if not isinstance(min_sentences, int) or min_sentences < 0:
             raise TaggerError(f"c4: min_sentences must be a non-negative integer, got {min_sentences!r}")
         self.min_words = min_words_per_line
         self.min_sentences = min_sentences
+        if use_rust is None:
+            use_rust = USE_RUST
+        if use_rust and C4Kernel is None:
+            raise TaggerError("c4: use_rust=True but the Rust extension is not available")
+        self.kernel = C4Kernel(BAD_WORD_ENTRIES, min_words_per_line) if use_rust else None
 
     def predict(self, doc: Document) -> list[Span]:
+        return self.predict_batch([doc])[0]
+
+    def predict_batch(self, docs: list[Document]) -> list[list[Span]]:
+        if self.kernel is None:
+            return [self.predict_python(d) for d in docs]
+        texts = [d.text for d in docs]
+        # Python's lower-casing for non-ASCII text (never re-implemented in Rust).
+        lowers = [None if t.isascii() else t.lower() for t in texts]
+        min_sentences = self.min_sentences
+        out = []
+        for (no_punct, few, ellipsis, js, policy), flags, (lines, sentences, n) in self.kernel.predict_batch(texts, lowers):
+            spans = [Span("lines_with_no_ending_punctuation", s, e, 1.0) for s, e in no_punct]
+            spans += [Span("lines_with_too_few_words", s, e, 1.0) for s, e in few]
+            spans += [Span("lines_ending_with_ellipsis", s, e, 1.0) for s, e in ellipsis]
+            spans += [Span("lines_with_javascript", s, e, 1.0) for s, e in js]
+            spans += [Span("lines_with_policy", s, e, 1.0) for s, e in policy]
+            for name, flag in zip(_FLAG_NAMES, flags):
+                if flag:
+                    spans.append(Span(name, 0, n, 1.0))
+            spans.append(Span("line_count", 0, n, float(lines)))
+            spans.append(Span("kept_sentence_count", 0, n, float(sentences)))
+            drop = flags[0] or flags[2] or flags[3] or sentences < min_sentences
+            spans.append(Span("keep", 0, n, 0.0 if drop else 1.0))
+            out.append(spans)
+        return out
+
+    def predict_python(self, doc: Document) -> list[Span]:
+        """The reference implementation (the Rust kernel must give the same spans)."""
         text = doc.text
         n = len(text)
         # Lower-casing can change lengths ("İ"), so offsets come from the original lines and

@@ -40,6 +40,11 @@ from typing import Any
 import numpy as np
 
 from taggers import fasttext_models
+
+try:  # the Rust kernel (rust_bloom/src/text_stats.rs); the code below stays the reference
+    from dolma_pipe._rust_bloom import GopherKernel
+except ImportError:  # pragma: no cover - the extension is part of every install
+    GopherKernel = None
 from taggers.base import Document, Span, Tagger, TaggerError
 from taggers.registry import register
 
@@ -114,6 +119,27 @@ _PARAGRAPH_BREAK = re.compile(r"\n[^\S\n]*\n\s*")
 _LANG_PREFIX = re.compile(r"[-_.]")
 
 _HASH_MULT = np.uint64(0x100000001B3)  # FNV prime: the rolling n-gram hash multiplier
+# Whether taggers use the Rust kernel by default (``use_rust`` overrides it per tagger); the
+# Python code of ``attributes`` is the reference the parity tests compare it with.
+USE_RUST = GopherKernel is not None
+# Order of the kernel's float measures (after character_count and word_count; the stop-word
+# count comes between the first six and the rest).
+_RUST_HEAD = (
+    "mean_word_length",
+    "median_word_length",
+    "hash_to_word_ratio",
+    "ellipsis_to_word_ratio",
+    "symbol_to_word_ratio",
+    "fraction_of_words_with_alpha_character",
+)
+_RUST_TAIL_LINES = (
+    "fraction_of_lines_starting_with_bullet_point",
+    "fraction_of_lines_ending_with_ellipsis",
+    "fraction_of_duplicate_lines",
+    "fraction_of_characters_in_duplicate_lines",
+    "fraction_of_duplicate_paragraphs",
+    "fraction_of_characters_in_duplicate_paragraphs",
+)
 # fastText's cost grows with the text it reads: 1,000 characters identify a language reliably
 # at half the cost of 2,000 (the ``language_chars`` option changes it).
 _LID_CHARS = 1000
@@ -248,6 +274,7 @@ class GopherTagger(Tagger):
         model_path: str | None = None,
         min_language_score: float = 0.3,
         language_chars: int = _LID_CHARS,
+        use_rust: bool | None = None,
     ):
         if not isinstance(language_chars, int) or language_chars < 1:
             raise TaggerError(f"gopher: language_chars must be a positive integer, got {language_chars!r}")
@@ -268,6 +295,21 @@ class GopherTagger(Tagger):
             lists[normalize_lang(lang) or lang] = tuple(words)
         self.stop_patterns = {lang: _stop_word_pattern(words) for lang, words in lists.items() if words}
         self.stop_sets = {lang: frozenset(w.lower().encode() for w in words) for lang, words in lists.items() if words}
+        if use_rust is None:
+            use_rust = USE_RUST
+        if use_rust and GopherKernel is None:
+            raise TaggerError("gopher: use_rust=True but the Rust extension is not available")
+        self.kernel = (
+            GopherKernel(
+                [
+                    (lang, [w.lower() for w in sorted(words, key=len, reverse=True)], [w.lower() for w in words])
+                    for lang, words in lists.items()
+                    if words
+                ]
+            )
+            if use_rust
+            else None
+        )
         self.min_language_score = float(min_language_score)
         self.model = fasttext_models.load(fasttext_models.lid_model_path(model_path)) if detect_language else None
 
@@ -286,7 +328,30 @@ class GopherTagger(Tagger):
         return self.predict_batch([doc])[0]
 
     def predict_batch(self, docs: list[Document]) -> list[list[Span]]:
-        return [self.tag(d.text, lang) for d, lang in zip(docs, self.languages(docs))]
+        langs = self.languages(docs)
+        if self.kernel is None:
+            return [self.tag(d.text, lang) for d, lang in zip(docs, langs)]
+        texts = [d.text for d in docs]
+        return [self.spans(t, a) for t, a in zip(texts, self.attributes_batch(texts, langs))]
+
+    def attributes_batch(self, texts: list[str], langs: list[str | None]) -> list[dict[str, float]]:
+        """``attributes`` of many documents (the Rust kernel when enabled, in one GIL-free call)."""
+        if self.kernel is None:
+            return [self.attributes(t, lang) for t, lang in zip(texts, langs)]
+        stop = self.stop_sets
+        # Python's lower-casing, for the stop-word regex on non-ASCII text (never re-implemented).
+        lowers = [t.lower() if lang in stop and not t.isascii() else None for t, lang in zip(texts, langs)]
+        out = []
+        for chars, words, values, required, unspaced in self.kernel.stats_batch(texts, lowers, langs):
+            attrs: dict[str, float] = {"character_count": chars, "word_count": words}
+            attrs.update(zip(_RUST_HEAD, values))
+            if required is not None:
+                attrs["required_word_count"] = required
+            attrs.update(zip(_RUST_TAIL_LINES, values[6:]))
+            attrs.update(zip(_NGRAM_TYPES, values[12:]))
+            attrs["_unspaced_words"] = unspaced
+            out.append(attrs)
+        return out
 
     # -- the rules --------------------------------------------------------------------------
     def attributes(self, text: str, lang: str | None) -> dict[str, float]:
@@ -369,7 +434,9 @@ class GopherTagger(Tagger):
         return True
 
     def tag(self, text: str, lang: str | None) -> list[Span]:
-        attrs = self.attributes(text, lang)
+        return self.spans(text, self.attributes_batch([text], [lang])[0])
+
+    def spans(self, text: str, attrs: dict[str, float]) -> list[Span]:
         keep = self.verdict(attrs)
         end = len(text)
         spans = [Span(k, 0, end, float(v)) for k, v in attrs.items() if k[0] != "_"]
