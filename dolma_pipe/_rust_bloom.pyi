@@ -128,5 +128,12 @@ class C4Kernel:
         spans as (start, end) code points with the newline inside, (naughty word, javascript,
         lorem ipsum, curly brace, policy) flags, (line count, kept sentences, characters))."""
 
+    def predict_grouped_batch(
+        self, texts: list[str], lowers: list[str | None], min_sentences: int
+    ) -> list[dict[str, list[list[float]]]]:
+        """Per text: the result of ``predict_batch`` as Dolma's grouped mapping
+        ``{type: [[start, end, score], ...]}`` (what ``Tagger.group`` makes of c4.py's spans,
+        the two default line types always present, ``keep`` from ``min_sentences``)."""
+
     def has_bad_word(self, lower: str) -> bool:
         """c4.py ``has_bad_word`` on lower-cased text."""

@@ -91,6 +91,7 @@ def test_min_words_option_and_names():
 # -- the Rust kernel against the Python reference ------------------------------------------------
 
 import glob
+import json
 import os
 
 import taggers.builtin.c4 as c4_module
@@ -145,9 +146,13 @@ def test_rust_parity_on_sample_corpus_and_edge_cases(c4_backend):
     for min_words in (3, 5, 0):
         rust = C4Tagger(min_words_per_line=min_words, use_rust=True)
         ref = C4Tagger(min_words_per_line=min_words, use_rust=False)
-        got = rust.predict_batch(docs)
-        for doc, spans in zip(docs, got):
-            assert spans == ref.predict_python(doc), (min_words, doc.id, doc.text[:200])
+        got = rust.predict_spans(docs)
+        grouped = rust.predict_batch(docs)
+        for doc, spans, grouped_ in zip(docs, got, grouped):
+            expected = ref.predict_python(doc)
+            assert spans == expected, (min_words, doc.id, doc.text[:200])
+            # The grouped mapping built in Rust: same types in the same order, same values.
+            assert json.dumps(rust.group(grouped_)) == json.dumps(ref.group(expected)), (min_words, doc.id)
     for doc in docs:
         lower = doc.text.lower()
         assert rust.kernel.has_bad_word(lower) == has_bad_word(lower), doc.text[:200]

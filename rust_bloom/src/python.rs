@@ -10,7 +10,7 @@ use pyo3::exceptions::{
     PyPermissionError, PyTypeError, PyValueError,
 };
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyList, PyString};
+use pyo3::types::{PyBytes, PyDict, PyFloat, PyList, PyString};
 use crate::text_stats::{Gopher, StopWords, C4};
 use std::collections::HashMap;
 use std::io::ErrorKind;
@@ -438,7 +438,7 @@ impl PyGopherKernel {
             if alternatives.iter().any(|a| a.is_empty()) {
                 return Err(PyValueError::new_err(format!("gopher: empty stop word for {lang:?}")));
             }
-            map.insert(lang, StopWords { alternatives, set: set.into_iter().collect() });
+            map.insert(lang, StopWords::new(alternatives, set.into_iter().collect()));
         }
         Ok(PyGopherKernel { inner: Gopher::new(map) })
     }
@@ -525,6 +525,69 @@ impl PyC4Kernel {
                 })
                 .collect()
         }))
+    }
+
+    /// Like `predict_batch`, but each document's result is already Dolma's grouped mapping
+    /// `{type: [[start, end, score], ...]}` as c4.py's spans would group (see Tagger.group).
+    fn predict_grouped_batch<'py>(
+        &self,
+        py: Python<'py>,
+        texts: Vec<Bound<'py, PyString>>,
+        lowers: Vec<Option<Bound<'py, PyString>>>,
+        min_sentences: u64,
+    ) -> PyResult<Vec<Bound<'py, PyDict>>> {
+        same_len("lowers", texts.len(), lowers.len())?;
+        let results = {
+            let texts = borrow_strs(&texts)?;
+            let lowers = borrow_opt_strs(&lowers)?;
+            let c4 = &self.inner;
+            py.detach(|| texts.iter().zip(&lowers).map(|(t, l)| c4.predict(t, *l)).collect::<Vec<_>>())
+        };
+        let one = PyFloat::new(py, 1.0).into_any();
+        let zero = PyFloat::new(py, 0.0).into_any();
+        let span = |s: u64, e: u64, score: &Bound<'py, PyAny>| -> PyResult<Bound<'py, PyList>> {
+            PyList::new(py, [s.into_pyobject(py)?.into_any(), e.into_pyobject(py)?.into_any(), score.clone()])
+        };
+        let mut out = Vec::with_capacity(results.len());
+        for r in results {
+            let d = PyDict::new(py);
+            let lines = |name: &str, spans: &[(u64, u64)], always: bool| -> PyResult<()> {
+                if always || !spans.is_empty() {
+                    let list = PyList::empty(py);
+                    for &(s, e) in spans {
+                        list.append(span(s, e, &one)?)?;
+                    }
+                    d.set_item(name, list)?;
+                }
+                Ok(())
+            };
+            lines("lines_with_no_ending_punctuation", &r.no_punct, true)?;
+            lines("lines_with_too_few_words", &r.few_words, true)?;
+            lines("lines_ending_with_ellipsis", &r.ellipsis, false)?;
+            lines("lines_with_javascript", &r.js_lines, false)?;
+            lines("lines_with_policy", &r.policy_lines, false)?;
+            let n = r.n_chars;
+            let doc = |name: &str, score: &Bound<'py, PyAny>| -> PyResult<()> {
+                d.set_item(name, PyList::new(py, [span(0, n, score)?])?)
+            };
+            for (name, flag) in [
+                ("has_naughty_word", r.has_naughty_word),
+                ("has_javascript", r.has_javascript),
+                ("has_lorem_ipsum", r.has_lorem_ipsum),
+                ("has_curly_brace", r.has_curly_brace),
+                ("has_policy", r.has_policy),
+            ] {
+                if flag {
+                    doc(name, &one)?;
+                }
+            }
+            doc("line_count", PyFloat::new(py, r.line_count as f64).as_any())?;
+            doc("kept_sentence_count", PyFloat::new(py, r.sentences as f64).as_any())?;
+            let drop = r.has_naughty_word || r.has_lorem_ipsum || r.has_curly_brace || r.sentences < min_sentences;
+            doc("keep", if drop { &zero } else { &one })?;
+            out.push(d);
+        }
+        Ok(out)
     }
 
     fn has_bad_word(&self, lower: &str) -> bool {

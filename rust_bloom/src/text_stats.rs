@@ -7,7 +7,7 @@
 //! (`pyunicode`), lengths and offsets are in code points (Python `len`), lower-casing is done by
 //! Python (`str.lower`) for non-ASCII text and passed in, so it is never re-implemented here.
 use crate::pyunicode::{is_letter, is_space, is_word, rstrip, strip};
-use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
+use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
 use xxhash_rust::xxh3::xxh3_64;
@@ -31,6 +31,24 @@ impl Hasher for IdentityHasher {
 }
 
 type U64Map<V> = HashMap<u64, V, BuildHasherDefault<IdentityHasher>>;
+
+/// Hasher for string keys: xxh3 of the bytes.
+#[derive(Default)]
+pub struct XxHasher(u64);
+
+impl Hasher for XxHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        self.0 = self.0.rotate_left(17) ^ xxh3_64(bytes);
+    }
+    fn write_u8(&mut self, i: u8) {
+        self.0 = self.0.rotate_left(5) ^ u64::from(i);
+    }
+}
+
+type StrMap<'a, V> = HashMap<&'a str, V, BuildHasherDefault<XxHasher>>;
 
 #[inline]
 fn char_len(s: &str) -> usize {
@@ -89,6 +107,43 @@ fn is_ascii_punct_not_underscore(b: u8) -> bool {
 pub struct StopWords {
     pub alternatives: Vec<String>,
     pub set: HashSet<String>,
+    /// The ASCII words of `set` (the only ones an ASCII token can equal), and their longest length.
+    ascii_words: Vec<String>,
+    ascii_max: usize,
+    /// Whether every alternative is made of `\w` characters (then a match is a whole `\w` run).
+    word_alternatives: bool,
+    alternatives_max: usize,
+}
+
+impl StopWords {
+    pub fn new(alternatives: Vec<String>, set: HashSet<String>) -> Self {
+        let ascii_words: Vec<String> = set.iter().filter(|w| w.is_ascii() && !w.is_empty()).cloned().collect();
+        let ascii_max = ascii_words.iter().map(|w| w.len()).max().unwrap_or(0);
+        let word_alternatives = alternatives.iter().all(|a| !a.is_empty() && a.chars().all(is_word));
+        let alternatives_max = alternatives.iter().map(|a| a.len()).max().unwrap_or(0);
+        StopWords { alternatives, set, ascii_words, ascii_max, word_alternatives, alternatives_max }
+    }
+
+    /// Whether an ASCII token, lower-cased, is one of the words.
+    #[inline]
+    fn has_ascii_token(&self, t: &str) -> bool {
+        t.len() <= self.ascii_max && self.ascii_words.iter().any(|w| w.len() == t.len() && t.eq_ignore_ascii_case(w))
+    }
+
+    /// Matches of `\b(?:alternatives)\b` in lower-cased text.
+    fn count_in_lower(&self, lower: &str) -> u64 {
+        if !self.word_alternatives {
+            return count_alternatives(lower, &self.alternatives);
+        }
+        // Every alternative is word characters: a match is a maximal \w run equal to one.
+        let mut count = 0;
+        for run in lower.split(|c: char| !is_word(c)) {
+            if !run.is_empty() && run.len() <= self.alternatives_max && self.alternatives.iter().any(|a| a == run) {
+                count += 1;
+            }
+        }
+        count
+    }
 }
 
 /// The measures of one document, in gopher.py's attribute order.
@@ -126,7 +181,7 @@ fn duplicates<'a>(items: &[&'a str], ascii: bool) -> (f64, f64) {
     if items.is_empty() {
         return (0.0, 0.0);
     }
-    let mut seen: HashMap<&'a str, ()> = HashMap::with_capacity(items.len());
+    let mut seen: StrMap<'a, ()> = StrMap::with_capacity_and_hasher(items.len(), Default::default());
     let mut total: u64 = 0;
     let mut unique_chars: u64 = 0;
     for &it in items {
@@ -172,13 +227,27 @@ fn paragraph_pieces(text: &str) -> Vec<&str> {
     pieces
 }
 
+/// Multiplier of the polynomial n-gram hash over the words' 64-bit hashes (as gopher.py).
+const NGRAM_MULT: u64 = 0x100000001B3;
+
+/// Hash of an n-gram: polynomial in the (pseudo-random, xxh3) word hashes, finalised.
 #[inline]
 fn ngram_hash(unigrams: &[u64]) -> u64 {
-    let mut buf = [0u8; 80];
-    for (k, u) in unigrams.iter().enumerate() {
-        buf[k * 8..k * 8 + 8].copy_from_slice(&u.to_le_bytes());
+    let mut h = 0u64;
+    for &u in unigrams {
+        h = h.wrapping_mul(NGRAM_MULT).wrapping_add(u);
     }
-    xxh3_64(&buf[..unigrams.len() * 8])
+    h
+}
+
+/// `prev` (hashes of the (n-1)-grams) extended by one word: hashes of the n-grams.
+#[inline]
+fn extend_hashes(prev: &mut Vec<u64>, unigram: &[u64], n: usize) {
+    let m = unigram.len() + 1 - n;
+    for p in 0..m {
+        prev[p] = prev[p].wrapping_mul(NGRAM_MULT).wrapping_add(unigram[p + n - 1]);
+    }
+    prev.truncate(m);
 }
 
 /// Characters covered by n-grams starting at `starts` (sorted), over `lengths`.
@@ -210,13 +279,12 @@ pub fn ngram_fractions(words: &[&str], lengths: &[u64]) -> [f64; 9] {
     let rows = (n_words - 1).min(9); // n = 2 ..= rows + 1
     let top = rows.min(3);
     let mut repeated4: Vec<bool> = Vec::new();
-    let mut hashes: Vec<u64> = Vec::with_capacity(n_words);
+    let mut hashes: Vec<u64> = unigram.clone();
     let mut counts: U64Map<(u32, u32)> = U64Map::default();
     for r in 0..top {
         let n = r + 2;
         let m = n_words - n + 1;
-        hashes.clear();
-        hashes.extend((0..m).map(|p| ngram_hash(&unigram[p..p + n])));
+        extend_hashes(&mut hashes, &unigram, n);
         counts.clear();
         counts.reserve(m);
         for (p, &h) in hashes.iter().enumerate() {
@@ -387,12 +455,12 @@ impl Gopher {
         let per_word = if n_words > 0 { 1.0 / n_words as f64 } else { 0.0 };
         let median = if n_words > 0 {
             let mut sorted = lengths.clone();
-            sorted.sort_unstable();
             let half = n_words / 2;
+            let (below, &mut mid, _) = sorted.select_nth_unstable(half);
             if n_words % 2 == 1 {
-                sorted[half] as f64
+                mid as f64
             } else {
-                (sorted[half - 1] + sorted[half]) as f64 / 2.0
+                (below.iter().copied().max().unwrap_or(mid) + mid) as f64 / 2.0
             }
         } else {
             0.0
@@ -403,17 +471,16 @@ impl Gopher {
 
         let required_word_count = lang.and_then(|l| self.stop_words.get(l)).map(|sw| {
             if ascii {
-                let low = text.to_ascii_lowercase();
                 // bytes.split(): only b" \t\n\r\x0b\x0c" are whitespace (not \x1c..\x1f).
-                low.split(|c: char| {
+                text.split(|c: char| {
                     c.is_ascii_whitespace() || c == '\x0b' || is_ascii_punct_not_underscore(c as u8)
                 })
-                .filter(|t| !t.is_empty() && sw.set.contains(*t))
+                .filter(|t| !t.is_empty() && sw.has_ascii_token(t))
                 .count() as u64
             } else {
                 match lower {
-                    Some(l) => count_alternatives(l, &sw.alternatives),
-                    None => count_alternatives(&text.to_lowercase(), &sw.alternatives),
+                    Some(l) => sw.count_in_lower(l),
+                    None => sw.count_in_lower(&text.to_lowercase()),
                 }
             }
         });
@@ -608,6 +675,7 @@ impl C4 {
         }
         let ac = AhoCorasickBuilder::new()
             .match_kind(MatchKind::Standard)
+            .kind(Some(AhoCorasickKind::DFA))
             .build(&patterns)
             .map_err(|e| format!("c4: cannot build the bad-word automaton: {e}"))?;
         Ok(C4 {
@@ -748,13 +816,7 @@ mod tests {
         alts.sort_by_key(|w| std::cmp::Reverse(w.chars().count()));
         let set = words.iter().map(|w| w.to_string()).collect();
         let mut m = HashMap::new();
-        m.insert(
-            "en".to_string(),
-            StopWords {
-                alternatives: alts,
-                set,
-            },
-        );
+        m.insert("en".to_string(), StopWords::new(alts, set));
         Gopher::new(m)
     }
 

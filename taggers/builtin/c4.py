@@ -32,7 +32,7 @@ from __future__ import annotations
 import os
 import re
 
-from taggers.base import Document, Span, Tagger, TaggerError
+from taggers.base import Document, Grouped, Span, Tagger, TaggerError
 from taggers.registry import register
 
 try:  # the Rust kernel (rust_bloom/src/text_stats.rs); the code below stays the reference
@@ -118,9 +118,17 @@ class C4Tagger(Tagger):
         self.kernel = C4Kernel(BAD_WORD_ENTRIES, min_words_per_line) if use_rust else None
 
     def predict(self, doc: Document) -> list[Span]:
-        return self.predict_batch([doc])[0]
+        return self.predict_spans([doc])[0]
 
-    def predict_batch(self, docs: list[Document]) -> list[list[Span]]:
+    def predict_batch(self, docs: list[Document]) -> list[list[Span] | Grouped]:
+        if self.kernel is None:
+            return [self.predict_python(d) for d in docs]
+        # Hundreds of line spans per page: the kernel builds the grouped mapping itself.
+        texts = [d.text for d in docs]
+        lowers = [None if t.isascii() else t.lower() for t in texts]
+        return self.kernel.predict_grouped_batch(texts, lowers, self.min_sentences)
+
+    def predict_spans(self, docs: list[Document]) -> list[list[Span]]:
         if self.kernel is None:
             return [self.predict_python(d) for d in docs]
         texts = [d.text for d in docs]
