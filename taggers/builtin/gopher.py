@@ -45,7 +45,7 @@ try:  # the Rust kernel (rust_bloom/src/text_stats.rs); the code below stays the
     from dolma_pipe._rust_bloom import GopherKernel
 except ImportError:  # pragma: no cover - the extension is part of every install
     GopherKernel = None
-from taggers.base import Document, Span, Tagger, TaggerError
+from taggers.base import SCORE_PRECISION, Document, Grouped, Span, Tagger, TaggerError
 from taggers.registry import register
 
 # The paper's thresholds; ("min", x) means value >= x passes, ("max", x) value <= x passes.
@@ -325,14 +325,21 @@ class GopherTagger(Tagger):
         return langs
 
     def predict(self, doc: Document) -> list[Span]:
-        return self.predict_batch([doc])[0]
+        return self.tag(doc.text, self.languages([doc])[0])
 
-    def predict_batch(self, docs: list[Document]) -> list[list[Span]]:
+    def predict_batch(self, docs: list[Document]) -> list[list[Span] | Grouped]:
         langs = self.languages(docs)
         if self.kernel is None:
             return [self.tag(d.text, lang) for d, lang in zip(docs, langs)]
+        # With the kernel, the grouped mapping directly (what ``group`` makes of ``spans``).
         texts = [d.text for d in docs]
-        return [self.spans(t, a) for t, a in zip(texts, self.attributes_batch(texts, langs))]
+        out = []
+        for text, attrs in zip(texts, self.attributes_batch(texts, langs)):
+            end = len(text)
+            grouped = {k: [[0, end, round(float(v), SCORE_PRECISION)]] for k, v in attrs.items() if k[0] != "_"}
+            grouped["keep"] = [[0, end, 1.0 if self.verdict(attrs) else 0.0]]
+            out.append(grouped)
+        return out
 
     def attributes_batch(self, texts: list[str], langs: list[str | None]) -> list[dict[str, float]]:
         """``attributes`` of many documents (the Rust kernel when enabled, in one GIL-free call)."""
