@@ -325,10 +325,15 @@ def dumps(obj: Any) -> bytes:
 
 
 class JsonlWriter:
-    """Writes JSON objects one per line, compressed by file name, atomically."""
+    """Writes JSON objects one per line, compressed by file name, atomically.
 
-    def __init__(self, path: str):
+    ``level`` sets the gzip/zstd level (default: the module's); fast levels suit
+    machine-written intermediates such as attribute files.
+    """
+
+    def __init__(self, path: str, level: int | None = None):
         self.path = path
+        self._level = level
         self.count = 0
         self._ctx = storage.open_write_atomic(path)
         self._raw: IO[bytes] | None = None
@@ -340,9 +345,9 @@ class JsonlWriter:
     def __enter__(self) -> "JsonlWriter":
         self._raw = self._ctx.__enter__()
         if self._kind == "gzip":
-            self._stream = gzip.GzipFile(fileobj=self._raw, mode="wb", compresslevel=GZIP_LEVEL, mtime=0, filename="")
+            self._stream = gzip.GzipFile(fileobj=self._raw, mode="wb", compresslevel=self._level or GZIP_LEVEL, mtime=0, filename="")
         elif self._kind == "zstd":
-            self._stream = zstandard.ZstdCompressor(level=ZSTD_LEVEL).stream_writer(self._raw, closefd=False)
+            self._stream = zstandard.ZstdCompressor(level=self._level or ZSTD_LEVEL).stream_writer(self._raw, closefd=False)
         else:
             self._stream = self._raw
         return self

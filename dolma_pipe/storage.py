@@ -19,8 +19,6 @@ import uuid
 from dataclasses import dataclass
 from typing import IO, Iterator
 
-import smart_open
-
 
 class StorageError(OSError):
     """A path could not be read, listed or written; the message names the path."""
@@ -109,6 +107,8 @@ def open_read(path: str) -> IO[bytes]:
     try:
         if is_remote(path):
             _check_remote(path)
+            import smart_open  # imported on first remote use: it loads every transport (~0.2 s)
+
             return smart_open.open(
                 path, "rb", compression="disable", transport_params=_transport_params(path)
             )
@@ -122,6 +122,8 @@ def open_write_atomic(path: str) -> Iterator[IO[bytes]]:
     """Write raw bytes to ``path`` so that it only ever appears complete."""
     if is_remote(path):
         _check_remote(path)
+        import smart_open
+
         # smart-open aborts the multipart upload if the block raises.
         with smart_open.open(
             path, "wb", compression="disable", transport_params=_transport_params(path)

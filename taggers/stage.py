@@ -26,6 +26,9 @@ from taggers import registry
 from taggers.base import Document, Tagger, TaggerError
 
 _NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
+# Attribute files are intermediates, rewritten whenever taggers change: gzip level 3 costs
+# about half of level 6's CPU for ~14% larger files (measured on the tagging bench corpus).
+ATTRIBUTE_COMPRESSION_LEVEL = 3
 
 
 class TagConfig(RunOptions):
@@ -123,7 +126,7 @@ class TagStage(Stage):
             counts["docs_out"] += len(rows)
             batch.clear()
 
-        with JsonlWriter(out_path) as writer:
+        with JsonlWriter(out_path, level=ATTRIBUTE_COMPRESSION_LEVEL) as writer:
             for lineno, row in read_documents(task.path, quarantine):
                 counts["docs_in"] += 1
                 batch.append((lineno, Document.from_row(row)))
