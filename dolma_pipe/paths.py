@@ -37,13 +37,18 @@ def documents_index(path: str) -> int:
         raise PathError(f"{path}: path has no '{DOCUMENTS}/' component, so attribute paths cannot be derived") from None
 
 
+def attribute_file_name(document_name: str) -> str:
+    """Attribute files are JSON lines even for Parquet documents: ``b.parquet`` -> ``b.jsonl.gz``."""
+    return re.sub(r"\.parquet$", ".jsonl.gz", document_name)
+
+
 def attribute_path(document_path: str, name: str) -> str:
     """The attribute file of experiment ``name`` for one document file (or glob)."""
     if not name or "/" in name:
         raise PathError(f"attribute name {name!r} must be a non-empty name without '/'")
     prefix, parts = _split(document_path)
     idx = documents_index(document_path)
-    return prefix + "/".join(parts[:idx] + ["attributes", name] + parts[idx + 1 :])
+    return attribute_file_name(prefix + "/".join(parts[:idx] + ["attributes", name] + parts[idx + 1 :]))
 
 
 def attributes_root(document_path: str, name: str) -> str:

@@ -8,6 +8,7 @@ module name) whose classes use the same :func:`register` decorator.
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import importlib.util
 import os
@@ -31,7 +32,7 @@ def register(name: str | None = None) -> Callable[[T], T]:
         if not key:
             raise TaggerError(f"{cls.__qualname__}: a tagger needs a name")
         existing = _REGISTRY.get(key)
-        if existing is not None and existing.__qualname__ != cls.__qualname__:
+        if existing is not None and (existing.__module__, existing.__qualname__) != (cls.__module__, cls.__qualname__):
             raise TaggerError(f"tagger name {key!r} is taken by {existing.__module__}.{existing.__qualname__}")
         cls.name = key
         _REGISTRY[key] = cls
@@ -53,14 +54,21 @@ def load_builtins() -> None:
 
 
 def load_modules(modules: list[str]) -> None:
-    """Import user tagger modules given as file paths or module names."""
+    """Import user tagger modules given as file paths or module names.
+
+    Built-ins load first, so a user tagger reusing a built-in's name is refused
+    rather than silently shadowed (or shadowing).
+    """
+    load_builtins()
     for mod in modules:
         try:
             if mod.endswith(".py") or os.sep in mod:
                 path = os.path.abspath(mod)
                 if not os.path.isfile(path):
                     raise TaggerError(f"tagger module {mod} does not exist")
-                name = "dolma_pipe_user_taggers_" + os.path.splitext(os.path.basename(path))[0]
+                # One module per file path: two files both called taggers.py must not collide.
+                digest = hashlib.sha1(path.encode()).hexdigest()[:10]
+                name = f"dolma_pipe_user_taggers_{os.path.splitext(os.path.basename(path))[0]}_{digest}"
                 if name in sys.modules:
                     continue
                 spec = importlib.util.spec_from_file_location(name, path)

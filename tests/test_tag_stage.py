@@ -153,3 +153,67 @@ def test_grouped_output_passes_through_with_defaults():
     expected = {"always": [], "many": [[0, 1, 1.0], [1, 2, 0.5]]}
     assert Grouping().group(Grouping().predict(doc)) == expected
     assert Spanning().group(Spanning().predict(doc)) == expected
+
+
+def test_parquet_documents_get_jsonl_attributes_readable_in_lockstep(tmp_path):
+    doc_path = tmp_path / "x" / "documents" / "b.parquet"
+    write_documents(str(doc_path), DOCS[:2])
+    proc = run_cli("tag", "--documents", str(doc_path), "--taggers", "test_upper_lines", "--tagger-modules", MODULE, "--experiment", "e1")
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "x" / "attributes" / "e1" / "b.jsonl.gz").exists()
+    rows = list(read_with_attributes(str(doc_path), ["e1"]))
+    assert [d["id"] for _, d, _ in rows] == ["a", "7"] and "e1__test_upper_lines__doc" in rows[0][2]
+
+
+def test_user_modules_with_the_same_file_name_both_load(tmp_path):
+    for sub, name in (("u1", "one_test"), ("u2", "two_test")):
+        (tmp_path / sub).mkdir()
+        (tmp_path / sub / "t.py").write_text(
+            "from taggers.base import Span, Tagger\nfrom taggers.registry import register\n"
+            f"@register('{name}')\nclass T(Tagger):\n    description = 'x'\n"
+            "    def predict(self, doc):\n        return [Span('n', 0, 1, 1.0)]\n"
+        )
+    registry.load_modules([str(tmp_path / "u1" / "t.py"), str(tmp_path / "u2" / "t.py")])
+    assert {"one_test", "two_test"} <= set(registry.available())
+
+
+def test_a_user_tagger_cannot_shadow_a_builtin(tmp_path):
+    builtin = next(iter(registry.available()))
+    mod = tmp_path / "shadow.py"
+    mod.write_text(
+        "from taggers.base import Tagger\nfrom taggers.registry import register\n"
+        f"@register('{builtin}')\nclass Mine(Tagger):\n    def predict(self, doc):\n        return []\n"
+    )
+    with pytest.raises(TaggerError, match="is taken"):
+        registry.load_modules([str(mod)])
+
+
+def test_config_refuses_odd_experiments_and_repeated_taggers():
+    from dolma_pipe.config import ConfigError
+
+    for exp in (".", "..", "-x", "a__b"):
+        with pytest.raises(ConfigError, match="config key 'experiment'"):
+            load_config(TagConfig, None, {"documents": ["d"], "taggers": ["t"], "experiment": exp})
+    with pytest.raises(ConfigError, match="repeated"):
+        load_config(TagConfig, None, {"documents": ["d"], "taggers": ["t", "t"]})
+
+
+def test_bad_option_values_become_tagger_errors(corpus):
+    from taggers.base import Tagger
+    from taggers.stage import build_taggers
+
+    @registry.register("test_validating")
+    class Validating(Tagger):
+        def __init__(self, size: int = 1):
+            if not isinstance(size, int):
+                raise ValueError("size must be an integer")
+
+        def predict(self, doc):
+            return []
+
+    cfg = load_config(TagConfig, None, {
+        "documents": [f"{corpus}/documents/**/*"], "taggers": ["test_validating"],
+        "tagger_options": {"test_validating": {"size": "x"}},
+    })
+    with pytest.raises(TaggerError, match="test_validating.*size must be an integer"):
+        build_taggers(cfg)
