@@ -207,8 +207,9 @@ def test_concurrent_processes_have_exactly_one_winner_per_key(tmp_path):
     assert not bad, f"{len(bad)} keys were new for 0 or >1 workers, e.g. key {bad[0]}: {wins[bad[0]]}"
     per_worker = [sum(o) for o in outs]
     assert sum(per_worker) == N_SHARED_KEYS and bf.count == N_SHARED_KEYS
-    # Every worker won some keys, so they really ran at the same time over the same keys.
-    assert all(w > 0 for w in per_worker), per_worker
+    # Several workers won keys, so they really inserted into the same filter at the same time.
+    # (Not every one: on a loaded 2-core machine one of two lock-step racers may always lose.)
+    assert sum(w > 0 for w in per_worker) >= 2, per_worker
     bf.seal()
     bf.close()
     loaded = BloomFilter.load(path)
