@@ -67,6 +67,30 @@ E, P, I = "EMAIL_ADDRESS", "PHONE_NUMBER", "IP_ADDRESS"
         ("link fe80::1234%eth0", [(I, "fe80::1234")]),
         ("AAAA   2001:DB8:1000:2000::19\n", [(I, "2001:DB8:1000:2000::19")]),
         ("full 2001:0db8:0000:0000:0000:ff00:0042:8329 x", [(I, "2001:0db8:0000:0000:0000:ff00:0042:8329")]),
+        # an address at the start of a line is no section heading
+        ('203.0.113.5 - - [10/Oct/2000:13:55:36 -0700] "GET / HTTP/1.0" 200', [(I, "203.0.113.5")]),
+        ("127.0.0.1 localhost\n10.0.0.5 db.internal", [(I, "127.0.0.1"), (I, "10.0.0.5")]),
+        ("  * 203.0.113.9 blocked", [(I, "203.0.113.9")]),
+        ("192.168.1.1 is my router", [(I, "192.168.1.1")]),
+        ("host\xa010.0.0.1 up", [(I, "10.0.0.1")]),  # after an NBSP
+        # small parts are addresses too without a section/version context
+        ("dns 8.8.4.4 or 10.1.1.1", [(I, "8.8.4.4"), (I, "10.1.1.1")]),
+        ("ping 1.2.3.4", [(I, "1.2.3.4")]),
+        ("localhost ::1 and [::1]:80", [(I, "::1"), (I, "::1")]),
+        # recall: spaced North American numbers, the 00 international prefix
+        ("Phone: 555 123 4567", [(P, "555 123 4567")]),
+        ("Tel 0049 30 12345678.", [(P, "0049 30 12345678")]),
+        # e-mail boundaries: "--" after, "..." before
+        ("alice@example.com--or", [(E, "alice@example.com")]),
+        ("us...alice@example.com", [(E, "alice@example.com")]),
+        # a following number group or an extension is not part of the phone
+        ("Call +1 555 123 4567 24 hours a day", [(P, "+1 555 123 4567")]),
+        ("+1 555 123 4567 2023", [(P, "+1 555 123 4567")]),
+        ("Tel 030 12345678 4 times", [(P, "030 12345678")]),
+        ("ph +1-555-123-4567-1234", [(P, "+1-555-123-4567")]),
+        ("Call +49 30 12345678 2023 edition", [(P, "+49 30 12345678")]),
+        ("+44 20 7946 0958 24 hours", [(P, "+44 20 7946 0958")]),
+        ("+33 1 23 45 67 89 10 fois", [(P, "+33 1 23 45 67 89")]),
     ],
 )
 def test_exact_spans(text, expected):
@@ -87,7 +111,12 @@ def test_exact_spans(text, expected):
         "Firefox/2.0.0.11",
         "v1.2.3.4",
         "10.0.0.256 and 300.1.1.1",
-        "chapter 10.1.2.3 and 1.2.3.4",  # small non-zero parts: section/version numbers
+        "chapter 10.1.2.3 and § 1.2.3.4",  # section numbers by context
+        "see 第 6.1.2.2 节 and 11.7.3.2 节",
+        "Section 4.2.13.1",
+        "5.2.1.1 Dependencies",  # a heading without the final dot: section-like parts
+        "Not implemented, as of 2.6.8.1",
+        "0011 2233 4455",  # 00 prefix but equal groups
         # hex dumps
         "0x1234 5678 9abc",
         "de ad be ef 12 34 56 78",
@@ -164,6 +193,22 @@ def test_pii_regex_with_counts():
     assert empty["doc_count"] == [[0, 0, 0.0]] and empty["doc_frac"] == [[0, 0, -1.0]]
     only_mail = registry.get("pii_regex_with_counts")(types=["EMAIL_ADDRESS"])
     assert {s.type for s in only_mail.predict(Document("c", text))} == {"EMAIL_ADDRESS", "EMAIL_ADDRESS_count", "doc_count", "doc_frac"}
+    # Only the selected types' counts are written, also for a document without PII.
+    assert set(only_mail.group(only_mail.predict(Document("d", "nothing")))) == {"doc_count", "doc_frac", "EMAIL_ADDRESS_count"}
+    assert set(only_mail.group([])) == {"doc_count", "doc_frac", "EMAIL_ADDRESS_count"}
+
+
+def test_types_are_filtered_before_overlaps_are_resolved():
+    # The phone "+49 30 12345678" overlaps the e-mail "12345678@example.com" and wins when
+    # every type is wanted; asking for e-mails only must still find the e-mail.
+    text = "call +49 30 12345678@example.com"
+    assert found(text) == [(P, "+49 30 12345678")]
+    for name in ("pii_regex", "pii_regex_with_counts"):
+        tagger = registry.get(name)(types=["EMAIL_ADDRESS"])
+        grouped = tagger.group(tagger.predict(Document("a", text)))
+        assert grouped["EMAIL_ADDRESS"] == [[12, 32, 1.0]], name
+    counts = registry.get("pii_regex_with_counts")(types=["EMAIL_ADDRESS"])
+    assert counts.group(counts.predict(Document("a", text)))["EMAIL_ADDRESS_count"] == [[0, 32, 1.0]]
 
 
 def test_bad_options():
@@ -171,6 +216,11 @@ def test_bad_options():
         registry.get("pii_regex")(types=["SSN"])
     with pytest.raises(TaggerError, match="keep_message_ids"):
         registry.get("pii_regex")(keep_message_ids="yes")
+    with pytest.raises(TaggerError, match="keep_message_ids"):
+        registry.get("pii_regex")(keep_message_ids="no")
+    for bad in ("EMAIL_ADDRESS", {"EMAIL_ADDRESS": 1}, [["EMAIL_ADDRESS"]], 3):
+        with pytest.raises(TaggerError, match="types"):
+            registry.get("pii_regex_with_counts")(types=bad)
 
 
 def _sample_docs() -> list[dict]:

@@ -29,23 +29,34 @@ a match, miss every non-US phone format and take section numbers for IPs):
   names a message, not a person.  Old mailboxes (``mack@inco.UUCP``) and digits-only
   addresses outside brackets (``123456789@qq.com``) stay e-mails.  Option
   ``keep_message_ids=True`` keeps the Message-IDs too.
-* Phones: international (``+CC`` then groups separated by one space, dot or hyphen,
-  optional ``(0)``/``(area)``; 8–15 digits, E.164's limit), North American
-  (``(555) 123-4567``, ``555-123-4567``, ``555.867.5309``, optional ``1-`` prefix;
-  same separator twice) and national trunk-prefixed numbers (``030 12345678``,
+* Phones: international (``+CC`` or ``00CC`` then groups separated by one space, dot or hyphen,
+  optional ``(0)``/``(area)``; 8–15 digits, E.164's limit, and the national length for a few
+  country codes with fixed-length numbers: +1 and +7 ten digits, +33 nine, ...), North American
+  (``(555) 123-4567``, ``555-123-4567``, ``555.867.5309``, ``555 123 4567``, optional ``1-``
+  prefix; same separator twice) and national trunk-prefixed numbers (``030 12345678``,
   ``030/1234567``, ``(030) 1234567``, ``03-1234-5678``, ``020 7946 0958``, French
-  ``01 23 45 67 89``; 8–12 digits).  Not phones: plain digit runs (tables), ISO and
-  dotted dates, hex dumps (a candidate next to another digit/hex group on the same
-  line, e.g. ``00000010  48 65 6c 6c`` or ``0123 4567 89ab``, is dropped).
+  ``01 23 45 67 89``; 8–12 digits).  A candidate that fails (too many digits, a country's
+  length, or a last group after a blank shorter than a long group before it) is cut back group
+  by group at blanks rather than dropped: ``+1 555 123 4567 24 hours`` gives
+  ``+1 555 123 4567``, ``030 12345678 4 times`` gives ``030 12345678``; an extension
+  (``+1-555-123-4567-1234``) is left out.  Not phones: plain digit runs (tables), ISO and
+  dotted dates, hex dumps (a candidate next to another digit group before it, or after it a
+  group mixing hex letters and digits or two more number groups, on the same line, e.g.
+  ``00000010  48 65 6c 6c`` or ``0123 4567 89ab``, is dropped).
 * IPv4: exactly four octets 0–255 without leading zeros and not part of a longer
   dotted run (``12.3.2.3.1`` and ``1.2.3.4.5`` give nothing; ``v1.2.3.4`` neither).  Section
-  and version numbers with four parts are dropped by context (after NBSP, "Section",
-  "Version", "Linux", a letter+"/"; before "-exp", ".tar"; a heading ``5.2.1.1. Title``)
-  and by shape: all parts 1–31 and not all equal (``2.6.8.1``, ``11.8.4.2``; ``10.0.0.1``,
-  ``192.168.1.1``, ``1.1.1.1`` stay addresses, ``1.2.3.4`` does not).
+  and version numbers with four parts are dropped by context only: after "Section",
+  "Version", "Linux", "chapter", "as of", "v.", "§", "第", a letter+"/"; before "-exp", ".tar",
+  "节"; a heading at the start of a line, ``5.2.1.1. Title`` (or ``5.2.1.1 Title`` when the
+  parts are section-like: all 1–31, not all equal).  A bare dotted quad is an address whatever
+  its parts (``10.1.1.1``, ``8.8.4.4``, ``1.2.3.4``, ``192.168.1.1 is my router`` at a line
+  start, a log line ``203.0.113.5 - - [...]``); so is a version number written without
+  context ("util-linux-ng 2.13.1.1"), the price of not dropping real addresses.
   IPv6: full eight-group or ``::``-compressed forms validated by :mod:`ipaddress`,
-  with at least two groups and a digit, so ``std::vector``, ``12:34:56`` and MAC
-  addresses are not IPs.
+  with at least two groups (or the loopback ``::1``) and a digit, so ``std::vector``,
+  ``12:34:56`` and MAC addresses are not IPs.
+* E-mail boundaries: an address ends before ``--`` or a final ``-`` (``alice@example.com--or``)
+  and starts after ``...`` (``us...alice@example.com``: no local part holds two dots in a row).
 
 Speed: each pattern is compiled once at import, runs once over the whole text
 (patterns never cross a newline) and only when a cheap test passes ('@' in the
@@ -76,11 +87,15 @@ _LETTERS = "A-Za-z\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u024f\u0370-\u03ff\u0400-\u0
 _LOCAL_CHARS = _LETTERS + r"0-9_%+\-"
 _LABEL = rf"[{_LETTERS}0-9](?:[{_LETTERS}0-9\-]{{0,61}}[{_LETTERS}0-9])?"
 _EMAIL_RE = re.compile(
-    rf"(?<![{_LOCAL_CHARS}.])"  # start at a local-part boundary
+    # Start at a local-part boundary: not after a local-part character, nor after a single
+    # '.' that follows one ("us.alice" is one local part; "us...alice" cannot be, so "alice" starts one).
+    rf"(?<![{_LOCAL_CHARS}])(?<![{_LOCAL_CHARS}]\.)"
     rf"(?P<local>[{_LOCAL_CHARS}]+(?:\.[{_LOCAL_CHARS}]+)*)"
     r"@"
     rf"(?P<domain>(?:{_LABEL}\.)+(?:[{_LETTERS}]{{2,63}}|xn--[A-Za-z0-9\-]{{1,59}}))"
-    rf"(?![{_LETTERS}0-9\-]|\.[{_LETTERS}0-9])"  # the domain does not go on (a trailing '.' ends a sentence)
+    # The domain does not go on: a trailing '.' ends a sentence, and a '-' is punctuation unless
+    # a label character follows it ("alice@example.com--or" and "alice@example.com-" end at "com").
+    rf"(?![{_LETTERS}0-9]|-[{_LETTERS}0-9]|\.[{_LETTERS}0-9])"
 )
 _DIGIT_RUN = re.compile(r"\d{4,}")
 
@@ -95,11 +110,12 @@ _PHONE_RE = re.compile(
     r"(?=[+(0-9])(?:"
     + "|".join(
         [
-            # international: +CC, optional (0)/(area), then groups
-            _NB + r"\+[1-9]\d{0,3}(?:[ .\-]?\(\d{1,4}\))?(?:[ .\-]?\d{1,8}){1,6}" + _NE,
-            # North America: (555) 123-4567, 555-123-4567, 555.867.5309, 1-555-123-4567
+            # international: +CC (or the 00 prefix then CC and a separator), optional (0)/(area), then groups
+            _NB + r"(?:\+[1-9]\d{0,3}|00[1-9]\d{0,2}(?=[ \-]\d))(?:[ .\-]?\(\d{1,4}\))?(?:[ .\-]?\d{1,8}){1,6}" + _NE,
+            # North America: (555) 123-4567, 555-123-4567, 555.867.5309, 1-555-123-4567, 555 123 4567
             _NB + r"(?:1[ .\-])?\(\d{3}\)[ ]?\d{3}[ .\-]\d{4}" + _NE,
             _NB + r"(?:1(?P<s0>[.\-]))?\d{3}(?P<s1>[.\-])\d{3}(?P=s1)\d{4}" + _NE,
+            _NB + r"[2-9]\d{2} \d{3} \d{4}" + _NE,
             # French 01 23 45 67 89 (five pairs, one separator kind)
             _NB + r"0[1-9](?P<s2>[ .\-])\d\d(?:(?P=s2)\d\d){3}" + _NE,
             # national with a trunk 0: 030 12345678, 030/1234567, (030) 1234567, 03-1234-5678
@@ -113,8 +129,21 @@ _ZIP_PLUS_4 = re.compile(r"\d{5}-\d{4}")  # US ZIP+4 (MA 02111-1307) has a trunk
 _HAS_DIGIT = re.compile(r"\d")
 # A digit/hex group right before or after a candidate (same line, only blanks between) means
 # a hex dump or a row of numbers, not a phone number.
+# After a candidate, one plain decimal number followed by a word is prose ("call +49 30 12345678
+# 2023 edition", "555 123 4567 24 hours"): only a group mixing hex letters and digits, or a second
+# number group, makes a row.
 _GROUP_BEFORE = re.compile(r"(?:^|\s)[0-9A-Fa-f]*\d[0-9A-Fa-f]*[ \t]+$")
-_GROUP_AFTER = re.compile(r"[ \t]+[0-9A-Fa-f]*\d[0-9A-Fa-f]*\b")
+_HEXGROUP = r"[0-9A-Fa-f]*(?:\d[0-9A-Fa-f]*[A-Fa-f]|[A-Fa-f][0-9A-Fa-f]*\d)[0-9A-Fa-f]*"
+_GROUP_AFTER = re.compile(rf"[ \t]+(?:{_HEXGROUP}|[0-9A-Fa-f]*\d[0-9A-Fa-f]*[ \t]+[0-9A-Fa-f]*\d[0-9A-Fa-f]*)\b")
+# Where a phone candidate may be cut back to (a group boundary): before a separator and a digit.
+_CUT = re.compile(r"[ \t.\-/](?=[\d(])")
+_COUNTRY = re.compile(r"(?:\+|00)(\d+)")
+# Digits after the country code, for country codes whose numbers have a fixed length: the
+# "plan" a candidate must fit (a following number group or extension is not part of it).
+_NATIONAL_DIGITS = {
+    "1": (10, 10), "7": (10, 10), "33": (9, 9), "34": (9, 9), "44": (9, 10), "55": (10, 11),
+    "61": (9, 9), "81": (9, 10), "86": (10, 11), "91": (10, 10),
+}
 _CONTEXT = 24
 
 # ---------------------------------------------------------------- IP addresses
@@ -123,12 +152,17 @@ _OCTET = r"(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)"
 # means a longer dotted run (section number, version string), never an address.
 _IPV4_RE = re.compile(rf"(?=\d{{1,3}}\.\d)(?<![A-Za-z0-9_.])(?<!\d\.){_OCTET}(?:\.{_OCTET}){{3}}(?![A-Za-z0-9_]|\.\d)")
 _IPV4_PRE = re.compile(r"\d\.\d")
-# Context that makes a dotted quad a section, version or file name rather than an address.
+# Context that makes a dotted quad a section, version or file name rather than an address:
+# a word naming a section or version right before ("Section\xa04.2.13.1", "§ 10.1.2.3",
+# "Linux 2.6.18.3", "v. 2.6.8.1", "as of 2.6.8.1", "第 6.1.2.2 节"), a letter and '/' ("Firefox/2.0.0.11"), or '-'/'.' and a letter
+# right after ("2.6.18.3-exp", "1.2.3.4.tar"), 節/节/章 (CJK "section") right after.  A bare dotted quad is an address whatever its
+# parts: "10.1.1.1", "8.8.4.4" and "1.2.3.4" are real (or documentation) addresses.
 _NOT_IP_BEFORE = re.compile(
-    r"(?:\xa0|[A-Za-z]/|(?i:\b(?:version|versione|versión|versão|release|kernel|linux|section|sección|seção|sezione|abschnitt|chapter|kapitel|раздел|глава)[ :]?))$"
+    r"(?:[A-Za-z]/|[§第]\s*|(?i:\b(?:as of|v|ver|version|versione|versión|versão|release|kernel|linux|section|sec|sección|seção|sezione|abschnitt|chapter|chap|ch|kapitel|раздел|глава)\.?[\s:]*))$"
 )
-_NOT_IP_AFTER = re.compile(r"\xa0|[.\-][A-Za-z]")
-# A heading "5.2.1.1. Title" or a bulleted table of contents line "- 4.8.3.1. Title".
+_NOT_IP_AFTER = re.compile(r"[.\-][A-Za-z]|\s?[節节章]")
+# A heading "5.2.1.1. Title" or a bulleted table of contents line "- 4.8.3.1. Title" (a line
+# starting with an address, "10.0.0.5 db.internal" or a log line, is no heading).
 _HEADING_BEFORE = re.compile(r"(?:^|\n)[ \t]*(?:[-*•][ \t]+)?$")
 _H = r"[0-9A-Fa-f]{1,4}"
 _IPV6_RE = re.compile(
@@ -167,21 +201,62 @@ def _looks_like_table_or_hex(text: str, start: int, end: int) -> bool:
     return bool(_GROUP_BEFORE.search(before) or _GROUP_AFTER.match(after))
 
 
+def _phone_ok(s: str) -> bool:
+    """Whether candidate ``s`` (a regex match, or one cut back to a group boundary) is a phone number."""
+    digits = len(s) - len(_NOT_DIGIT.findall(s))
+    if s[0] == "+" or s.startswith("00"):
+        if s[0] == "0":
+            digits -= 2  # the international prefix is no digit of the number
+        if not 8 <= digits <= 15:  # E.164: at most 15 digits; fewer than 8 is no full number
+            return False
+        cc = _COUNTRY.match(s).group(1)
+        plan = _NATIONAL_DIGITS.get(cc)
+        if plan is not None:
+            national = digits - len(cc) - (s.count("(0)"))
+            if not plan[0] <= national <= plan[1]:
+                return False
+        if s[0] == "0" and len({len(g) for g in re.split(r"[ \-]", s)}) == 1:
+            return False  # "0011 2233 4455": equal groups, a hex dump or an identifier
+    elif not 8 <= digits <= 12 or _ZIP_PLUS_4.fullmatch(s):
+        return False
+    # A last group after a blank that is shorter than a long group before it is another number
+    # ("030 12345678 4 times", "+44 20 7946 0958 24 hours"), not the end of this one.
+    groups = re.split(r"([ \t])", s)
+    if len(groups) >= 3:
+        last, prev = groups[-1], re.split(r"[.\-/)]", groups[-3])[-1]
+        if last.isdigit() and prev.isdigit() and len(prev) >= 4 and len(last) < len(prev):
+            return False
+    return True
+
+
 def _phone_spans(text: str) -> list[Span]:
     out = []
     for m in _PHONE_RE.finditer(text):
         start, end = m.span()
         s = m.group()
-        digits = len(s) - len(_NOT_DIGIT.findall(s))
-        if s[0] == "+":
-            if not 8 <= digits <= 15:  # E.164: at most 15 digits; fewer than 8 is no full number
-                continue
-        elif not 8 <= digits <= 12 or _ZIP_PLUS_4.fullmatch(s):
-            continue
-        if _looks_like_table_or_hex(text, start, end):
+        # Try the whole match, then cut back group by group (a following number group or an
+        # extension is not part of the phone): "+1 555 123 4567 2023" -> "+1 555 123 4567".
+        # Cuts are at blanks (a new token starts there); a '-'/'.' cut only when the country
+        # has a plan the shorter number fits ("+1-555-123-4567-1234": the extension is left out).
+        ok = _phone_ok(s)
+        if not ok:
+            for c in reversed([c.start() for c in _CUT.finditer(s)]):
+                cand = s[:c]
+                if s[c] not in " \t" and not (cand[0] in "+0" and _COUNTRY.match(cand) and _COUNTRY.match(cand).group(1) in _NATIONAL_DIGITS):
+                    continue
+                if _phone_ok(cand):
+                    end = start + c
+                    ok = True
+                    break
+        if not ok or _looks_like_table_or_hex(text, start, end):
             continue
         out.append(Span(PHONE, start, end, 1.0))
     return out
+
+
+def _small_parts(octets: list[int]) -> bool:
+    """Parts like a section number's: all 1..31 and not all equal (5.2.1.1, but not 1.1.1.1)."""
+    return all(1 <= o < 32 for o in octets) and len(set(octets)) > 1
 
 
 def _ipv4_ok(text: str, m: re.Match) -> bool:
@@ -189,14 +264,12 @@ def _ipv4_ok(text: str, m: re.Match) -> bool:
     before = text[max(0, start - 12) : start]
     if _NOT_IP_BEFORE.search(before) or _NOT_IP_AFTER.match(text, end):
         return False
-    if _HEADING_BEFORE.search(before) and text[end : end + 1] in (".", " ", "\xa0", "\t"):
-        return False
-    octets = [int(o) for o in m.group().split(".")]
-    # Section and version numbers (5.2.1.1, 2.6.8.1, 11.8.4.2) are small non-zero parts;
-    # addresses almost always hold a 0 or a part >= 32.  All-equal ones (1.1.1.1, 8.8.8.8) are
-    # well-known resolvers and kept.
-    if all(1 <= o < 32 for o in octets) and len(set(octets)) > 1:
-        return False
+    if _HEADING_BEFORE.search(before):
+        # At the start of a line: "5.2.1.1. Title" is a heading; "5.2.1.1 Title" too when the
+        # parts look like a section number ("192.168.1.1 is my router" is an address).
+        follow = text[end : end + 1]
+        if follow == "." or (follow in (" ", "\xa0", "\t") and _small_parts([int(o) for o in m.group().split(".")])):
+            return False
     return True
 
 
@@ -208,8 +281,9 @@ def _ip_spans(text: str) -> list[Span]:
         for m in _IPV6_RE.finditer(text):
             s = m.group()
             groups = [g for g in s.split(":") if g]
-            # Two groups and a digit at least: keeps "fe80::1" and "2001:db8::1", drops "a::b", "::".
-            if len(groups) < 2 or not any(c.isdigit() for c in s):
+            # Two groups and a digit at least: keeps "fe80::1" and "2001:db8::1", drops "a::b", "::";
+            # the loopback "::1" is the one single-group form kept.
+            if (len(groups) < 2 and s != "::1") or not any(c.isdigit() for c in s):
                 continue
             try:
                 ipaddress.IPv6Address(s)
@@ -219,13 +293,18 @@ def _ip_spans(text: str) -> list[Span]:
     return out
 
 
-def find_pii(text: str, keep_message_ids: bool = False) -> list[Span]:
-    """Every e-mail, phone and IP span in ``text``, sorted by start; overlaps resolved
-    in favour of the earlier, then longer, match (an IP inside a phone-looking run, say)."""
-    spans = _email_spans(text, keep_message_ids)
+def find_pii(text: str, keep_message_ids: bool = False, types: "frozenset[str] | None" = None) -> list[Span]:
+    """Every e-mail, phone and IP span in ``text`` (of ``types`` only, when given), sorted by start;
+    overlaps resolved in favour of the earlier, then longer, match (an IP inside a phone-looking
+    run, say).  Types are filtered before overlaps are resolved, so an unwanted type never hides
+    a wanted one."""
+    want = TYPES if types is None else types
+    spans = _email_spans(text, keep_message_ids) if EMAIL in want else []
     if _HAS_DIGIT.search(text):  # no digit, no phone and no IP: skip both passes
-        spans += _phone_spans(text)
-        spans += _ip_spans(text)
+        if PHONE in want:
+            spans += _phone_spans(text)
+        if IP in want:
+            spans += _ip_spans(text)
     if len(spans) < 2:
         return spans
     spans.sort(key=lambda s: (s.start, -s.end))
@@ -236,25 +315,24 @@ def find_pii(text: str, keep_message_ids: bool = False) -> list[Span]:
     return kept
 
 
-
 class _PiiBase(Tagger):
     granularity = "both"
 
     def __init__(self, keep_message_ids: bool = False, types: list[str] | None = None):
         if not isinstance(keep_message_ids, bool):
             raise TaggerError(f"tagger {self.name!r}: option keep_message_ids must be true or false")
+        if types is not None and (not isinstance(types, (list, tuple)) or not all(isinstance(t, str) for t in types)):
+            raise TaggerError(f"tagger {self.name!r}: option types must be a list of type names, got {types!r}")
         wanted = list(TYPES if types is None else types)
         bad = [t for t in wanted if t not in TYPES]
         if bad or not wanted:
             raise TaggerError(f"tagger {self.name!r}: option types must be a non-empty subset of {list(TYPES)}, got {types}")
         self.keep_message_ids = keep_message_ids
         self.types = frozenset(wanted)
+        self._want = None if len(self.types) == len(TYPES) else self.types
 
     def _find(self, text: str) -> list[Span]:
-        spans = find_pii(text, self.keep_message_ids)
-        if len(self.types) < len(TYPES):
-            spans = [s for s in spans if s.type in self.types]
-        return spans
+        return find_pii(text, self.keep_message_ids, self._want)
 
 
 @register("pii_regex")
@@ -273,6 +351,11 @@ class PiiRegex(_PiiBase):
 class PiiRegexWithCounts(_PiiBase):
     description = "PII spans as pii_regex plus doc_count, doc_frac and a count per type"
     defaults = ("doc_count", "doc_frac") + tuple(f"{t}_count" for t in TYPES)
+
+    def __init__(self, keep_message_ids: bool = False, types: list[str] | None = None):
+        super().__init__(keep_message_ids, types)
+        # Only the selected types' counts are written (Tagger.group writes every default).
+        self.defaults = ("doc_count", "doc_frac") + tuple(f"{t}_count" for t in TYPES if t in self.types)
 
     def predict(self, doc: Document) -> list[Span]:
         text = doc.text
