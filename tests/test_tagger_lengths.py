@@ -78,6 +78,17 @@ def test_word_repetitions_exact():
         WordRepetitions(min_times=1)
 
 
+def test_doc_frac_repetition_counts_overlapping_spans_once():
+    text = "a a a b a b a b"  # "a" x3 (0..5) and "a b" x3 (4..15) overlap on the third "a"
+    got = spans(WordRepetitions(), text)
+    assert [(t, s, e) for t, s, e, _ in got if t == "repetition"] == [("repetition", 0, 5), ("repetition", 4, 15)]
+    frac = dict((t, score) for t, _, _, score in got)["doc_frac_repetition"]
+    assert frac == round(15 / 15, 5) == 1.0
+    for text in ("x x x x y x y x y z z z", "a b a b a b a a a a", "a a a a a a"):
+        frac = dict((t, score) for t, _, _, score in spans(WordRepetitions(), text))["doc_frac_repetition"]
+        assert 0.0 <= frac <= 1.0, text
+
+
 def test_registered():
     for name in ("lengths_v1", "char_length_with_paragraphs_v1", "word_repetitions_v1"):
         assert registry.get(name).name == name

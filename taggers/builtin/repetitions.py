@@ -10,7 +10,9 @@ Dolma's ``repetitions_v1`` slow).  Types are Dolma's:
   repeated word), scored by how many times it repeats; a span inside a longer one is dropped;
 * ``doc_max_score_repetition``: the largest repeat count (0 when none);
 * ``doc_max_length_repetition``: the longest repetition span in characters;
-* ``doc_frac_repetition``: characters in repetition spans / characters in the document;
+* ``doc_frac_repetition``: characters covered by repetition spans / characters in the document
+  (the union of the spans: overlapping repetitions, "a a a b a b a b", count each character
+  once, so the value never exceeds 1);
 
 plus ``max_char_run``: the longest run of one repeated non-space character ("!!!!!!!!",
 "========"), 0 for an empty document.
@@ -58,6 +60,18 @@ def periodic_runs(hashes: np.ndarray, max_period: int, min_times: int) -> list[t
     return out
 
 
+def _covered(spans: list[Span]) -> int:
+    """Characters in the union of the spans (sorted by start, as ``periodic_runs`` returns them)."""
+    covered = 0
+    reach = 0
+    for s in sorted(spans, key=lambda s: s.start):
+        start = max(s.start, reach)
+        if s.end > start:
+            covered += s.end - start
+            reach = s.end
+    return covered
+
+
 @register("word_repetitions_v1")
 class WordRepetitions(Tagger):
     description = "Back-to-back repeated word sequences (Dolma's repetition types) and the longest character run"
@@ -88,7 +102,7 @@ class WordRepetitions(Tagger):
                         spans.append(Span("repetition", matches[a].start(), matches[b - 1].end(), float(times)))
         max_score = max((s.score for s in spans), default=0.0)
         max_len = max((s.end - s.start for s in spans), default=0)
-        frac = sum(s.end - s.start for s in spans) / n if n else 0.0
+        frac = _covered(spans) / n if n else 0.0
         run = max((m.end() - m.start() for m in _CHAR_RUN.finditer(text)), default=1 if text.strip() else 0)
         spans += [
             Span("doc_max_score_repetition", 0, n, max_score),
