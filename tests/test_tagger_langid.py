@@ -74,6 +74,16 @@ def test_empty_and_blank_documents():
     assert with_doc == {"en": [], "not_en": [], "doc_en": [], "doc_not_en": []}
 
 
+def test_empty_and_blank_documents_get_the_same_english_scores():
+    # No text is not English, whether the document is "" or only whitespace, in every English tagger.
+    empty, blank = Document("e", ""), Document("b", " \n\n ")
+    for name, types in (("ft_lang_id_en_doc_v2", ("en", "not_en")), ("ft_lang_id_en_paragraph_with_doc_score_v2", ("doc_en", "doc_not_en"))):
+        tagger = build(name)
+        for doc in (empty, blank):
+            scores = {s.type: s.score for s in tagger.predict(doc) if s.type in types}
+            assert scores == {types[0]: 0.0, types[1]: 1.0}, (name, doc.text)
+
+
 def test_dolma_english_taggers():
     text = f"{EN}\n{DE}"
     doc = Document("d", text)
@@ -119,6 +129,14 @@ def test_bad_options_and_missing_model(tmp_path):
         build("ft_lang_id", top_k=0)
     with pytest.raises(TaggerError, match="max_chars"):
         build("ft_lang_id", max_chars=10)
+    # wrong types are refused, naming the option
+    for name, options in (
+        ("ft_lang_id", {"top_k": True}), ("ft_lang_id", {"top_k": "3"}), ("ft_lang_id", {"min_score": "0.5"}),
+        ("ft_lang_id", {"min_score": False}), ("ft_lang_id", {"granularity": ["both"]}), ("ft_lang_id", {"max_chars": True}),
+        ("ft_lang_id_en_doc_v2", {"max_chars": 1000.0}), ("ft_lang_id_en_doc_v2", {"model_path": 3}),
+    ):
+        with pytest.raises(TaggerError, match=next(iter(options))):
+            build(name, **options)
     missing = str(tmp_path / "lid.176.bin")
     with pytest.raises(TaggerError, match=re.escape(missing)):
         build("ft_lang_id_en_doc_v2", model_path=missing)

@@ -23,6 +23,11 @@ Owns the language-id taggers:
 
 Paragraphs are Dolma's: non-empty lines (:func:`taggers.text.line_spans`).
 
+A document without text ("" or only whitespace) is not English: ``en``/``doc_en`` 0.0 and
+``not_en``/``doc_not_en`` 1.0 in both cases (Dolma runs fastText on "" in
+``ft_lang_id_en_doc_v2``, and writes 0.0/0.0 for "" but 0.0/1.0 for whitespace in
+``..._with_doc_score_v2``); ``ft_lang_id`` and ``ft_lang_id_1e2`` write no span for it.
+
 fastText reads one line per example, so newlines become spaces.  A document's
 fastText score is the softmax of the *mean* of its token vectors, so its cost
 is linear in the length while the answer stops changing after a few thousand
@@ -102,6 +107,8 @@ class _LidTagger(Tagger):
     """Loads the model once per process (shared by every language tagger using the same file)."""
 
     def __init__(self, model_path: str | None = None, max_chars: int = _DEFAULT_MAX_CHARS):
+        if model_path is not None and not isinstance(model_path, str):
+            raise TaggerError(f"option 'model_path' must be a path (a string), got {model_path!r}")
         self.model_path = fasttext_models.lid_model_path(model_path)
         self.model = fasttext_models.load(self.model_path)
         self.max_chars = _check_max_chars(max_chars)
@@ -133,7 +140,7 @@ class FastTextLanguageTagger(_LidTagger):
         model_path: str | None = None,
         max_chars: int = _DEFAULT_MAX_CHARS,
     ):
-        if granularity not in _GRANULARITIES:
+        if not isinstance(granularity, str) or granularity not in _GRANULARITIES:
             raise TaggerError(f"option 'granularity' must be one of {', '.join(_GRANULARITIES)}, got {granularity!r}")
         if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
             raise TaggerError(f"option 'top_k' must be an integer >= 1, got {top_k!r}")
@@ -214,8 +221,11 @@ class FastTextEnglishParagraphWithDocScoreTagger(FastTextEnglishParagraphTagger)
         for doc, spans in zip(docs, out):
             n = len(doc.text)
             # Dolma: characters of each paragraph times its en score, over the document's length.
+            # A document without text is not English: en 0.0 / not_en 1.0 for "" as for a
+            # whitespace-only text (Dolma writes 0.0 / 0.0 for "" only, from a ZeroDivisionError
+            # fallback, and 0.0 / 1.0 for whitespace), as ft_lang_id_en_doc_v2 writes for both.
             en = sum((s.end - s.start) * s.score for s in spans if s.type == "en") / n if n else 0.0
-            not_en = 1.0 - en if n else 0.0
+            not_en = 1.0 - en
             spans.extend((Span("doc_en", 0, n, en), Span("doc_not_en", 0, n, not_en)))
         return out
 
