@@ -168,6 +168,77 @@ def test_language_from_metadata_row_or_model():
     assert normalize_lang("__label__pt") == "pt" and normalize_lang("zh_Hans") == "zh" and normalize_lang(3) is None
 
 
+def test_language_names_and_codes_are_normalised():
+    for value, code in [
+        ("en", "en"), ("eng", "en"), ("English", "en"), ("en-US", "en"), ("en_GB", "en"), ("ENGLISH", "en"),
+        ("deu", "de"), ("ger", "de"), ("German", "de"), ("Deutsch", "de"), ("de-DE", "de"),
+        ("fra", "fr"), ("French", "fr"), ("spa", "es"), ("Spanish", "es"), ("por", "pt"), ("Portuguese (Brazil)", "pt"),
+        ("nld", "nl"), ("swe", "sv"), ("dan", "da"), ("pol", "pl"), ("rus", "ru"), ("Russian", "ru"), ("ita", "it"),
+        ("zho", "zh"), ("chi", "zh"), ("Chinese", "zh"), ("cmn-Hans-CN", "zh"), ("zh_Hans", "zh"),
+        ("jpn", "ja"), ("Japanese", "ja"), ("kor", "ko"), ("Korean", "ko"), ("tha", "th"), ("Thai", "th"),
+        ("__label__en", "en"), ("__label__pt", "pt"),
+    ]:
+        assert normalize_lang(value) == code, value
+    for value in ("und", "fin", "Klingon", "", "  ", None, 3, ["en"]):
+        assert normalize_lang(value) is None, value
+
+
+def test_metadata_language_names_use_their_stop_words_and_unknown_ones_fall_back_to_fasttext():
+    tagger = GopherTagger()
+    docs = [
+        Document("a", GERMAN, metadata={"language": "German"}),
+        Document("b", GOOD_EN, metadata={"lang": "eng"}),
+        Document("c", GERMAN, metadata={"lang": "deu"}),
+        Document("d", CHINESE, metadata={"language": "Chinese"}),
+        Document("e", GERMAN, metadata={"lang": "und"}),  # not recognised: fastText decides
+        Document("f", GOOD_EN, metadata={"language": "Klingon"}),
+    ]
+    assert tagger.languages(docs) == ["de", "en", "de", "zh", "de", "en"]
+    scores = [{k: v[0][2] for k, v in tagger.group(spans).items()} for spans in tagger.predict_batch(docs)]
+    assert scores[0]["required_word_count"] == scores[2]["required_word_count"] == scores[4]["required_word_count"] > 2
+    assert scores[1]["required_word_count"] == scores[5]["required_word_count"] == 11
+    assert "required_word_count" not in scores[3]
+    # A custom list under a code that is no ISO 639-1 code still applies to documents naming it.
+    custom = GopherTagger(detect_language=False, stop_words={"tlh": ["he", "his"]})
+    assert custom.languages([Document("g", GOOD_EN, metadata={"lang": "tlh"})]) == ["tlh"]
+
+
+def test_keep_is_a_default_type():
+    # The tag stage writes the defaults (empty) for a document the tagger failed on: keep is
+    # then present and empty ("not evaluated"), never absent.
+    tagger = GopherTagger(detect_language=False)
+    assert tagger.group([]) == {"keep": []}
+    grouped = tagger.group(tagger.predict_batch([Document("a", GOOD_EN, metadata={"lang": "en"})])[0])
+    assert grouped["keep"] == [[0, len(GOOD_EN), 1.0]]
+
+
+@pytest.mark.parametrize(
+    "options, name",
+    [
+        ({"thresholds": [("word_count_min", 5)]}, "thresholds"),
+        ({"thresholds": "word_count_min=5"}, "thresholds"),
+        ({"thresholds": {"word_count_min": "5"}}, "word_count_min"),
+        ({"thresholds": {"word_count_min": True}}, "word_count_min"),
+        ({"stop_words": ["the"]}, "stop_words"),
+        ({"min_stop_words": True}, "min_stop_words"),
+        ({"min_stop_words": "2"}, "min_stop_words"),
+        ({"min_stop_words": 2.5}, "min_stop_words"),
+        ({"detect_language": "no"}, "detect_language"),
+        ({"detect_language": 0}, "detect_language"),
+        ({"min_language_score": "0.3"}, "min_language_score"),
+        ({"min_language_score": True}, "min_language_score"),
+        ({"language_chars": True}, "language_chars"),
+        ({"language_chars": 100.0}, "language_chars"),
+        ({"use_rust": "yes"}, "use_rust"),
+        ({"model_path": 3}, "model_path"),
+    ],
+)
+def test_option_types_are_checked(options, name):
+    options.setdefault("detect_language", False)
+    with pytest.raises(TaggerError, match=name):
+        GopherTagger(**options)
+
+
 def test_options():
     assert attrs(GOOD_EN, thresholds={"word_count_min": 500})["keep"] == 0.0
     assert attrs(GOOD_EN, min_stop_words=100)["keep"] == 0.0

@@ -19,11 +19,19 @@ Where we differ from Dolma's ``gopher_v1`` (on purpose, to follow the paper):
   both are also emitted on their own.  The paper's mean word length is emitted next to Dolma's
   median.
 * Stop words: the paper's English list is only applied to English.  The language comes from
-  the document (``metadata.lang``/``metadata.language``/``lang``/``language``, e.g. ``de-DE``
-  -> ``de``), else from fastText lid.176 (one batched call per batch, first 1,000 characters by default).
+  the document (``metadata.lang``/``metadata.language``/``lang``/``language``), normalised to
+  ISO 639-1: ``de-DE`` -> ``de``, ``eng``/``English``/``en_US`` -> ``en``, ``deu``/``ger``/``German``
+  -> ``de``, ``zho``/``Chinese`` -> ``zh`` (two-letter codes as they are; 639-2/639-3 codes and
+  English or native names of the stop-word languages and of zh/ja/ko/th by a table).  A value
+  that is not recognised (``und``, ``fin``, ``Klingon``) counts as no language: fastText lid.176
+  decides (one batched call per batch, first 1,000 characters by default).
   Other languages with a list in ``STOP_WORDS`` use it; for the others the rule is skipped
   (``required_word_count`` is not emitted and the verdict ignores it).  Words are matched
   case-insensitively on word boundaries, so "The" and "the," count.
+* ``keep`` is a default type: a document on which the tagger failed gets an empty ``keep``
+  (the tag stage writes the defaults as empty lists), never a missing key.  An absent or empty
+  ``keep`` means "not evaluated": mixer filters should treat it as drop (a filter written as
+  "drop when keep == 0" lets it through; "keep when keep == 1" does not).
 * Scripts written without spaces (Han, kana, Thai, Lao, Khmer, Myanmar, Tibetan): every such
   character is one word (a cheap stand-in for a segmenter: whitespace splitting would make a
   Chinese page 20 "words" of 80 characters).  Word count, symbol ratios, alphabetic fraction and
@@ -116,7 +124,31 @@ _ASCII_PUNCT_TO_SPACE = bytes.maketrans(_ASCII_PUNCT, b" " * len(_ASCII_PUNCT))
 _BULLET_LINE = re.compile(r"^[^\S\n]*[\-\*\u2022\u2023\u2043\u2219\u25aa\u25ab\u25cf\u25cb\u25e6\u25a0\u25a1\u00b7\u2013\u27a2\u2192]", re.M)
 _ELLIPSIS_LINE = re.compile(r"(?:\.\.\.|\u2026)[^\S\n]*$", re.M)
 _PARAGRAPH_BREAK = re.compile(r"\n[^\S\n]*\n\s*")
-_LANG_PREFIX = re.compile(r"[-_.]")
+_LANG_PREFIX = re.compile(r"[-_.\s(,;/]")
+_TWO_LETTERS = re.compile(r"[a-z]{2}")
+# ISO 639-2 (B and T) / 639-3 codes and English and native names -> ISO 639-1, for the languages
+# with a stop-word list and the unspaced scripts' languages (what the rules depend on).
+_LANG_ALIASES: dict[str, str] = {
+    alias: code
+    for code, aliases in {
+        "en": ("eng", "english"),
+        "de": ("deu", "ger", "german", "deutsch"),
+        "fr": ("fra", "fre", "french", "français", "francais"),
+        "es": ("spa", "spanish", "español", "espanol", "castellano", "castilian"),
+        "it": ("ita", "italian", "italiano"),
+        "pt": ("por", "portuguese", "português", "portugues"),
+        "nl": ("nld", "dut", "dutch", "nederlands", "flemish"),
+        "sv": ("swe", "swedish", "svenska"),
+        "da": ("dan", "danish", "dansk"),
+        "pl": ("pol", "polish", "polski"),
+        "ru": ("rus", "russian", "русский"),
+        "zh": ("zho", "chi", "cmn", "chinese", "mandarin", "中文", "汉语", "漢語"),
+        "ja": ("jpn", "japanese", "日本語"),
+        "ko": ("kor", "korean", "한국어"),
+        "th": ("tha", "thai", "ไทย"),
+    }.items()
+    for alias in aliases
+}
 
 _HASH_MULT = np.uint64(0x100000001B3)  # FNV prime: the rolling n-gram hash multiplier
 # Whether taggers use the Rust kernel by default (``use_rust`` overrides it per tagger); the
@@ -152,19 +184,36 @@ def _stop_word_pattern(words: tuple[str, ...]) -> re.Pattern:
 
 
 def normalize_lang(value: Any) -> str | None:
-    """``de-DE`` / ``zh_Hans`` / ``__label__en`` -> ``de`` / ``zh`` / ``en``; None if not a string."""
+    """ISO 639-1 code of a language tag or name, None when not recognised.
+
+    ``de-DE`` / ``zh_Hans`` / ``__label__en`` -> ``de`` / ``zh`` / ``en``; ``eng`` / ``English`` /
+    ``deu`` / ``German`` / ``zho`` / ``Chinese`` -> ``en`` / ``en`` / ``de`` / ``de`` / ``zh`` / ``zh``.
+    Any two-letter code is taken as it is; other values (``und``, ``fin``, ``Klingon``, not a
+    string) give None.
+    """
     if not isinstance(value, str) or not value.strip():
         return None
-    return _LANG_PREFIX.split(value.strip().lower().removeprefix("__label__"), 1)[0] or None
+    lowered = value.strip().lower().removeprefix("__label__")
+    head = _LANG_PREFIX.split(lowered, 1)[0]
+    if _TWO_LETTERS.fullmatch(head):
+        return head
+    return _LANG_ALIASES.get(head) or _LANG_ALIASES.get(lowered)
 
 
-def doc_language(doc: Document) -> str | None:
+def doc_language(doc: Document, known: "dict | frozenset | None" = None) -> str | None:
+    """The document's recognised language (see :func:`normalize_lang`), or None.
+
+    A value not recognised is also taken when it names a language of ``known`` (a custom
+    stop-word list, say ``{"tlh": [...]}`` for ``lang: tlh``)."""
     for source in (doc.metadata, doc.row):
         if isinstance(source, dict):
             for key in ("lang", "language"):
-                lang = normalize_lang(source.get(key))
+                value = source.get(key)
+                lang = normalize_lang(value)
                 if lang:
                     return lang
+                if known and isinstance(value, str) and value.strip().lower() in known:
+                    return value.strip().lower()
     return None
 
 
@@ -264,6 +313,8 @@ def _duplicates(items: list[str]) -> tuple[float, float]:
 class GopherTagger(Tagger):
     description = "Gopher (MassiveText) quality rules: every paper rule as a value, plus a keep/drop verdict"
     granularity = "document"
+    # Written (empty) even for a document the tagger failed on: "not evaluated", see the module doc.
+    defaults = ("keep",)
 
     def __init__(
         self,
@@ -276,8 +327,22 @@ class GopherTagger(Tagger):
         language_chars: int = _LID_CHARS,
         use_rust: bool | None = None,
     ):
-        if not isinstance(language_chars, int) or language_chars < 1:
+        if isinstance(language_chars, bool) or not isinstance(language_chars, int) or language_chars < 1:
             raise TaggerError(f"gopher: language_chars must be a positive integer, got {language_chars!r}")
+        if thresholds is not None and not isinstance(thresholds, dict):
+            raise TaggerError(f"gopher: thresholds must be a mapping of rule name to number, got {thresholds!r}")
+        if stop_words is not None and not isinstance(stop_words, dict):
+            raise TaggerError(f"gopher: stop_words must be a mapping of language to a list of words, got {stop_words!r}")
+        if min_stop_words is not None and (isinstance(min_stop_words, bool) or not isinstance(min_stop_words, int) or min_stop_words < 0):
+            raise TaggerError(f"gopher: min_stop_words must be a non-negative integer, got {min_stop_words!r}")
+        if not isinstance(detect_language, bool):
+            raise TaggerError(f"gopher: detect_language must be true or false, got {detect_language!r}")
+        if model_path is not None and not isinstance(model_path, str):
+            raise TaggerError(f"gopher: model_path must be a path (a string), got {model_path!r}")
+        if isinstance(min_language_score, bool) or not isinstance(min_language_score, (int, float)) or not 0.0 <= min_language_score <= 1.0:
+            raise TaggerError(f"gopher: min_language_score must be a number in [0, 1], got {min_language_score!r}")
+        if use_rust is not None and not isinstance(use_rust, bool):
+            raise TaggerError(f"gopher: use_rust must be true or false, got {use_rust!r}")
         self.language_chars = language_chars
         self.thresholds = dict(THRESHOLDS)
         for key, value in (thresholds or {}).items():
@@ -290,9 +355,11 @@ class GopherTagger(Tagger):
             self.thresholds["required_word_count"] = ("min", float(min_stop_words))
         lists = dict(STOP_WORDS)
         for lang, words in (stop_words or {}).items():
+            if not isinstance(lang, str) or not lang.strip():
+                raise TaggerError(f"gopher: stop_words keys must be language codes, got {lang!r}")
             if not isinstance(words, (list, tuple)) or not all(isinstance(w, str) and w for w in words):
                 raise TaggerError(f"gopher: stop_words[{lang!r}] must be a list of words")
-            lists[normalize_lang(lang) or lang] = tuple(words)
+            lists[normalize_lang(lang) or lang.strip().lower()] = tuple(words)
         self.stop_patterns = {lang: _stop_word_pattern(words) for lang, words in lists.items() if words}
         self.stop_sets = {lang: frozenset(w.lower().encode() for w in words) for lang, words in lists.items() if words}
         if use_rust is None:
@@ -315,13 +382,14 @@ class GopherTagger(Tagger):
 
     # -- language ---------------------------------------------------------------------------
     def languages(self, docs: list[Document]) -> list[str | None]:
-        langs = [doc_language(d) for d in docs]
+        langs = [doc_language(d, self.stop_patterns) for d in docs]
         missing = [i for i, lang in enumerate(langs) if lang is None and docs[i].text.strip()]
         if missing and self.model is not None:
             preds = fasttext_models.predict(self.model, [docs[i].text[: self.language_chars] for i in missing], k=1)
             for i, pred in zip(missing, preds):
                 if pred and pred[0][1] >= self.min_language_score:
-                    langs[i] = normalize_lang(pred[0][0])
+                    label = pred[0][0].removeprefix("__label__")
+                    langs[i] = normalize_lang(label) or (label if label in self.stop_patterns else None)
         return langs
 
     def predict(self, doc: Document) -> list[Span]:
