@@ -88,6 +88,31 @@ def test_min_words_option_and_names():
     assert C4Tagger().group([])["lines_with_no_ending_punctuation"] == []
 
 
+def test_keep_is_a_default_type():
+    # The tag stage writes the defaults (empty) for a document the tagger failed on: keep is
+    # then present and empty ("not evaluated"), never absent.
+    assert C4Tagger().group([]) == {"lines_with_no_ending_punctuation": [], "lines_with_too_few_words": [], "keep": []}
+    tagger = C4Tagger()
+    assert tagger.group(tagger.predict_batch([Document("d", TEXT)])[0])["keep"] == [[0, 235, 1.0]]
+
+
+@pytest.mark.parametrize(
+    "options, name",
+    [
+        ({"min_words_per_line": True}, "min_words_per_line"),
+        ({"min_words_per_line": 3.0}, "min_words_per_line"),
+        ({"min_words_per_line": "3"}, "min_words_per_line"),
+        ({"min_sentences": False}, "min_sentences"),
+        ({"min_sentences": "3"}, "min_sentences"),
+        ({"use_rust": "no"}, "use_rust"),
+        ({"use_rust": 1}, "use_rust"),
+    ],
+)
+def test_option_types_are_checked(options, name):
+    with pytest.raises(TaggerError, match=name):
+        C4Tagger(**options)
+
+
 # -- the Rust kernel against the Python reference ------------------------------------------------
 
 import glob

@@ -19,6 +19,11 @@ javascript, or policy boilerplate).
 
 ``min_words_per_line`` defaults to 3 like Dolma; the original C4 used 5 (set the option).
 
+``keep`` is a default type (like the two line types Dolma writes for every document): a
+document on which the tagger failed gets an empty ``keep`` from the tag stage, never a missing
+key.  An absent or empty ``keep`` means "not evaluated": mixer filters should treat it as drop
+(a filter "drop when keep == 0" lets such a document through; "keep when keep == 1" does not).
+
 Bad words: the English "List of Dirty, Naughty, Obscene, and Otherwise Bad Words" (LDNOOBW,
 https://github.com/LDNOOBW/List-of-Dirty-Naughty-Obscene-and-Otherwise-Bad-Words, CC BY 4.0),
 the list C4 used, shipped as ``ldnoobw_en.txt`` next to this module (the copy Dolma 1.2.1
@@ -102,13 +107,15 @@ def has_bad_word(lower: str) -> bool:
 class C4Tagger(Tagger):
     description = "C4 rules: unpunctuated/short/javascript/policy lines, lorem ipsum, braces, bad words, and a verdict"
     granularity = "both"
-    defaults = ("lines_with_no_ending_punctuation", "lines_with_too_few_words")
+    defaults = ("lines_with_no_ending_punctuation", "lines_with_too_few_words", "keep")
 
     def __init__(self, min_words_per_line: int = 3, min_sentences: int = MIN_SENTENCES, use_rust: bool | None = None):
-        if not isinstance(min_words_per_line, int) or min_words_per_line < 0:
+        if isinstance(min_words_per_line, bool) or not isinstance(min_words_per_line, int) or min_words_per_line < 0:
             raise TaggerError(f"c4: min_words_per_line must be a non-negative integer, got {min_words_per_line!r}")
-        if not isinstance(min_sentences, int) or min_sentences < 0:
+        if isinstance(min_sentences, bool) or not isinstance(min_sentences, int) or min_sentences < 0:
             raise TaggerError(f"c4: min_sentences must be a non-negative integer, got {min_sentences!r}")
+        if use_rust is not None and not isinstance(use_rust, bool):
+            raise TaggerError(f"c4: use_rust must be true or false, got {use_rust!r}")
         self.min_words = min_words_per_line
         self.min_sentences = min_sentences
         if use_rust is None:
