@@ -12,7 +12,10 @@ input with its size and mtime, per-file counts and timings.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import glob
+import os
 import platform
 import sys
 import time
@@ -43,13 +46,37 @@ def errors_path(root: str, rel: str) -> str:
     return storage.join(root, "_errors", rel + ".jsonl")
 
 
+def clear_stale_temporaries(final_paths: list[str]) -> int:
+    """Remove temporaries a killed run left next to these outputs (local paths only).
+
+    They are hidden (``.name.tmp-*``) so they are never mistaken for outputs, but
+    without this they would pile up, one per kill.
+    """
+    removed = 0
+    for final in final_paths:
+        if storage.is_remote(final):
+            continue  # an unfinished S3 upload leaves no object
+        local = storage.local_path(final)
+        pattern = os.path.join(glob.escape(os.path.dirname(local) or "."), "." + glob.escape(os.path.basename(local)) + ".tmp-*")
+        for stale in glob.glob(pattern):
+            with contextlib.suppress(OSError):
+                os.unlink(stale)
+                removed += 1
+    return removed
+
+
 def execute_task(stage: Stage, task: FileTask) -> TaskResult:
     """Worker side: process one file, then write its errors and its marker (in that order)."""
+    root = stage.output_root
+    out_name = stage.output_name(task.rel)
+    clear_stale_temporaries(
+        ([storage.join(root, stage.output_dir, out_name)] if out_name is not None else [])
+        + [errors_path(root, task.rel), marker_path(root, task.rel)]
+    )
     quarantine = Quarantine()
     start = time.perf_counter()
     out = stage.process(task, quarantine)
     counts, extra = out if isinstance(out, tuple) else (out, {})
-    root = stage.output_root
     err_path = errors_path(root, task.rel)
     if quarantine.total:
         with storage.open_write_atomic(err_path) as fh:

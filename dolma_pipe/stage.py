@@ -76,6 +76,8 @@ class Stage(ABC):
     """One stage of the pipeline; subclasses set ``name`` and implement the abstract parts."""
 
     name: ClassVar[str]
+    # Folder under the output root holding the per-input outputs named by ``output_name``.
+    output_dir: ClassVar[str] = ""
 
     def __init__(self, config: Any):
         self.config = config

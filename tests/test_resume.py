@@ -139,3 +139,17 @@ def test_ray_executor_in_process(make_corpus, tmp_path, ray_address):
     assert summary.status == "complete" and summary.totals["docs_out"] == 100
     manifest = orjson.loads((tmp_path / "o" / "_manifest.json").read_bytes())
     assert manifest["executor"]["name"] == "ray"
+
+
+def test_rerun_clears_temporaries_left_by_a_killed_run(make_corpus, tmp_path):
+    root = make_corpus(files=2, docs=5)
+    out = tmp_path / "o"
+    stale = [out / "documents" / ".part-0000.jsonl.gz.tmp-0123456789ab", out / "_done" / ".part-0001.jsonl.gz.done.tmp-ba9876543210"]
+    for path in stale:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"half written")
+    keep = out / "documents" / ".unrelated-hidden-file"
+    keep.write_bytes(b"not ours")
+    run_cli("convert", "--documents", f"{root}/documents/*", "--destination", str(out), "--processes", "1", check=True)
+    assert not any(p.exists() for p in stale) and keep.exists()
+    assert sorted(p.name for p in (out / "documents").iterdir()) == [".unrelated-hidden-file", "part-0000.jsonl.gz", "part-0001.jsonl.gz"]

@@ -35,6 +35,7 @@ def output_name(rel: str, fmt: str) -> str:
 
 class ConvertStage(Stage):
     name = "convert"
+    output_dir = "documents"
 
     @property
     def output_root(self) -> str:
@@ -44,7 +45,7 @@ class ConvertStage(Stage):
         return output_name(rel, self.config.format)
 
     def process(self, task: FileTask, quarantine: Quarantine) -> dict[str, int]:
-        out_path = storage.join(self.output_root, "documents", self.output_name(task.rel))
+        out_path = storage.join(self.output_root, self.output_dir, self.output_name(task.rel))
         docs = read_documents(task.path, quarantine)
         first = next(docs, None)
         if first is None:
