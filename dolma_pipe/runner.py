@@ -226,8 +226,11 @@ def run_stage(stage: Stage, executor: Executor | None = None, stream: TextIO = s
     results: list[TaskResult] = []
     todo: list[FileTask] = []
     fingerprint = stage.fingerprint()
+    # One listing of the markers instead of a failed read per unfinished file (a request each on S3).
+    markers = set() if cfg.force else {storage.local_path(f.path) for f in storage.glob_info(storage.join(root, "_done", "**", "*.done"))}
     for task in tasks:
-        done = None if cfg.force else _finished(root, task, fingerprint)
+        marker = storage.local_path(marker_path(root, task.rel))
+        done = _finished(root, task, fingerprint) if marker in markers else None
         if done is None:
             todo.append(task)
         else:
