@@ -111,7 +111,8 @@ class RayExecutor(Executor):
             if address:
                 ray.init(address=address, log_to_driver=True, include_dashboard=False)
             else:
-                ray.init(num_cpus=self.workers, include_dashboard=False, log_to_driver=True)
+                # A Ray started for one run serves this machine only: keep it on loopback.
+                ray.init(num_cpus=self.workers, include_dashboard=False, log_to_driver=True, _node_ip_address="127.0.0.1")
                 self._started_here = True
 
     def run(self, fn: Callable[[Any], Any], items: list[Any]) -> Iterator[Outcome]:

@@ -153,3 +153,12 @@ def test_rerun_clears_temporaries_left_by_a_killed_run(make_corpus, tmp_path):
     run_cli("convert", "--documents", f"{root}/documents/*", "--destination", str(out), "--processes", "1", check=True)
     assert not any(p.exists() for p in stale) and keep.exists()
     assert sorted(p.name for p in (out / "documents").iterdir()) == [".unrelated-hidden-file", "part-0000.jsonl.gz", "part-0001.jsonl.gz"]
+
+
+@pytest.mark.ray
+def test_cli_starts_its_own_ray(make_corpus, tmp_path):
+    root = make_corpus(files=3, docs=10)
+    proc = run_cli("convert", "--documents", f"{root}/documents/*", "--destination", str(tmp_path / "o"), "--ray", "--processes", "2")
+    assert proc.returncode == 0, proc.stderr
+    manifest = orjson.loads((tmp_path / "o" / "_manifest.json").read_bytes())
+    assert manifest["executor"] == {"name": "ray", "workers": 2} and manifest["totals"]["docs_out"] == 30
