@@ -195,7 +195,7 @@ def _read_jsonl(path: str, quarantine: Quarantine, require_text: bool) -> Iterat
     lineno = 0
     try:
         for lineno, line in iter_lines(path):
-            if not line.strip():
+            if not line or line.isspace():  # blank lines carry nothing (and isspace() copies nothing)
                 continue
             lines += 1
             try:
@@ -299,7 +299,7 @@ def read_documents(path: str, quarantine: Quarantine | None = None) -> Iterator[
     """Good documents of ``path`` as (line or row number, document dict).
 
     Bad records go to ``quarantine``; without one the first bad record raises
-    :class:`DocumentError`.
+    :class:`~dolma_pipe.quarantine.QuarantinedRecordError` naming the file and line.
     """
     q = quarantine if quarantine is not None else Quarantine(strict=True)
     if compression_of(path) == "parquet":

@@ -68,16 +68,14 @@ def clear_stale_temporaries(final_paths: list[str]) -> int:
 def execute_task(stage: Stage, task: FileTask) -> TaskResult:
     """Worker side: process one file, then write its errors and its marker (in that order)."""
     root = stage.output_root
-    out_name = stage.output_name(task.rel)
-    clear_stale_temporaries(
-        ([storage.join(root, stage.output_dir, out_name)] if out_name is not None else [])
-        + [errors_path(root, task.rel), marker_path(root, task.rel)]
-    )
+    out_path = stage.output_path(task.rel)
+    err_path = errors_path(root, task.rel)
+    done_path = marker_path(root, task.rel)
+    clear_stale_temporaries(([out_path] if out_path is not None else []) + [err_path, done_path])
     quarantine = Quarantine()
     start = time.perf_counter()
     out = stage.process(task, quarantine)
     counts, extra = out if isinstance(out, tuple) else (out, {})
-    err_path = errors_path(root, task.rel)
     if quarantine.total:
         with storage.open_write_atomic(err_path) as fh:
             quarantine.write_to(fh)
@@ -95,7 +93,7 @@ def execute_task(stage: Stage, task: FileTask) -> TaskResult:
         extra=extra,
     )
     marker = result.to_json() | {"fingerprint": stage.fingerprint()}
-    storage.write_bytes(marker_path(root, task.rel), orjson.dumps(marker))
+    storage.write_bytes(done_path, orjson.dumps(marker))
     return result
 
 
@@ -163,7 +161,7 @@ class RunSummary:
         return "\n".join(lines)
 
 
-def _write_manifest(stage: Stage, executor: Executor, tasks: list[FileTask], summary: RunSummary, started: str) -> None:
+def _write_manifest(stage: Stage, executor: dict[str, Any], tasks: list[FileTask], summary: RunSummary, started: str) -> None:
     manifest = {
         "stage": stage.name,
         "status": summary.status,
@@ -172,7 +170,7 @@ def _write_manifest(stage: Stage, executor: Executor, tasks: list[FileTask], sum
         "started": started,
         "finished": datetime.now(timezone.utc).isoformat() if summary.status != "running" else None,
         "config": stage.config.model_dump(mode="json"),
-        "executor": {"name": executor.name, "workers": executor.workers},
+        "executor": executor,
         "inputs": [{"path": t.path, "rel": t.rel, "size": t.size, "mtime": t.mtime} for t in tasks],
         "files": {r.rel: r.to_json() | {"skipped": r.skipped} for r in summary.results},
         "failures": summary.failures,
@@ -235,19 +233,25 @@ def run_stage(stage: Stage, executor: Executor | None = None, stream: TextIO = s
             todo.append(task)
         else:
             results.append(done)
-    own_executor = executor is None
-    if executor is None:
-        executor = make_executor(cfg.processes, cfg.ray, cfg.ray_address)
+    # Record the executor the config asks for; start it (Ray takes seconds) only if there is work.
+    if executor is not None:
+        executor_info = {"name": executor.name, "workers": executor.workers}
+    else:
+        executor_info = {"name": "ray" if cfg.ray or cfg.ray_address else "local", "workers": cfg.processes}
     summary = RunSummary(stage.name, root, "running", results)
-    _write_manifest(stage, executor, tasks, summary, started)
+    _write_manifest(stage, executor_info, tasks, summary, started)
     bar = _progress(stage.name, len(tasks), cfg.progress, stream)
     bar.update(len(results))
     docs = 0
     errors = sum(r.error_total for r in results)
     limit = cfg.max_errors
     error_limit_hit = limit is not None and errors > limit
+    own_executor = executor is None and todo and not error_limit_hit
+    if own_executor:
+        executor = make_executor(cfg.processes, cfg.ray, cfg.ray_address)
     try:
-        for task, result, exc in executor.run(functools.partial(execute_task, stage), [] if error_limit_hit else todo):
+        outcomes = executor.run(functools.partial(execute_task, stage), todo) if todo and not error_limit_hit else ()
+        for task, result, exc in outcomes:
             bar.update(1)
             if exc is not None:
                 summary.failures[task.rel] = f"{type(exc).__name__}: {exc}"
@@ -265,13 +269,13 @@ def run_stage(stage: Stage, executor: Executor | None = None, stream: TextIO = s
         if own_executor:
             executor.close()
     summary.seconds = time.perf_counter() - started_at
+    results.sort(key=lambda r: r.rel)
     if not summary.failures and not error_limit_hit and len(results) == len(tasks):
-        summary.extra = stage.finish(sorted(results, key=lambda r: r.rel)) or {}
+        summary.extra = stage.finish(results) or {}
         summary.status = "complete"
     else:
         summary.status = "failed"
-    summary.results.sort(key=lambda r: r.rel)
-    _write_manifest(stage, executor, tasks, summary, started)
+    _write_manifest(stage, executor_info, tasks, summary, started)
     print(summary.render(), file=stream)
     if error_limit_hit:
         raise RunFailed(

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 import orjson
 
-from dolma_pipe import paths
+from dolma_pipe import paths, storage
 from dolma_pipe.config import RunOptions
 from dolma_pipe.quarantine import Quarantine
 
@@ -93,6 +93,11 @@ class Stage(ABC):
     def output_name(self, rel: str) -> str | None:
         """The main output's relative name for input ``rel``, if the stage writes one per input."""
         return None
+
+    def output_path(self, rel: str) -> str | None:
+        """Where the main output of input ``rel`` goes (``output_root/output_dir/output_name``)."""
+        name = self.output_name(rel)
+        return None if name is None else storage.join(self.output_root, self.output_dir, name)
 
     def fingerprint(self) -> str:
         """Hash of the settings that shape outputs (not how the run is executed).

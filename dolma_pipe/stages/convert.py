@@ -45,7 +45,7 @@ class ConvertStage(Stage):
         return output_name(rel, self.config.format)
 
     def process(self, task: FileTask, quarantine: Quarantine) -> dict[str, int]:
-        out_path = storage.join(self.output_root, self.output_dir, self.output_name(task.rel))
+        out_path = self.output_path(task.rel)
         docs = read_documents(task.path, quarantine)
         first = next(docs, None)
         if first is None:
