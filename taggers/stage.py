@@ -118,7 +118,7 @@ class TagStage(Stage):
     def process(self, task: FileTask, quarantine: Quarantine) -> dict[str, int]:
         taggers = build_taggers(self.config)
         prefixes = [f"{self.experiment}__{t.name}__" for t in taggers]
-        out_path = storage.join(self.output_root, self.output_name(task.rel))
+        out_path = self.output_path(task.rel)
         counts = {"docs_in": 0, "docs_out": 0, "spans": 0}
         batch: list[tuple[int, Document]] = []
 
@@ -126,7 +126,7 @@ class TagStage(Stage):
             docs = [d for _, d in batch]
             rows: list[dict[str, Any]] = [{"id": d.id, "attributes": {}} for d in docs]
             for tagger, prefix in zip(taggers, prefixes):
-                for row, spans in zip(rows, self._predict(tagger, batch, task, quarantine)):
+                for row, spans in zip(rows, self._predict(tagger, batch, docs, task, quarantine)):
                     for span_type, values in tagger.group(spans).items():
                         row["attributes"][prefix + span_type] = values
                         counts["spans"] += len(values)
@@ -145,9 +145,11 @@ class TagStage(Stage):
         return counts
 
     @staticmethod
-    def _predict(tagger: Tagger, batch: list[tuple[int, Document]], task: FileTask, quarantine: Quarantine) -> list[list]:
+    def _predict(
+        tagger: Tagger, batch: list[tuple[int, Document]], docs: list[Document], task: FileTask, quarantine: Quarantine
+    ) -> list[list]:
         try:
-            results = tagger.predict_batch([d for _, d in batch])
+            results = tagger.predict_batch(docs)
             if len(results) != len(batch):
                 raise TaggerError(f"predict_batch returned {len(results)} results for {len(batch)} documents")
             return results

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Iterator
 
-_NON_EMPTY_LINE = re.compile(r"[^\n]*\S[^\n]*")
+NON_EMPTY_LINE = re.compile(r"[^\n]*\S[^\n]*")
 # A block runs from non-space text up to a blank line (a newline followed by spaces then another newline).
 _BLOCK = re.compile(r"\S(?:[^\n]|\n(?![^\S\n]*(?:\n|$)))*")
 
@@ -16,7 +16,7 @@ def line_spans(text: str) -> Iterator[tuple[int, int]]:
     Dolma's taggers call these paragraphs (``text.split("\\n")``), so paragraph-level
     attributes computed over them line up with Dolma's.
     """
-    for m in _NON_EMPTY_LINE.finditer(text):
+    for m in NON_EMPTY_LINE.finditer(text):
         yield m.start(), m.end()
 
 

@@ -42,7 +42,6 @@ Where we differ from Dolma's ``gopher_v1`` (on purpose, to follow the paper):
 from __future__ import annotations
 
 import re
-from collections import Counter
 from typing import Any
 
 import numpy as np

@@ -20,10 +20,10 @@ from operator import methodcaller
 
 from taggers.base import Document, Grouped, Tagger
 from taggers.registry import register
+from taggers.text import NON_EMPTY_LINE
 
 # Dolma's ``split_paragraphs`` keeping non-blank ones: a line holding non-space text, with its newline.
 _DOLMA_PARAGRAPH = re.compile(r"[^\n]*\S[^\n]*\n?")
-_LINE = re.compile(r"[^\n]*\S[^\n]*")
 # One or more blank lines between two blocks (what taggers.text.block_spans splits on).
 _BLOCK_BREAK = re.compile(r"\n[^\S\n]*\n\s*")
 _span = methodcaller("span")
@@ -49,7 +49,7 @@ class Lengths(Tagger):
     def predict(self, doc: Document) -> Grouped:
         text = doc.text
         n = len(text)
-        paragraphs = [[s, e, float(e - s)] for s, e in map(_span, _LINE.finditer(text))]
+        paragraphs = [[s, e, float(e - s)] for s, e in map(_span, NON_EMPTY_LINE.finditer(text))]
         lines = len(paragraphs)
         longest = max((p[2] for p in paragraphs), default=0.0)
         # Blocks are the separators between them plus one (counting beats matching every block).
