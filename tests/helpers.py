@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import glob
 import os
 import random
 import socket
@@ -45,3 +46,13 @@ def run_cli(*args: str, check: bool = False, env: dict | None = None, timeout: f
     if check and proc.returncode != 0:
         raise AssertionError(f"dolma-pipe {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr}")
     return proc
+
+
+SAMPLE_DOCUMENTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples", "sample", "documents")
+
+
+def sample_rows(pattern: str = "*/*") -> list[dict]:
+    """Every document of the bundled sample corpus under ``pattern``, in file order."""
+    from dolma_pipe.documents import read_documents
+
+    return [row for path in sorted(glob.glob(os.path.join(SAMPLE_DOCUMENTS, pattern))) for _, row in read_documents(path)]

@@ -14,7 +14,6 @@ from dolma_pipe.config import ConfigError, load_config, read_config_file
 from dolma_pipe.documents import CHUNK, read_attribute_rows, read_documents, write_documents
 from dolma_pipe.quarantine import Quarantine
 from dolma_pipe.runner import RunFailed, run_stage
-from dolma_pipe.stage import Stage
 from dolma_pipe.stages.convert import ConvertConfig, ConvertStage
 from tests.helpers import make_docs, run_cli
 

@@ -6,6 +6,7 @@ import pytest
 
 from taggers import registry
 from taggers.base import Document, TaggerError
+from tests.helpers import sample_rows
 from taggers.builtin.c4 import BAD_WORDS, C4Tagger, has_bad_word
 
 
@@ -115,7 +116,6 @@ def test_option_types_are_checked(options, name):
 
 # -- the Rust kernel against the Python reference ------------------------------------------------
 
-import glob
 import json
 import os
 
@@ -140,13 +140,7 @@ EDGE_TEXTS = [
 
 
 def _sample_docs() -> list[Document]:
-    from dolma_pipe.documents import read_documents
-
-    docs = []
-    for path in sorted(glob.glob(os.path.join(ROOT, "examples/sample/documents/*/*"))):
-        for _, row in read_documents(path, None):
-            docs.append(Document.from_row(row))
-    return docs
+    return [Document.from_row(row) for row in sample_rows()]
 
 
 @pytest.fixture(params=[True, False], ids=["rust", "python"], autouse=True)

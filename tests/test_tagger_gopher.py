@@ -6,6 +6,7 @@ import pytest
 
 from taggers import registry
 from taggers.base import Document, TaggerError
+from tests.helpers import sample_rows
 from taggers.builtin.gopher import GopherTagger, ngram_fractions, normalize_lang
 
 # Plain English prose (81 words, 11 stop words): passes every rule.
@@ -281,7 +282,6 @@ def test_stop_words_same_on_ascii_and_unicode_paths():
 
 # -- the Rust kernel against the Python reference ------------------------------------------------
 
-import glob
 import json
 import math
 import os
@@ -306,13 +306,7 @@ EDGE_TEXTS = [
 
 
 def _sample_docs() -> list[Document]:
-    from dolma_pipe.documents import read_documents
-
-    docs = []
-    for path in sorted(glob.glob(os.path.join(ROOT, "examples/sample/documents/*/*"))):
-        for _, row in read_documents(path, None):
-            docs.append(Document.from_row(row))
-    return docs
+    return [Document.from_row(row) for row in sample_rows()]
 
 
 def _same(a: dict, b: dict) -> bool:

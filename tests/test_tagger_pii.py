@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import glob
 import json
 from pathlib import Path
 
@@ -10,6 +9,7 @@ import pytest
 
 from taggers import registry
 from taggers.base import Document, TaggerError
+from tests.helpers import sample_rows
 from taggers.builtin.pii import find_pii
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -224,9 +224,7 @@ def test_bad_options():
 
 
 def _sample_docs() -> list[dict]:
-    from dolma_pipe.documents import read_documents
-
-    return [row for path in sorted(glob.glob(str(SAMPLE / "documents" / "*" / "*"))) for _, row in read_documents(path)]
+    return sample_rows()
 
 
 @pytest.mark.skipif(not (SAMPLE / "planted.json").exists(), reason="sample corpus not present")
