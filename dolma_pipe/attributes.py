@@ -13,9 +13,10 @@ from typing import Iterator
 from dolma_pipe import paths
 from dolma_pipe.documents import read_attribute_rows, read_documents
 from dolma_pipe.quarantine import Quarantine
+from dolma_pipe.errors import DolmaPipeError
 
 
-class AttributeMismatchError(ValueError):
+class AttributeMismatchError(DolmaPipeError, ValueError):
     """An attribute file does not line up with its document file."""
 
 

@@ -14,9 +14,10 @@ from typing import Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from dolma_pipe.errors import DolmaPipeError
 
 
-class ConfigError(ValueError):
+class ConfigError(DolmaPipeError, ValueError):
     """A user's config is wrong; the message says which key and why."""
 
 

@@ -29,6 +29,7 @@ import zstandard
 
 from dolma_pipe import storage
 from dolma_pipe.quarantine import Quarantine, QuarantinedRecordError
+from dolma_pipe.errors import DolmaPipeError
 
 CHUNK = 1 << 20
 GZIP_LEVEL = 6
@@ -40,7 +41,7 @@ PARQUET_JSON_COLUMNS_KEY = b"dolma_pipe.json_columns"
 _LONG_DIGITS = re.compile(rb"\d{20}")
 
 
-class DocumentError(ValueError):
+class DocumentError(DolmaPipeError, ValueError):
     """A document file could not be read; the message names the file and line."""
 
 

@@ -13,13 +13,14 @@ import re
 from typing import NamedTuple
 
 from dolma_pipe import storage
+from dolma_pipe.errors import DolmaPipeError
 
 DOCUMENTS = "documents"
 _GLOB_CHARS = re.compile(r"[*?\[]")
 
 
-class PathError(ValueError):
-    pass
+class PathError(DolmaPipeError, ValueError):
+    """An input pattern or output path cannot be used; the message names it."""
 
 
 def _split(path: str) -> tuple[str, list[str]]:

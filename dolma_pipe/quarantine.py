@@ -16,13 +16,14 @@ from dataclasses import dataclass
 from typing import IO, Any, Iterator
 
 import orjson
+from dolma_pipe.errors import DolmaPipeError
 
 RAW_LIMIT = 2048
 # Kinds that describe a whole file rather than one line of it.
 FILE_KINDS = frozenset({"empty_file", "unreadable", "truncated_archive", "corrupt_archive", "corrupt_parquet"})
 
 
-class QuarantinedRecordError(ValueError):
+class QuarantinedRecordError(DolmaPipeError, ValueError):
     """Raised by a strict quarantine: reading without a quarantine fails fast."""
 
 

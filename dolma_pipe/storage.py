@@ -18,9 +18,10 @@ import re
 import uuid
 from dataclasses import dataclass
 from typing import IO, Iterator
+from dolma_pipe.errors import DolmaPipeError
 
 
-class StorageError(OSError):
+class StorageError(DolmaPipeError, OSError):
     """A path could not be read, listed or written; the message names the path."""
 
 

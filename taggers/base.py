@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar, Literal, NamedTuple
+from dolma_pipe.errors import DolmaPipeError
 
 # Dolma rounds scores to 5 decimals; matching it keeps attribute files comparable.
 SCORE_PRECISION = 5
@@ -47,7 +48,7 @@ class Document:
         return f"Document(id={self.id!r}, source={self.source!r}, text={self.text[:40]!r}...)"
 
 
-class TaggerError(ValueError):
+class TaggerError(DolmaPipeError, ValueError):
     """A tagger cannot be built or used as asked (unknown name, bad option, missing model file)."""
 
 
