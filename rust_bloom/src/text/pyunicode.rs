@@ -1454,18 +1454,17 @@ static LETTER: [(u32, u32); 695] = [
 #[inline]
 fn in_ranges(table: &[(u32, u32)], c: char) -> bool {
     let cp = c as u32;
-    match table.binary_search_by(|&(a, b)| {
-        if b < cp {
-            std::cmp::Ordering::Less
-        } else if a > cp {
-            std::cmp::Ordering::Greater
-        } else {
-            std::cmp::Ordering::Equal
-        }
-    }) {
-        Ok(_) => true,
-        Err(_) => false,
-    }
+    table
+        .binary_search_by(|&(a, b)| {
+            if b < cp {
+                std::cmp::Ordering::Less
+            } else if a > cp {
+                std::cmp::Ordering::Greater
+            } else {
+                std::cmp::Ordering::Equal
+            }
+        })
+        .is_ok()
 }
 
 #[inline]

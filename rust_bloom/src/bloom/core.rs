@@ -1,8 +1,8 @@
 //! The per-key operations over a bit array of atomic 64-bit words: membership test and the
 //! atomic test-and-set `insert`. Storage-agnostic: the words may live on the heap or in a
 //! shared memory map.
-use crate::hashing::{hash_key, positions, stripe, KeyHash};
-use crate::lock;
+use super::hashing::{hash_key, positions, stripe, KeyHash};
+use super::lock;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 /// A borrowed view of a filter's state: everything an insert or a lookup touches.
@@ -159,7 +159,7 @@ impl BitsView<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::params::Params;
+    use crate::bloom::params::Params;
 
     fn zeroed<T: Default>(n: usize) -> Vec<T> {
         (0..n).map(|_| T::default()).collect()

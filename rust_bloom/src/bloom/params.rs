@@ -1,6 +1,6 @@
 //! Sizing: how many bits (m) and hash functions (k) a filter needs for n items at a
 //! false-positive rate p, and the rate a given shape achieves.
-use crate::error::{BloomError, Result};
+use super::error::{BloomError, Result};
 use std::f64::consts::LN_2;
 
 /// Bounds on k: 1 is the degenerate minimum; past ~32 each extra hash costs a cache miss and

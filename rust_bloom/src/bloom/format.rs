@@ -21,9 +21,9 @@
 //!   8192  8·W   bit array: W words, bit i is bit (i mod 64) of word (i div 64)
 //! ```
 //! The header is a whole page so that the bit array is page- and word-aligned in a mapping.
-use crate::error::{BloomError, Result};
-use crate::lock::STRIPES;
-use crate::params::Params;
+use super::error::{BloomError, Result};
+use super::lock::STRIPES;
+use super::params::Params;
 use std::io::Write;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -1,5 +1,5 @@
 //! The crate's error type. Pure Rust (no pyo3), so that the core is testable with plain
-//! `cargo test`; `python.rs` maps each variant to a Python exception.
+//! `cargo test`; `python/bloom.rs` maps each variant to a Python exception.
 use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};

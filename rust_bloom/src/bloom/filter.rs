@@ -1,12 +1,12 @@
 //! `Bloom`: the filter as the rest of the crate and the Python face see it. It ties the
 //! parameters, the storage (heap or shared map) and the file format together: create,
 //! load/save, open/seal shared files, and the batched insert/contains used by dedup.
-use crate::core::BitsView;
-use crate::error::{BloomError, Result};
-use crate::format::{self, Header, BITS_OFFSET, FLAG_SEALED, HEADER_BYTES, OFF_CHECKSUM, OFF_COUNT, OFF_FLAGS};
-use crate::lock::{self, STRIPES};
-use crate::params::Params;
-use crate::storage::{zeroed, Map, Mapped, Storage};
+use super::core::BitsView;
+use super::error::{BloomError, Result};
+use super::format::{self, Header, BITS_OFFSET, FLAG_SEALED, HEADER_BYTES, OFF_CHECKSUM, OFF_COUNT, OFF_FLAGS};
+use super::lock::{self, STRIPES};
+use super::params::Params;
+use super::storage::{zeroed, Map, Mapped, Storage};
 use memmap2::MmapOptions;
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};

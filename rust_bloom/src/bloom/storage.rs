@@ -1,8 +1,8 @@
 //! Where the words live: a zeroed heap allocation (private filters) or a shared read-write or
 //! read-only memory map of a filter file (`format.rs` layout). Both are handed out as slices of
 //! atomics, so `core.rs` never knows the difference.
-use crate::error::{BloomError, Result};
-use crate::format::{BITS_OFFSET, LOCKS_OFFSET, OFF_COUNT, OFF_FLAGS};
+use super::error::{BloomError, Result};
+use super::format::{BITS_OFFSET, LOCKS_OFFSET, OFF_COUNT, OFF_FLAGS};
 use memmap2::{Mmap, MmapMut};
 use std::alloc::{alloc_zeroed, Layout};
 use std::path::{Path, PathBuf};
@@ -83,7 +83,7 @@ impl Mapped {
     }
 
     pub fn header_word(&self, offset: usize) -> &AtomicU64 {
-        debug_assert!(offset == OFF_FLAGS || offset == OFF_COUNT || offset == crate::format::OFF_CHECKSUM);
+        debug_assert!(offset == OFF_FLAGS || offset == OFF_COUNT || offset == super::format::OFF_CHECKSUM);
         // SAFETY: 8-aligned offset inside the header page of a mapping at least 8192 bytes long.
         unsafe { &*(self.base().add(offset) as *const AtomicU64) }
     }

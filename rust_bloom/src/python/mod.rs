@@ -1,0 +1,13 @@
+//! The Python extension module that maturin builds, one binding file per component; each
+//! converts arguments, releases the GIL around the work and maps errors to Python exceptions.
+mod bloom;
+mod text_stats;
+
+use pyo3::prelude::*;
+
+#[pymodule]
+fn _rust_bloom(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    bloom::register(m)?;
+    text_stats::register(m)?;
+    Ok(())
+}
