@@ -1,6 +1,6 @@
 """Bloom filters for deduplication: the typed Python face of the Rust core (`rust_bloom/`).
 
-This module owns the public API; the work happens in `dolma_pipe._rust_bloom`.
+This module owns the public API; the work happens in `dolma_pipe._rust`.
 
 Keys are `str` or `bytes`; a `str` is hashed as its UTF-8 encoding, so `"a"` and `b"a"` are the
 same key. Hashing is seeded xxh3-128 with Kirsch–Mitzenmacher double hashing: stable across
@@ -47,15 +47,15 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-from dolma_pipe._rust_bloom import (
+from dolma_pipe._rust import (
     DEFAULT_SEED,
     FORMAT_VERSION,
     MAX_HASHES,
     BloomFileError,
     BloomFilter,
 )
-from dolma_pipe._rust_bloom import false_positive_rate as _false_positive_rate
-from dolma_pipe._rust_bloom import optimal_parameters as _optimal_parameters
+from dolma_pipe._rust import false_positive_rate as _false_positive_rate
+from dolma_pipe._rust import optimal_parameters as _optimal_parameters
 
 __all__ = [
     "DEFAULT_SEED",

@@ -9,7 +9,7 @@
 //!
 //! Everything but `python` is plain Rust with no pyo3 in it, so `cargo test` exercises the
 //! logic directly; `python` holds the thin bindings, one file per component, that maturin
-//! builds into `dolma_pipe._rust_bloom`.
+//! builds into `dolma_pipe._rust`.
 pub mod bloom;
 mod python;
 pub mod text;

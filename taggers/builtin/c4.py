@@ -40,8 +40,8 @@ import re
 from taggers.base import Document, Grouped, Span, Tagger, TaggerError
 from taggers.registry import register
 
-try:  # the Rust kernel (rust_bloom/src/text_stats.rs); the code below stays the reference
-    from dolma_pipe._rust_bloom import C4Kernel
+try:  # the Rust kernel (rust_bloom/src/text_stats/); the code below stays the reference
+    from dolma_pipe._rust import C4Kernel
 except ImportError:  # pragma: no cover - the extension is part of every install
     C4Kernel = None
 

@@ -48,8 +48,8 @@ import numpy as np
 
 from taggers import fasttext_models
 
-try:  # the Rust kernel (rust_bloom/src/text_stats.rs); the code below stays the reference
-    from dolma_pipe._rust_bloom import GopherKernel
+try:  # the Rust kernel (rust_bloom/src/text_stats/); the code below stays the reference
+    from dolma_pipe._rust import GopherKernel
 except ImportError:  # pragma: no cover - the extension is part of every install
     GopherKernel = None
 from taggers.base import SCORE_PRECISION, Document, Grouped, Span, Tagger, TaggerError

@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 create_exception!(
-    _rust_bloom,
+    _rust,
     BloomFileError,
     PyValueError,
     "A file is not a usable Bloom filter (wrong magic bytes, unsupported version, truncated, \
@@ -114,7 +114,7 @@ fn key_bytes<'a>(obj: &'a Bound<'_, PyAny>) -> PyResult<&'a [u8]> {
 }
 
 /// A Bloom filter over str/bytes keys; see `dolma_pipe.bloom` for the documented API.
-#[pyclass(module = "dolma_pipe._rust_bloom", name = "BloomFilter", frozen)]
+#[pyclass(module = "dolma_pipe._rust", name = "BloomFilter", frozen)]
 pub struct PyBloomFilter {
     // Each call clones the Arc under the mutex (nanoseconds) and works on the clone with no
     // lock held, so `close()` never waits for, or deadlocks with, a batch running without
@@ -358,7 +358,7 @@ impl PyBloomFilter {
                  it between processes, or save() it and load() it in the other process",
             ));
         };
-        let reopen = py.import("dolma_pipe._rust_bloom")?.getattr("_reopen_shared")?;
+        let reopen = py.import("dolma_pipe._rust")?.getattr("_reopen_shared")?;
         Ok((reopen, (path.to_string_lossy().into_owned(), bloom.readonly())))
     }
 

@@ -6,7 +6,7 @@ mod text_stats;
 use pyo3::prelude::*;
 
 #[pymodule]
-fn _rust_bloom(m: &Bound<'_, PyModule>) -> PyResult<()> {
+fn _rust(m: &Bound<'_, PyModule>) -> PyResult<()> {
     bloom::register(m)?;
     text_stats::register(m)?;
     Ok(())

@@ -25,7 +25,7 @@ fn same_len(what: &str, a: usize, b: usize) -> PyResult<()> {
 /// gopher.py's order, required_word_count or None, unspaced_words).
 type GopherRow = (u64, u64, Vec<f64>, Option<u64>, u64);
 
-#[pyclass(module = "dolma_pipe._rust_bloom", name = "GopherKernel", frozen)]
+#[pyclass(module = "dolma_pipe._rust", name = "GopherKernel", frozen)]
 struct PyGopherKernel {
     inner: Gopher,
 }
@@ -91,7 +91,7 @@ type Spans = Vec<(u64, u64)>;
 /// (naughty, javascript, lorem_ipsum, curly_brace, policy) flags, (line_count, sentences, n_chars)).
 type C4Row = ((Spans, Spans, Spans, Spans, Spans), (bool, bool, bool, bool, bool), (u64, u64, u64));
 
-#[pyclass(module = "dolma_pipe._rust_bloom", name = "C4Kernel", frozen)]
+#[pyclass(module = "dolma_pipe._rust", name = "C4Kernel", frozen)]
 struct PyC4Kernel {
     inner: C4,
 }

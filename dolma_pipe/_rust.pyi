@@ -1,4 +1,4 @@
-"""Type stubs for the Rust extension `dolma_pipe._rust_bloom` (built from rust_bloom/ by maturin).
+"""Type stubs for the Rust extension `dolma_pipe._rust` (built from rust_bloom/ by maturin).
 
 Import from `dolma_pipe.bloom`, which documents the semantics; this file only types them.
 """
@@ -88,7 +88,7 @@ def optimal_parameters(expected_items: int, fp_rate: float) -> tuple[int, int]: 
 def false_positive_rate(num_bits: int, num_hashes: int, items: int) -> float: ...
 def _reopen_shared(path: StrPath, readonly: bool) -> BloomFilter: ...
 
-# -- rule-tagger kernels (rust_bloom/src/text_stats.rs) ---------------------------------------
+# -- rule-tagger kernels (rust_bloom/src/text_stats/) ---------------------------------------
 # Used by taggers/builtin/gopher.py and c4.py, whose Python code is the reference; offsets and
 # lengths are code points, character classes are CPython's, and lower-cased text (``lower``) is
 # Python's ``str.lower()`` passed in (None: the text is ASCII or needs no lower-casing).
