@@ -13,94 +13,54 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import importlib
 import sys
 import types
 import typing
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import yaml
 from pydantic import BaseModel
 
 from dolma_pipe import __version__
-from dolma_pipe.config import ConfigError, load_config
+from dolma_pipe.action import Action
+from dolma_pipe.config import load_config
+from dolma_pipe.errors import DolmaPipeError
+from dolma_pipe.stage import Stage
 
 
 @dataclass(frozen=True)
 class Command:
+    """One CLI command: its name, the ``module:Class`` of its stage or action, and its help line.
+
+    The class carries its config model (``config_model``) and description; a
+    command whose ``target`` is None is planned but not built yet.
+    """
+
     name: str
+    target: str | None
     help: str
-    config: Callable[[], type[BaseModel]] | None = None
-    stage: Callable[[], type] | None = None
-    # For commands that are not file-by-file stages: returns a function config -> printable report.
-    action: Callable[[], Callable[[Any], str]] | None = None
-    issue: str | None = None  # set for stages not built yet
+    issue: str | None = None  # where a command not built yet is planned
 
+    def load(self) -> type[Stage] | type[Action]:
+        assert self.target is not None
+        module, _, attr = self.target.partition(":")
+        return getattr(importlib.import_module(module), attr)
 
-def _convert_config():
-    from dolma_pipe.stages.convert import ConvertConfig
-
-    return ConvertConfig
-
-
-def _convert_stage():
-    from dolma_pipe.stages.convert import ConvertStage
-
-    return ConvertStage
-
-
-def _stats_config():
-    from dolma_pipe.stages.stats import StatsConfig
-
-    return StatsConfig
-
-
-def _stats_stage():
-    from dolma_pipe.stages.stats import StatsStage
-
-    return StatsStage
-
-
-def _tag_config():
-    from taggers.stage import TagConfig
-
-    return TagConfig
-
-
-def _tag_stage():
-    from taggers.stage import TagStage
-
-    return TagStage
-
-
-def _train_classifier_config():
-    from taggers.train_classifier import TrainClassifierConfig
-
-    return TrainClassifierConfig
-
-
-def _train_classifier_action():
-    from taggers.train_classifier import run
-
-    def action(config: Any) -> str:
-        report = run(config)
-        held = report.get("heldout", report)
-        keys = ("precision", "recall", "f1", "accuracy", "auc")
-        figures = ", ".join(f"{k} {held[k]:.3f}" for k in keys if isinstance(held.get(k), (int, float)))
-        return f"dolma-pipe train-classifier: wrote {config.output} (held-out {figures}); report in {config.output}.json"
-
-    return action
+    def config_model(self) -> type[BaseModel] | None:
+        return None if self.target is None else self.load().config_model
 
 
 COMMANDS: list[Command] = [
-    Command("convert", "validate documents and write them as Dolma jsonl/.gz/.zst/parquet", _convert_config, _convert_stage),
-    Command("stats", "count documents, characters, bytes and words per source", _stats_config, _stats_stage),
-    Command("tag", "run taggers (language, quality, PII, toxicity, rules) and write Dolma attributes", _tag_config, _tag_stage),
-    Command("train-classifier", "train a fastText quality classifier from labelled documents", _train_classifier_config, action=_train_classifier_action),
-    Command("dedup", "exact, paragraph (Bloom filter) and near-duplicate (MinHash LSH) deduplication", issue="the dedup issue"),
-    Command("mix", "mix sources into a corpus from a YAML spec (Dolma and Dolmino style)", issue="the mixer issue"),
-    Command("tokenize", "tokenize a mix into memmap token shards", issue="the tokenizer issue"),
-    Command("report", "summarise a run's manifests and attributes", issue="a later issue"),
+    Command("convert", "dolma_pipe.stages.convert:ConvertStage", "validate documents and write them as Dolma jsonl/.gz/.zst/parquet"),
+    Command("stats", "dolma_pipe.stages.stats:StatsStage", "count documents, characters, bytes and words per source"),
+    Command("tag", "taggers.stage:TagStage", "run taggers (language, quality, PII, toxicity, rules) and write Dolma attributes"),
+    Command("train-classifier", "taggers.train_classifier:TrainClassifier", "train a fastText quality classifier from labelled documents"),
+    Command("dedup", None, "exact, paragraph (Bloom filter) and near-duplicate (MinHash LSH) deduplication", issue="the dedup issue"),
+    Command("mix", None, "mix sources into a corpus from a YAML spec (Dolma and Dolmino style)", issue="the mixer issue"),
+    Command("tokenize", None, "tokenize a mix into memmap token shards", issue="the tokenizer issue"),
+    Command("report", None, "summarise a run's manifests and attributes", issue="a later issue"),
 ]
 
 
@@ -164,9 +124,10 @@ def build_parser() -> argparse.ArgumentParser:
     for cmd in COMMANDS:
         help_text = cmd.help + ("" if cmd.issue is None else " [not built yet]")
         p = sub.add_parser(cmd.name, help=help_text, description=help_text)
-        if cmd.config is not None:
+        model = cmd.config_model()
+        if model is not None:
             p.add_argument("-c", "--config", help="YAML or JSON config file")
-            _add_model_options(p, cmd.config())
+            _add_model_options(p, model)
         else:
             p.add_argument("args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     lp = sub.add_parser("list", help="list the stages and the registered taggers")
@@ -188,9 +149,10 @@ def _unknown_message(parser: argparse.ArgumentParser, command: str | None, unkno
 
 def _dotted_dict_overrides(cmd: Command | None, ns: argparse.Namespace, unknown: list[str]) -> list[str]:
     """Take ``--field.key.sub VALUE`` for mapping-typed fields (e.g. ``--tagger_options.pii.types '[email]'``)."""
-    if cmd is None or cmd.config is None:
+    model = None if cmd is None else cmd.config_model()
+    if model is None:
         return unknown
-    fields = cmd.config().model_fields
+    fields = model.model_fields
     mapping_fields = {n for n, f in fields.items() if typing.get_origin(_unwrap(f.annotation)[0]) is dict}
     rest: list[str] = []
     i = 0
@@ -236,28 +198,15 @@ def _list(out: typing.TextIO, tagger_modules: list[str]) -> int:
 def run_command(cmd: Command, ns: argparse.Namespace) -> int:
     from dolma_pipe.runner import run_stage
 
-    model = cmd.config()
-    config = load_config(model, ns.config, _overrides(ns))
-    if cmd.action is not None:
-        print(cmd.action()(config))
+    target = cmd.load()
+    config = load_config(target.config_model, ns.config, _overrides(ns))
+    if issubclass(target, Action):
+        print(target(config).run())
         return 0
-    stage = cmd.stage()(config)
-    summary = run_stage(stage)
-    table = summary.extra.get("table")
-    if table:
-        print(table)
+    summary = run_stage(target(config))
+    if summary.table:
+        print(summary.table)
     return 0
-
-
-def user_errors() -> tuple[type[BaseException], ...]:
-    from dolma_pipe.attributes import AttributeMismatchError
-    from dolma_pipe.documents import DocumentError
-    from dolma_pipe.paths import PathError
-    from dolma_pipe.runner import RunFailed
-    from dolma_pipe.storage import StorageError
-    from taggers.base import TaggerError
-
-    return (ConfigError, PathError, RunFailed, DocumentError, StorageError, AttributeMismatchError, TaggerError)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -276,13 +225,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if ns.command == "list":
         try:
             return _list(sys.stdout, ns.tagger_modules)
-        except user_errors() as exc:
+        except DolmaPipeError as exc:
             print(f"dolma-pipe list: error: {exc}", file=sys.stderr)
             return 1
     assert cmd is not None
     try:
         return run_command(cmd, ns)
-    except user_errors() as exc:
+    except DolmaPipeError as exc:
         print(f"dolma-pipe {cmd.name}: error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

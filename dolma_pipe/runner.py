@@ -1,13 +1,23 @@
-"""Runs a stage's plan: skips finished files, executes the rest, records everything.
+"""Runs a stage's phases: skips finished tasks, executes the rest, records everything.
 
-Per input file the worker writes the stage's outputs, then the file's
-quarantined records to ``<root>/_errors/<rel>.jsonl``, then a completion
-marker ``<root>/_done/<rel>.done`` holding the file's counts.  The marker is
-written last, so a file without one is redone by a rerun and a file with one is
-skipped (unless ``force``, or the input changed size or mtime since).  The run
-writes ``<root>/_manifest.json`` when it starts (status ``running``) and when it
-ends (``complete`` or ``failed``), with the resolved config, the version, every
-input with its size and mtime, per-file counts and timings.
+Per task the worker writes the stage's outputs, then the task's quarantined
+records to ``<root>/_errors/<key>.jsonl``, then a completion marker
+``<root>/_done/<key>.done`` holding its :class:`TaskRecord` (a stage with
+several phases keeps each phase's files under ``_errors/<phase>/`` and
+``_done/<phase>/``).  The marker is written last, so a task without one is
+redone by a rerun and a task with one is skipped, unless ``force``, its input
+files changed size or mtime, its params changed, or its fingerprint differs.
+
+The fingerprint of a phase's tasks chains the stage's fingerprint (settings,
+and the input set for stages whose outputs depend on it) with the records of
+every earlier phase: when an earlier phase's results change, every later task
+is redone; when they are the same, a rerun resumes in the phase and at the task
+where the last run stopped.  Phases run in order on one executor (local pool or
+Ray); a phase's driver-side step runs once all its tasks are done, from the
+records, so a resumed run computes it exactly as an uninterrupted one.
+
+The run writes ``<root>/_manifest.json`` when it starts (status ``running``),
+after each phase, and when it ends (``complete`` or ``failed``).
 """
 
 from __future__ import annotations
@@ -15,35 +25,42 @@ from __future__ import annotations
 import contextlib
 import functools
 import glob
+import hashlib
 import os
 import platform
 import sys
 import time
-from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, TextIO
+from typing import TextIO
 
 import orjson
+from pydantic import ValidationError
 
 from dolma_pipe import __version__, storage
+from dolma_pipe.errors import DolmaPipeError
 from dolma_pipe.executors import Executor, make_executor
+from dolma_pipe.manifest import ExecutorInfo, Manifest, PhaseRecord, TaskRecord
+from dolma_pipe.progress import progress
 from dolma_pipe.quarantine import Quarantine
-from dolma_pipe.stage import FileTask, Stage, TaskResult
-
-MANIFEST = "_manifest.json"
+from dolma_pipe.stage import Phase, RunContext, Stage, Task
 
 
-class RunFailed(RuntimeError):
-    """The run ended without finishing every file; the message says why."""
+class RunFailed(DolmaPipeError, RuntimeError):
+    """The run ended without finishing every task; the message says why."""
 
 
-def marker_path(root: str, rel: str) -> str:
-    return storage.join(root, "_done", rel + ".done")
+def _phase_dir(phases: list[Phase], index: int) -> str:
+    # A single-phase stage keeps its markers and errors directly under _done/ and _errors/.
+    return "" if len(phases) == 1 else phases[index].name
 
 
-def errors_path(root: str, rel: str) -> str:
-    return storage.join(root, "_errors", rel + ".jsonl")
+def marker_path(root: str, key: str, phase_dir: str = "") -> str:
+    return storage.join(root, "_done", *([phase_dir] if phase_dir else []), key + ".done")
+
+
+def errors_path(root: str, key: str, phase_dir: str = "") -> str:
+    return storage.join(root, "_errors", *([phase_dir] if phase_dir else []), key + ".jsonl")
 
 
 def clear_stale_temporaries(final_paths: list[str]) -> int:
@@ -65,224 +82,300 @@ def clear_stale_temporaries(final_paths: list[str]) -> int:
     return removed
 
 
-def execute_task(stage: Stage, task: FileTask) -> TaskResult:
-    """Worker side: process one file, then write its errors and its marker (in that order)."""
+def execute_task(stage: Stage, phase_index: int, ctx: RunContext, fingerprint: str, task: Task) -> TaskRecord:
+    """Worker side: run one task, then write its errors and its marker (in that order)."""
+    phases = stage.phases()
+    phase = phases[phase_index]
+    sub = _phase_dir(phases, phase_index)
     root = stage.output_root
-    out_path = stage.output_path(task.rel)
-    err_path = errors_path(root, task.rel)
-    done_path = marker_path(root, task.rel)
-    clear_stale_temporaries(([out_path] if out_path is not None else []) + [err_path, done_path])
+    err_path = errors_path(root, task.key, sub)
+    done_path = marker_path(root, task.key, sub)
+    outputs = phase.outputs(task) if phase.outputs is not None else []
+    clear_stale_temporaries([*outputs, err_path, done_path])
     quarantine = Quarantine()
     start = time.perf_counter()
-    out = stage.process(task, quarantine)
-    counts, extra = out if isinstance(out, tuple) else (out, {})
+    out = phase.run(task, quarantine, ctx)
     if quarantine.total:
         with storage.open_write_atomic(err_path) as fh:
             quarantine.write_to(fh)
     else:
         storage.remove(err_path)
     quarantine.close()
-    result = TaskResult(
-        rel=task.rel,
-        path=task.path,
-        counts=dict(counts),
+    record = TaskRecord(
+        phase=phase.name,
+        key=task.key,
+        inputs=list(task.inputs),
+        params=task.params,
+        docs_in=out.docs_in,
+        counts=dict(out.counts),
         errors=dict(quarantine.counts),
+        data=out.data,
         seconds=time.perf_counter() - start,
-        size=task.size,
-        mtime=task.mtime,
-        extra=extra,
+        fingerprint=fingerprint,
     )
-    marker = result.to_json() | {"fingerprint": stage.fingerprint()}
-    storage.write_bytes(done_path, orjson.dumps(marker))
-    return result
+    storage.write_bytes(done_path, record.marker_bytes())
+    return record
 
 
-def _finished(root: str, task: FileTask, fingerprint: str) -> TaskResult | None:
-    path = marker_path(root, task.rel)
+def _same_inputs(record: TaskRecord, task: Task) -> bool:
+    if len(record.inputs) != len(task.inputs):
+        return False
+    return all(
+        a.path == b.path and a.size == b.size and abs(a.mtime - b.mtime) <= 1e-3 for a, b in zip(record.inputs, task.inputs)
+    )
+
+
+def _finished(path: str, task: Task, fingerprint: str) -> TaskRecord | None:
+    """The task's record if its marker shows it done under the same inputs, params and fingerprint."""
     try:
-        data = orjson.loads(storage.read_bytes(path))
-    except (storage.StorageError, orjson.JSONDecodeError, FileNotFoundError):
+        record = TaskRecord.model_validate_json(storage.read_bytes(path))
+    except (storage.StorageError, FileNotFoundError, ValidationError):
+        return None  # unreadable, or written by another version: redo
+    if record.fingerprint != fingerprint or record.key != task.key or not _same_inputs(record, task):
         return None
-    if data.get("size") != task.size or abs(float(data.get("mtime", 0)) - task.mtime) > 1e-3:
-        return None  # the input changed since it was processed
-    if data.get("fingerprint") != fingerprint:
-        return None  # processed under settings that shape outputs differently
-    return TaskResult.from_json(data, skipped=True)
+    if orjson.dumps(record.params, option=orjson.OPT_SORT_KEYS) != orjson.dumps(task.params, option=orjson.OPT_SORT_KEYS):
+        return None
+    record.skipped = True
+    return record
+
+
+def _chain(fingerprint: str, phase: str, records: list[TaskRecord] | None = None) -> str:
+    """The next phase's fingerprint: this one, the phase's name and (after it ran) its records."""
+    h = hashlib.sha256(fingerprint.encode())
+    h.update(b"\0" + phase.encode())
+    for r in records or []:
+        h.update(orjson.dumps(r.digest_view(), option=orjson.OPT_SORT_KEYS))
+    return h.hexdigest()[:16]
 
 
 @dataclass
 class RunSummary:
-    stage: str
+    """The end of a run: its manifest, and the table the stage asked to print."""
+
+    manifest: Manifest
     root: str
-    status: str
-    results: list[TaskResult]
-    failures: dict[str, str] = field(default_factory=dict)
-    seconds: float = 0.0
-    extra: dict[str, Any] = field(default_factory=dict)
+    seconds: float
+    table: str | None = None
 
     @property
-    def totals(self) -> Counter:
-        total: Counter = Counter()
-        for r in self.results:
-            total.update(r.counts)
-        return total
+    def stage(self) -> str:
+        return self.manifest.stage
 
     @property
-    def errors(self) -> Counter:
-        total: Counter = Counter()
-        for r in self.results:
-            total.update(r.errors)
-        return total
+    def status(self) -> str:
+        return self.manifest.status
+
+    @property
+    def results(self) -> list[TaskRecord]:
+        return [r for p in self.manifest.phases for r in p.tasks.values()]
+
+    @property
+    def totals(self) -> dict[str, int]:
+        return self.manifest.totals
+
+    @property
+    def errors(self) -> dict[str, int]:
+        return self.manifest.errors
 
     def render(self) -> str:
-        processed = sum(1 for r in self.results if not r.skipped)
-        skipped = len(self.results) - processed
-        totals = self.totals
-        errors = self.errors
-        docs = sum(r.counts.get("docs_in", 0) for r in self.results if not r.skipped)
-        rate = docs / self.seconds if self.seconds > 0 else 0.0
-        rows = [
-            ("files", f"{len(self.results) + len(self.failures):,} ({processed:,} processed, {skipped:,} already done, {len(self.failures):,} failed)"),
-        ]
-        for key in sorted(totals):
-            rows.append((key.replace("_", " "), f"{totals[key]:,}"))
-        err_total = sum(errors.values())
+        m = self.manifest
+        rows: list[tuple[str, str]] = []
+        single = len(m.phases) == 1
+        for p in m.phases:
+            done = sum(1 for r in p.tasks.values() if not r.skipped)
+            skipped = len(p.tasks) - done
+            label = "files" if single and p.name == "files" else f"{p.name} tasks"
+            rows.append((label, f"{len(p.tasks) + len(p.failures):,} ({done:,} processed, {skipped:,} already done, {len(p.failures):,} failed)"))
+        for key in sorted(m.totals):
+            rows.append((key.replace("_", " "), f"{m.totals[key]:,}"))
+        err_total = sum(m.errors.values())
         if err_total:
-            kinds = ", ".join(f"{k} {v:,}" for k, v in errors.most_common())
+            kinds = ", ".join(f"{k} {v:,}" for k, v in sorted(m.errors.items(), key=lambda kv: (-kv[1], kv[0])))
             rows.append(("bad records", f"{err_total:,} ({kinds}); see {storage.join(self.root, '_errors')}/"))
         else:
             rows.append(("bad records", "0"))
+        docs = sum(r.docs_in for r in m.phases[0].tasks.values() if not r.skipped) if m.phases else 0
+        rate = docs / self.seconds if self.seconds > 0 else 0.0
         rows.append(("time", f"{self.seconds:,.2f} s ({rate:,.0f} docs/s)"))
         width = max(len(k) for k, _ in rows)
-        lines = [f"dolma-pipe {self.stage}: {self.status} -> {self.root}"]
+        lines = [f"dolma-pipe {m.stage}: {m.status} -> {self.root}"]
         lines += [f"  {k.ljust(width)}  {v}" for k, v in rows]
-        for rel, msg in sorted(self.failures.items()):
-            lines.append(f"  FAILED {rel}: {msg}")
+        for key, msg in sorted(m.failures.items()):
+            lines.append(f"  FAILED {key}: {msg}")
         return "\n".join(lines)
 
 
-def _write_manifest(stage: Stage, executor: dict[str, Any], tasks: list[FileTask], summary: RunSummary, started: str) -> None:
-    manifest = {
-        "stage": stage.name,
-        "status": summary.status,
-        "version": __version__,
-        "python": platform.python_version(),
-        "started": started,
-        "finished": datetime.now(timezone.utc).isoformat() if summary.status != "running" else None,
-        "config": stage.config.model_dump(mode="json"),
-        "executor": executor,
-        "inputs": [{"path": t.path, "rel": t.rel, "size": t.size, "mtime": t.mtime} for t in tasks],
-        "files": {r.rel: r.to_json() | {"skipped": r.skipped} for r in summary.results},
-        "failures": summary.failures,
-        "totals": dict(summary.totals),
-        "errors": dict(summary.errors),
-        "timings": {"wall_seconds": round(summary.seconds, 3), "task_seconds": round(sum(r.seconds for r in summary.results if not r.skipped), 3)},
-        **({"results": summary.extra} if summary.extra else {}),
-    }
-    storage.write_bytes(storage.join(stage.output_root, MANIFEST), orjson.dumps(manifest, option=orjson.OPT_INDENT_2))
+def _refresh_totals(manifest: Manifest) -> None:
+    totals: dict[str, int] = {}
+    errors: dict[str, int] = {}
+    failures: dict[str, str] = {}
+    single = len(manifest.phases) == 1
+    for p in manifest.phases:
+        for k, v in p.totals().items():
+            totals[k] = totals.get(k, 0) + v
+        for k, v in p.errors().items():
+            errors[k] = errors.get(k, 0) + v
+        for key, msg in p.failures.items():
+            failures[key if single else f"{p.name}:{key}"] = msg
+    manifest.totals, manifest.errors, manifest.failures = totals, errors, failures
 
 
-class _LogProgress:
-    """Progress for logs (no terminal): one line every ``interval`` seconds, not a redrawn bar."""
-
-    def __init__(self, name: str, total: int, stream: TextIO, interval: float = 30.0):
-        self.name, self.total, self.stream, self.interval = name, total, stream, interval
-        self.n = 0
-        self.postfix: dict[str, str] = {}
-        self._last = time.perf_counter()
-
-    def update(self, n: int) -> None:
-        self.n += n
-        now = time.perf_counter()
-        if now - self._last >= self.interval:
-            self._last = now
-            extra = ", ".join(f"{k.replace('_', '/')} {v}" for k, v in self.postfix.items())
-            print(f"dolma-pipe {self.name}: {self.n:,}/{self.total:,} files{', ' + extra if extra else ''}", file=self.stream, flush=True)
-
-    def set_postfix(self, refresh: bool = False, **kv: str) -> None:
-        self.postfix = kv
-
-    def close(self) -> None:
-        pass
+def _done_markers(root: str, sub: str, force: bool) -> set[str]:
+    """Every marker of a phase, from one listing (instead of a failed read per unfinished task, a request each on S3)."""
+    if force:
+        return set()
+    pattern = storage.join(root, "_done", *([sub] if sub else []), "**", "*.done")
+    return {storage.local_path(f.path) for f in storage.glob_info(pattern)}
 
 
-def _progress(name: str, total: int, enabled: bool, stream: TextIO):
-    if enabled and not stream.isatty():
-        return _LogProgress(name, total, stream)
-    from tqdm import tqdm
+class _ErrorLimit:
+    def __init__(self, limit: int | None):
+        self.limit = limit
+        self.count = 0
 
-    return tqdm(total=total, unit="file", disable=not enabled, file=stream, dynamic_ncols=True, desc=name)
+    def add(self, n: int) -> None:
+        self.count += n
+
+    @property
+    def hit(self) -> bool:
+        return self.limit is not None and self.count > self.limit
 
 
 def run_stage(stage: Stage, executor: Executor | None = None, stream: TextIO = sys.stderr) -> RunSummary:
-    """Run ``stage`` over its plan and return the summary; raises :class:`RunFailed` on failure."""
+    """Run ``stage``'s phases in order and return the summary; raises :class:`RunFailed` on failure."""
     cfg = stage.config
     started_at = time.perf_counter()
-    started = datetime.now(timezone.utc).isoformat()
-    tasks = stage.plan()
+    inputs = stage.plan_inputs()
     root = stage.output_root
-    results: list[TaskResult] = []
-    todo: list[FileTask] = []
-    fingerprint = stage.fingerprint()
-    # One listing of the markers instead of a failed read per unfinished file (a request each on S3).
-    markers = set() if cfg.force else {storage.local_path(f.path) for f in storage.glob_info(storage.join(root, "_done", "**", "*.done"))}
+    phases = stage.phases()
+    ctx = RunContext(inputs=inputs)
+    fingerprint = stage.fingerprint(inputs)
+    # Record the executor the config asks for; start it (Ray takes seconds) only if there is work.
+    if executor is not None:
+        info = ExecutorInfo(name=executor.name, workers=executor.workers)  # type: ignore[arg-type]
+    else:
+        info = ExecutorInfo(name="ray" if cfg.ray or cfg.ray_address else "local", workers=cfg.processes)
+    manifest = Manifest(
+        stage=stage.name,
+        status="running",
+        version=__version__,
+        python=platform.python_version(),
+        started=datetime.now(timezone.utc).isoformat(),
+        config=cfg.model_dump(mode="json"),
+        executor=info,
+        fingerprint=fingerprint,
+        inputs=inputs,
+        phases=[PhaseRecord(name=p.name) for p in phases],
+    )
+    manifest.write(root)
+    errors = _ErrorLimit(cfg.max_errors)
+    own_executor = executor is None
+    table: str | None = None
+    phase_fp = fingerprint
+    try:
+        for index, phase in enumerate(phases):
+            record = manifest.phases[index]
+            record.status = "running"
+            phase_fp = _chain(phase_fp, phase.name)
+            phase_started = time.perf_counter()
+            executor = _run_phase(stage, phases, index, ctx, phase_fp, record, executor, errors, stream)
+            record.seconds = time.perf_counter() - phase_started
+            if record.failures or errors.hit:
+                record.status = "failed"
+                break
+            records = [record.tasks[k] for k in sorted(record.tasks)]
+            if phase.after is not None:
+                step = phase.after(records, ctx)
+                ctx.steps[phase.name] = step
+                record.step = step.data
+                table = step.table
+            record.status = "complete"
+            phase_fp = _chain(phase_fp, phase.name, records)
+            _refresh_totals(manifest)
+            manifest.write(root)
+    finally:
+        if own_executor and executor is not None:
+            executor.close()
+    seconds = time.perf_counter() - started_at
+    _refresh_totals(manifest)
+    manifest.status = "complete" if all(p.status == "complete" for p in manifest.phases) else "failed"
+    manifest.finished = datetime.now(timezone.utc).isoformat()
+    manifest.results = manifest.phases[-1].step if manifest.phases else {}
+    manifest.timings = {
+        "wall_seconds": round(seconds, 3),
+        "task_seconds": round(sum(r.seconds for p in manifest.phases for r in p.tasks.values() if not r.skipped), 3),
+        **{f"{p.name}_seconds": round(p.seconds, 3) for p in manifest.phases if len(manifest.phases) > 1},
+    }
+    manifest.write(root)
+    summary = RunSummary(manifest, root, seconds, table if manifest.status == "complete" else None)
+    print(summary.render(), file=stream)
+    if errors.hit:
+        raise RunFailed(
+            f"{errors.count:,} bad records exceed --max-errors {errors.limit}; see {storage.join(root, '_errors')}/ "
+            "(finished files are kept: fix the inputs, or raise --max-errors and rerun to go on)"
+        )
+    if manifest.failures:
+        first = next(iter(sorted(manifest.failures.items())))
+        raise RunFailed(f"{len(manifest.failures)} task(s) failed, e.g. {first[0]}: {first[1]} (rerun resumes)")
+    return summary
+
+
+def _run_phase(
+    stage: Stage,
+    phases: list[Phase],
+    index: int,
+    ctx: RunContext,
+    fingerprint: str,
+    record: PhaseRecord,
+    executor: Executor | None,
+    errors: _ErrorLimit,
+    stream: TextIO,
+) -> Executor | None:
+    """Run one phase's unfinished tasks; fills ``record``; returns the executor (started if needed)."""
+    cfg = stage.config
+    phase = phases[index]
+    sub = _phase_dir(phases, index)
+    root = stage.output_root
+    tasks = phase.plan(ctx)
+    keys = [t.key for t in tasks]
+    if len(set(keys)) != len(keys):
+        dup = next(k for k in keys if keys.count(k) > 1)
+        raise RunFailed(f"stage {stage.name!r} phase {phase.name!r} planned task {dup!r} twice (a bug in the stage)")
+    markers = _done_markers(root, sub, cfg.force)
+    todo: list[Task] = []
     for task in tasks:
-        marker = storage.local_path(marker_path(root, task.rel))
-        done = _finished(root, task, fingerprint) if marker in markers else None
+        path = marker_path(root, task.key, sub)
+        done = _finished(path, task, fingerprint) if storage.local_path(path) in markers else None
         if done is None:
             todo.append(task)
         else:
-            results.append(done)
-    # Record the executor the config asks for; start it (Ray takes seconds) only if there is work.
-    if executor is not None:
-        executor_info = {"name": executor.name, "workers": executor.workers}
-    else:
-        executor_info = {"name": "ray" if cfg.ray or cfg.ray_address else "local", "workers": cfg.processes}
-    summary = RunSummary(stage.name, root, "running", results)
-    _write_manifest(stage, executor_info, tasks, summary, started)
-    bar = _progress(stage.name, len(tasks), cfg.progress, stream)
-    bar.update(len(results))
-    docs = 0
-    errors = sum(r.error_total for r in results)
-    limit = cfg.max_errors
-    error_limit_hit = limit is not None and errors > limit
-    own_executor = executor is None and todo and not error_limit_hit
-    if own_executor:
+            record.tasks[task.key] = done
+            errors.add(done.error_total)
+    name = stage.name if len(phases) == 1 else f"{stage.name} {phase.name}"
+    bar = progress(name, len(tasks), cfg.progress, stream, phase.unit)
+    bar.update(len(record.tasks))
+    if not todo or errors.hit:
+        bar.close()
+        return executor
+    if executor is None:
         executor = make_executor(cfg.processes, cfg.ray, cfg.ray_address)
+    started = time.perf_counter()
+    docs = 0
+    fn = functools.partial(execute_task, stage, index, ctx, fingerprint)
     try:
-        outcomes = executor.run(functools.partial(execute_task, stage), todo) if todo and not error_limit_hit else ()
-        for task, result, exc in outcomes:
+        for task, result, exc in executor.run(fn, todo):
             bar.update(1)
             if exc is not None:
-                summary.failures[task.rel] = f"{type(exc).__name__}: {exc}"
+                record.failures[task.key] = f"{type(exc).__name__}: {exc}"
                 continue
-            results.append(result)
-            docs += result.counts.get("docs_in", 0)
-            elapsed = time.perf_counter() - started_at
+            record.tasks[task.key] = result
+            docs += result.docs_in
+            elapsed = time.perf_counter() - started
             bar.set_postfix(docs=f"{docs:,}", docs_s=f"{docs / max(elapsed, 1e-9):,.0f}", refresh=False)
-            errors += result.error_total
-            if limit is not None and errors > limit:
-                error_limit_hit = True
+            errors.add(result.error_total)
+            if errors.hit:
                 break
     finally:
         bar.close()
-        if own_executor:
-            executor.close()
-    summary.seconds = time.perf_counter() - started_at
-    results.sort(key=lambda r: r.rel)
-    if not summary.failures and not error_limit_hit and len(results) == len(tasks):
-        summary.extra = stage.finish(results) or {}
-        summary.status = "complete"
-    else:
-        summary.status = "failed"
-    _write_manifest(stage, executor_info, tasks, summary, started)
-    print(summary.render(), file=stream)
-    if error_limit_hit:
-        raise RunFailed(
-            f"{errors:,} bad records exceed --max-errors {limit}; see {storage.join(root, '_errors')}/ "
-            "(finished files are kept: fix the inputs, or raise --max-errors and rerun to go on)"
-        )
-    if summary.failures:
-        first = next(iter(sorted(summary.failures.items())))
-        raise RunFailed(f"{len(summary.failures)} file(s) failed, e.g. {first[0]}: {first[1]} (rerun resumes)")
-    return summary
+    return executor
+

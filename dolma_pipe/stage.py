@@ -1,94 +1,156 @@
-"""What a stage is: a function over one input file plus a plan of files.
+"""What a stage is: ordered phases, each a plan of tasks that run on the executor.
 
-A :class:`Stage` names its output root, plans one :class:`FileTask` per input
-file, and processes one task at a time, writing its outputs atomically and
-returning counts.  Everything around that (executors, markers, quarantine
-files, manifests, progress, summaries) is the runner's job, so a new stage is
-one small class.
+A :class:`Stage` names its output root and declares its :class:`Phase` list.
+Each phase plans :class:`Task` objects (a key plus the input files it reads: one
+input file, a band, a bucket range, a shard group), runs each task on a worker,
+and may end with a cheap driver-side step whose result later phases read from
+the :class:`RunContext`.  A task returns one :class:`TaskOutput`.  Everything
+around that (executors, completion markers, quarantine files, manifests,
+progress, summaries, resuming) is the runner's job.
+
+Most stages are one phase of one task per input file: they implement
+:meth:`Stage.process` (and optionally :meth:`Stage.finish`) and nothing else.
 """
 
 from __future__ import annotations
 
 import hashlib
-from abc import ABC, abstractmethod
+from abc import ABC
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, Callable, ClassVar, Generic, TypeVar
 
 import orjson
-
 from dolma_pipe import paths, storage
 from dolma_pipe.config import RunOptions
+from dolma_pipe.manifest import InputFile, TaskRecord
 from dolma_pipe.quarantine import Quarantine
 
 
 @dataclass(frozen=True)
-class FileTask:
-    path: str
-    rel: str
-    size: int
-    mtime: float
+class Task:
+    """One unit of work of a phase: a key unique in the phase, the files it reads, its parameters.
+
+    ``params`` must be JSON-serialisable: it is stored in the task's completion
+    marker, and a planned task whose params differ from its marker's is redone.
+    """
+
+    key: str
+    inputs: tuple[InputFile, ...] = ()
+    params: dict[str, Any] = field(default_factory=dict, hash=False)
+
+    @property
+    def input(self) -> InputFile:
+        """The one input file of a per-file task."""
+        if len(self.inputs) != 1:
+            raise ValueError(f"task {self.key!r} reads {len(self.inputs)} files, not one")
+        return self.inputs[0]
+
+    # Per-file tasks: the input's fields, so ``process(task, ...)`` reads like a file.
+    @property
+    def path(self) -> str:
+        return self.input.path
+
+    @property
+    def rel(self) -> str:
+        return self.input.rel
+
+    @property
+    def size(self) -> int:
+        return self.input.size
+
+    @property
+    def mtime(self) -> float:
+        return self.input.mtime
+
+
+def file_task(info: InputFile) -> Task:
+    """The task of a per-file phase for one input file (keyed by its relative name)."""
+    return Task(key=info.rel, inputs=(info,))
 
 
 @dataclass
-class TaskResult:
-    rel: str
-    path: str
-    counts: dict[str, int]
-    errors: dict[str, int]
-    seconds: float
-    size: int = 0
-    mtime: float = 0.0
-    skipped: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
+class TaskOutput:
+    """What one task returns to the runner.
 
-    @property
-    def error_total(self) -> int:
-        return sum(self.errors.values())
+    ``docs_in`` is the number of documents the task read (progress and docs/s);
+    ``counts`` are the task's other integer counts (summed into the run's totals,
+    so each phase of a multi-phase stage names its counts distinctly); ``data``
+    is anything else JSON-serialisable the stage wants kept with the task (in its
+    marker and the manifest) for its driver-side steps.
+    """
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "rel": self.rel,
-            "path": self.path,
-            "size": self.size,
-            "mtime": self.mtime,
-            "counts": self.counts,
-            "errors": self.errors,
-            "seconds": round(self.seconds, 6),
-            "extra": self.extra,
-        }
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any], skipped: bool = False) -> "TaskResult":
-        return cls(
-            rel=data["rel"],
-            path=data["path"],
-            counts=dict(data.get("counts", {})),
-            errors=dict(data.get("errors", {})),
-            seconds=float(data.get("seconds", 0.0)),
-            size=int(data.get("size", 0)),
-            mtime=float(data.get("mtime", 0.0)),
-            skipped=skipped,
-            extra=dict(data.get("extra", {})),
-        )
+    docs_in: int = 0
+    counts: dict[str, int] = field(default_factory=dict)
+    data: dict[str, Any] = field(default_factory=dict)
 
 
-class Stage(ABC):
-    """One stage of the pipeline; subclasses set ``name`` and implement the abstract parts."""
+@dataclass
+class StepResult:
+    """What a driver-side step returns: data recorded in the manifest, and an optional table to print."""
+
+    data: dict[str, Any] = field(default_factory=dict)
+    table: str | None = None
+
+
+@dataclass
+class RunContext:
+    """What a phase can know of the run: the input files in global order and earlier phases' steps."""
+
+    inputs: list[InputFile]
+    steps: dict[str, StepResult] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Phase:
+    """One phase: ``plan`` its tasks, ``run`` each on a worker, then ``after`` once on the driver.
+
+    The callables are bound methods of the stage (they pickle with it).
+    ``outputs`` names the final paths a task writes, so that hidden temporaries
+    a killed run left there are cleared before the task is redone.
+    """
+
+    name: str
+    plan: Callable[[RunContext], list[Task]]
+    run: Callable[[Task, Quarantine, RunContext], TaskOutput]
+    outputs: Callable[[Task], list[str]] | None = None
+    after: Callable[[list[TaskRecord], RunContext], StepResult] | None = None
+    # Unit shown by the progress bar (files for per-file phases).
+    unit: str = "task"
+
+
+C = TypeVar("C", bound=RunOptions)
+
+
+class Stage(ABC, Generic[C]):
+    """One stage of the pipeline.
+
+    A per-file stage sets ``name`` (and ``output_dir`` when it writes one file per
+    input), implements :attr:`output_root` and :meth:`process`, and is done.  A
+    cross-file stage overrides :meth:`phases` and sets ``depends_on_input_set``.
+    """
 
     name: ClassVar[str]
+    description: ClassVar[str] = ""
+    config_model: ClassVar[type[RunOptions]]
     # Folder under the output root holding the per-input outputs named by ``output_name``.
     output_dir: ClassVar[str] = ""
+    # True when a task's outputs depend on which other files are inputs (dedup, mixing,
+    # sharding): the input set (paths, sizes, mtimes) then joins the fingerprint, and a
+    # changed input set redoes the whole run instead of mixing stale and fresh outputs.
+    depends_on_input_set: ClassVar[bool] = False
 
-    def __init__(self, config: Any):
-        self.config = config
+    def __init__(self, config: C):
+        self.config: C = config
 
     @property
-    @abstractmethod
     def output_root(self) -> str:
         """Directory (or prefix) holding this run's outputs, markers, errors and manifest."""
+        raise NotImplementedError
+
+    # ---- inputs -------------------------------------------------------------------------
 
     def input_patterns(self) -> list[str]:
-        return list(self.config.documents)
+        return list(self.config.documents)  # type: ignore[attr-defined]
 
     def output_name(self, rel: str) -> str | None:
         """The main output's relative name for input ``rel``, if the stage writes one per input."""
@@ -99,18 +161,9 @@ class Stage(ABC):
         name = self.output_name(rel)
         return None if name is None else storage.join(self.output_root, self.output_dir, name)
 
-    def fingerprint(self) -> str:
-        """Hash of the settings that shape outputs (not how the run is executed).
-
-        Stored in each completion marker: a file finished under other settings is redone.
-        """
-        run_keys = set(RunOptions.model_fields)
-        shaping = {k: v for k, v in self.config.model_dump(mode="json").items() if k not in run_keys}
-        shaping.pop("documents", None)  # which files are inputs does not change a file's output
-        return hashlib.sha256(orjson.dumps({"stage": self.name, **shaping}, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
-
-    def plan(self) -> list[FileTask]:
-        tasks = []
+    def plan_inputs(self) -> list[InputFile]:
+        """Every input file, in the global order (relative name), checked for colliding outputs."""
+        inputs = []
         outputs: dict[str, str] = {}
         for path, rel, info in paths.expand(self.input_patterns(), exclude_under=self.output_root):
             out = self.output_name(rel)
@@ -121,13 +174,54 @@ class Stage(ABC):
                         "rename one or convert them separately"
                     )
                 outputs[out] = path
-            tasks.append(FileTask(path=path, rel=rel, size=info.size, mtime=info.mtime))
-        return tasks
+            inputs.append(InputFile(path=path, rel=rel, size=info.size, mtime=info.mtime))
+        return inputs
 
-    @abstractmethod
-    def process(self, task: FileTask, quarantine: Quarantine) -> dict[str, int] | tuple[dict[str, int], dict[str, Any]]:
-        """Process one file; return counts (and optionally extra per-file results)."""
+    def fingerprint(self, inputs: list[InputFile]) -> str:
+        """Hash of what shapes outputs (settings, and the input set where it matters), not how it runs.
 
-    def finish(self, results: list[TaskResult]) -> dict[str, Any]:
-        """A global step after every file is done (aggregation); returns manifest extras."""
-        return {}
+        Stored in each completion marker: a task finished under another fingerprint is redone.
+        """
+        run_keys = set(RunOptions.model_fields)
+        shaping = {k: v for k, v in self.config.model_dump(mode="json").items() if k not in run_keys}
+        shaping.pop("documents", None)
+        if self.depends_on_input_set:
+            shaping["__inputs__"] = [[f.path, f.size, f.mtime] for f in inputs]
+        blob = orjson.dumps({"stage": self.name, **shaping}, option=orjson.OPT_SORT_KEYS)
+        return hashlib.sha256(blob).hexdigest()[:16]
+
+    # ---- phases -------------------------------------------------------------------------
+
+    def phases(self) -> list[Phase]:
+        """The ordered phases; by default one task per input file through :meth:`process`."""
+        return [
+            Phase(
+                "files",
+                plan=self._plan_files,
+                run=self._run_file,
+                outputs=self._file_outputs,
+                after=self._finish,
+                unit="file",
+            )
+        ]
+
+    def process(self, task: Task, quarantine: Quarantine) -> TaskOutput:
+        """Process one input file (per-file stages)."""
+        raise NotImplementedError(f"stage {self.name!r} defines neither process() nor phases()")
+
+    def finish(self, records: list[TaskRecord]) -> StepResult:
+        """A driver-side step after every file is done (aggregation), per-file stages only."""
+        return StepResult()
+
+    def _plan_files(self, ctx: RunContext) -> list[Task]:
+        return [file_task(f) for f in ctx.inputs]
+
+    def _run_file(self, task: Task, quarantine: Quarantine, ctx: RunContext) -> TaskOutput:
+        return self.process(task, quarantine)
+
+    def _file_outputs(self, task: Task) -> list[str]:
+        out = self.output_path(task.rel)
+        return [] if out is None else [out]
+
+    def _finish(self, records: list[TaskRecord], ctx: RunContext) -> StepResult:
+        return self.finish(records)

@@ -20,8 +20,9 @@ from pydantic import Field, field_validator
 from dolma_pipe import paths, storage
 from dolma_pipe.config import RunOptions
 from dolma_pipe.documents import JsonlWriter, read_documents
+from dolma_pipe.manifest import InputFile
 from dolma_pipe.quarantine import Quarantine
-from dolma_pipe.stage import FileTask, Stage
+from dolma_pipe.stage import Stage, Task, TaskOutput
 from taggers import registry
 from taggers.base import Document, Tagger, TaggerError
 
@@ -84,8 +85,10 @@ def build_taggers(config: TagConfig) -> list[Tagger]:
     return out
 
 
-class TagStage(Stage):
+class TagStage(Stage[TagConfig]):
     name = "tag"
+    description = "run taggers (language, quality, PII, toxicity, rules) and write Dolma attributes"
+    config_model = TagConfig
 
     def __init__(self, config: TagConfig):
         super().__init__(config)
@@ -111,15 +114,16 @@ class TagStage(Stage):
     def output_name(self, rel: str) -> str:
         return paths.attribute_file_name(rel)
 
-    def plan(self) -> list[FileTask]:
+    def plan_inputs(self) -> list[InputFile]:
         build_taggers(self.config)  # fail on a bad tagger name or option before any work
-        return super().plan()
+        return super().plan_inputs()
 
-    def process(self, task: FileTask, quarantine: Quarantine) -> dict[str, int]:
+    def process(self, task: Task, quarantine: Quarantine) -> TaskOutput:
         taggers = build_taggers(self.config)
         prefixes = [f"{self.experiment}__{t.name}__" for t in taggers]
         out_path = self.output_path(task.rel)
-        counts = {"docs_in": 0, "docs_out": 0, "spans": 0}
+        counts = {"docs_out": 0, "spans": 0}
+        docs_in = 0
         batch: list[tuple[int, Document]] = []
 
         def flush(writer: JsonlWriter) -> None:
@@ -136,17 +140,17 @@ class TagStage(Stage):
 
         with JsonlWriter(out_path, level=ATTRIBUTE_COMPRESSION_LEVEL) as writer:
             for lineno, row in read_documents(task.path, quarantine):
-                counts["docs_in"] += 1
+                docs_in += 1
                 batch.append((lineno, Document.from_row(row)))
                 if len(batch) >= self.config.batch_size:
                     flush(writer)
             if batch:
                 flush(writer)
-        return counts
+        return TaskOutput(docs_in=docs_in, counts=counts)
 
     @staticmethod
     def _predict(
-        tagger: Tagger, batch: list[tuple[int, Document]], docs: list[Document], task: FileTask, quarantine: Quarantine
+        tagger: Tagger, batch: list[tuple[int, Document]], docs: list[Document], task: Task, quarantine: Quarantine
     ) -> list[list]:
         try:
             results = tagger.predict_batch(docs)

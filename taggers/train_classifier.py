@@ -36,6 +36,7 @@ import orjson
 from pydantic import Field, field_validator, model_validator
 
 from dolma_pipe import storage
+from dolma_pipe.action import Action
 from dolma_pipe.config import StrictModel
 from dolma_pipe.documents import read_documents
 from dolma_pipe.quarantine import Quarantine
@@ -358,3 +359,19 @@ def run(config: TrainClassifierConfig) -> dict[str, Any]:
     }
     storage.write_bytes(config.output + REPORT_SUFFIX, orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
     return report
+
+
+class TrainClassifier(Action[TrainClassifierConfig]):
+    """The ``train-classifier`` command: train, report held-out figures in one line."""
+
+    name = "train-classifier"
+    description = "train a fastText quality classifier from labelled documents"
+    config_model = TrainClassifierConfig
+
+    def run(self) -> str:
+        report = run(self.config)
+        held = report.get("heldout", report)
+        keys = ("precision", "recall", "f1", "accuracy", "auc")
+        figures = ", ".join(f"{k} {held[k]:.3f}" for k in keys if isinstance(held.get(k), (int, float)))
+        out = self.config.output
+        return f"dolma-pipe train-classifier: wrote {out} (held-out {figures}); report in {out}.json"

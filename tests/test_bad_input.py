@@ -121,7 +121,8 @@ def test_cli_quarantines_and_summarises(tmp_path):
     manifest = orjson.loads((out / "_manifest.json").read_bytes())
     assert manifest["status"] == "complete"
     assert manifest["errors"]["empty_file"] == 1
-    assert manifest["files"]["a.jsonl"]["counts"] == {"docs_in": 2, "docs_out": 2}
+    record = manifest["phases"][0]["tasks"]["a.jsonl"]
+    assert record["docs_in"] == 2 and record["counts"] == {"docs_out": 2}
     assert [d["id"] for _, d in read_documents(str(out / "documents" / "a.jsonl.gz"))] == ["g1", "4"]
     assert not (out / "documents" / "b.jsonl.gz").exists()
 

@@ -38,10 +38,10 @@ def test_stats_totals(tmp_path, make_corpus):
 def test_progress_in_logs_is_periodic_lines():
     import io
 
-    from dolma_pipe.runner import _LogProgress
+    from dolma_pipe.progress import LogProgress
 
     buf = io.StringIO()
-    bar = _LogProgress("convert", 3, buf, interval=0.0)
+    bar = LogProgress("convert", 3, buf, interval=0.0)
     bar.set_postfix(docs="1,000", docs_s="500")
     bar.update(1)
     bar.update(2)

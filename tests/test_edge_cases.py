@@ -95,7 +95,7 @@ def test_outputs_are_never_read_back_as_inputs(tmp_path):
     (d / "a.jsonl").write_bytes(b'{"id": "1", "text": "x"}\n{bad\n')
     for _ in range(2):
         summary = _convert(tmp_path, f"{tmp_path}/data/**/*.jsonl*", tmp_path / "data" / "clean")
-        assert [r.rel for r in summary.results] == ["a.jsonl"]
+        assert [r.key for r in summary.results] == ["a.jsonl"]
     with pytest.raises(ValueError, match="under the destination"):
         _convert(tmp_path, f"{tmp_path}/data/clean/documents/*", tmp_path / "data" / "clean")
 

@@ -17,7 +17,7 @@ from dolma_pipe import storage
 from dolma_pipe.config import RunOptions
 from dolma_pipe.documents import open_writer, read_documents
 from dolma_pipe.quarantine import Quarantine
-from dolma_pipe.stage import FileTask, Stage
+from dolma_pipe.stage import Stage, Task, TaskOutput
 
 _KNOWN_SUFFIX = re.compile(r"\.(jsonl|json)(\.(gz|zst|zstd))?$|\.(parquet|gz|zst|zstd)$")
 BATCH = 1024
@@ -33,8 +33,10 @@ def output_name(rel: str, fmt: str) -> str:
     return _KNOWN_SUFFIX.sub("", rel) + "." + fmt
 
 
-class ConvertStage(Stage):
+class ConvertStage(Stage[ConvertConfig]):
     name = "convert"
+    description = "validate documents and write them as Dolma jsonl/.gz/.zst/parquet"
+    config_model = ConvertConfig
     output_dir = "documents"
 
     @property
@@ -44,14 +46,15 @@ class ConvertStage(Stage):
     def output_name(self, rel: str) -> str:
         return output_name(rel, self.config.format)
 
-    def process(self, task: FileTask, quarantine: Quarantine) -> dict[str, int]:
+    def process(self, task: Task, quarantine: Quarantine) -> TaskOutput:
         out_path = self.output_path(task.rel)
+        assert out_path is not None
         docs = read_documents(task.path, quarantine)
         first = next(docs, None)
         if first is None:
             # Nothing good to keep (the reasons are quarantined): no empty output file.
             storage.remove(out_path)
-            return {"docs_in": 0, "docs_out": 0}
+            return TaskOutput(docs_in=0, counts={"docs_out": 0})
         batch: list[dict] = [first[1]]
         docs_in = 1
         with open_writer(out_path) as writer:
@@ -62,4 +65,4 @@ class ConvertStage(Stage):
                     writer.write_many(batch)
                     batch.clear()
             writer.write_many(batch)
-        return {"docs_in": docs_in, "docs_out": writer.count}
+        return TaskOutput(docs_in=docs_in, counts={"docs_out": writer.count})

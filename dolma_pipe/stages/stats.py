@@ -19,7 +19,8 @@ from dolma_pipe import storage
 from dolma_pipe.config import RunOptions
 from dolma_pipe.documents import read_documents
 from dolma_pipe.quarantine import Quarantine
-from dolma_pipe.stage import FileTask, Stage, TaskResult
+from dolma_pipe.manifest import TaskRecord
+from dolma_pipe.stage import Stage, StepResult, Task, TaskOutput
 
 
 class StatsConfig(RunOptions):
@@ -32,14 +33,16 @@ def length_bucket(chars: int) -> str:
     return "0" if chars == 0 else str(1 << math.ceil(math.log2(chars + 1)))
 
 
-class StatsStage(Stage):
+class StatsStage(Stage[StatsConfig]):
     name = "stats"
+    description = "count documents, characters, bytes and words per source"
+    config_model = StatsConfig
 
     @property
     def output_root(self) -> str:
         return self.config.destination
 
-    def process(self, task: FileTask, quarantine: Quarantine) -> tuple[dict[str, int], dict[str, Any]]:
+    def process(self, task: Task, quarantine: Quarantine) -> TaskOutput:
         per_source: dict[str, Counter] = {}
         lengths: Counter = Counter()
         docs = 0
@@ -52,16 +55,16 @@ class StatsStage(Stage):
             src["bytes"] += len(text.encode("utf-8", errors="surrogatepass"))
             src["words"] += len(text.split())
             lengths[length_bucket(len(text))] += 1
-        extra = {"sources": {k: dict(v) for k, v in per_source.items()}, "length_hist": dict(lengths)}
-        return {"docs_in": docs}, extra
+        data = {"sources": {k: dict(v) for k, v in per_source.items()}, "length_hist": dict(lengths)}
+        return TaskOutput(docs_in=docs, data=data)
 
-    def finish(self, results: list[TaskResult]) -> dict[str, Any]:
+    def finish(self, records: list[TaskRecord]) -> StepResult:
         sources: dict[str, Counter] = {}
         lengths: Counter = Counter()
-        for r in results:
-            for name, counts in r.extra.get("sources", {}).items():
+        for r in records:
+            for name, counts in r.data["sources"].items():
                 sources.setdefault(name, Counter()).update(counts)
-            lengths.update(r.extra.get("length_hist", {}))
+            lengths.update(r.data["length_hist"])
         total: Counter = Counter()
         for counts in sources.values():
             total.update(counts)
@@ -71,7 +74,7 @@ class StatsStage(Stage):
             "length_hist": {k: lengths[k] for k in sorted(lengths, key=int)},
         }
         storage.write_bytes(storage.join(self.output_root, "stats.json"), orjson.dumps(report, option=orjson.OPT_INDENT_2))
-        return {"stats": report, "table": render_table(report)}
+        return StepResult(data={"stats": report}, table=render_table(report))
 
 
 def render_table(report: dict[str, Any]) -> str:

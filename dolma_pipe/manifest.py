@@ -1,0 +1,145 @@
+"""The records a run leaves behind: task records (in markers) and the run's manifest.
+
+Every task's completion marker holds a :class:`TaskRecord`; every run writes
+``<output>/_manifest.json`` as a :class:`Manifest` (status ``running`` at the
+start, ``complete`` or ``failed`` at the end), with the resolved config, the
+version, the inputs, each phase's task records and driver-side step results,
+totals and timings.  Later stages (and ``report``) read manifests back with
+:func:`read_manifest`, typed.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any, Literal
+
+import orjson
+from pydantic import BaseModel, Field, ValidationError
+
+from dolma_pipe import storage
+from dolma_pipe.errors import DolmaPipeError
+
+MANIFEST = "_manifest.json"
+
+RunStatus = Literal["running", "complete", "failed"]
+
+
+class ManifestError(DolmaPipeError, ValueError):
+    """A manifest cannot be read or is not one; the message names the file."""
+
+
+class InputFile(BaseModel, frozen=True):
+    """One file a task reads: where it is, its name relative to its glob, and what it was."""
+
+    path: str
+    rel: str
+    size: int
+    mtime: float
+
+
+class TaskRecord(BaseModel):
+    """One finished task: what it read, what it counted, what it quarantined, how long it took.
+
+    ``fingerprint`` ties it to the settings (and earlier phases) it was made
+    under; ``skipped`` is true in a run that found it already done.
+    """
+
+    phase: str
+    key: str
+    inputs: list[InputFile] = Field(default_factory=list)
+    params: dict[str, Any] = Field(default_factory=dict)
+    docs_in: int = 0
+    counts: dict[str, int] = Field(default_factory=dict)
+    errors: dict[str, int] = Field(default_factory=dict)
+    data: dict[str, Any] = Field(default_factory=dict)
+    seconds: float = 0.0
+    fingerprint: str = ""
+    skipped: bool = False
+
+    @property
+    def error_total(self) -> int:
+        return sum(self.errors.values())
+
+    def marker_bytes(self) -> bytes:
+        return orjson.dumps(self.model_dump(mode="json", exclude={"skipped"}))
+
+    def digest_view(self) -> dict[str, Any]:
+        """What later phases depend on: everything but timings and how this run found it."""
+        return self.model_dump(mode="json", exclude={"seconds", "skipped", "fingerprint"})
+
+
+class ExecutorInfo(BaseModel):
+    name: Literal["local", "ray"]
+    workers: int
+
+
+class PhaseRecord(BaseModel):
+    name: str
+    status: Literal["pending", "running", "complete", "failed"] = "pending"
+    tasks: dict[str, TaskRecord] = Field(default_factory=dict)
+    failures: dict[str, str] = Field(default_factory=dict)
+    # The driver-side step's result (e.g. summed token counts), recorded as it was used.
+    step: dict[str, Any] = Field(default_factory=dict)
+    seconds: float = 0.0
+
+    def totals(self) -> Counter:
+        total: Counter = Counter()
+        for r in self.tasks.values():
+            total["docs_in"] += r.docs_in
+            total.update(r.counts)
+        if not total["docs_in"]:
+            del total["docs_in"]
+        return total
+
+    def errors(self) -> Counter:
+        total: Counter = Counter()
+        for r in self.tasks.values():
+            total.update(r.errors)
+        return total
+
+
+class Manifest(BaseModel):
+    stage: str
+    status: RunStatus
+    version: str
+    python: str
+    started: str
+    finished: str | None = None
+    config: dict[str, Any]
+    executor: ExecutorInfo
+    fingerprint: str
+    inputs: list[InputFile]
+    phases: list[PhaseRecord]
+    # Sums over every phase: documents and counts, quarantined records by kind, failed tasks.
+    totals: dict[str, int] = Field(default_factory=dict)
+    errors: dict[str, int] = Field(default_factory=dict)
+    failures: dict[str, str] = Field(default_factory=dict)
+    timings: dict[str, float] = Field(default_factory=dict)
+    # The last phase's step result (the stage's own report, e.g. stats' totals).
+    results: dict[str, Any] = Field(default_factory=dict)
+
+    def phase(self, name: str) -> PhaseRecord:
+        for p in self.phases:
+            if p.name == name:
+                return p
+        raise KeyError(f"stage {self.stage!r} has no phase {name!r} (phases: {[p.name for p in self.phases]})")
+
+    def write(self, root: str) -> None:
+        storage.write_bytes(storage.join(root, MANIFEST), orjson.dumps(self.model_dump(mode="json"), option=orjson.OPT_INDENT_2))
+
+
+def read_manifest(root: str) -> Manifest:
+    """The manifest a run wrote under ``root`` (an output directory or the manifest file itself)."""
+    path = root if root.endswith(MANIFEST) else storage.join(root, MANIFEST)
+    try:
+        data = orjson.loads(storage.read_bytes(path))
+    except (FileNotFoundError, storage.StorageError) as exc:
+        raise ManifestError(f"{path}: no manifest there ({exc})") from None
+    except orjson.JSONDecodeError as exc:
+        raise ManifestError(f"{path}: not JSON ({exc})") from None
+    try:
+        return Manifest.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise ManifestError(f"{path}: not a dolma-pipe manifest ({where}: {first['msg']})") from None
