@@ -17,7 +17,7 @@ Ray); a phase's driver-side step runs once all its tasks are done, from the
 records, so a resumed run computes it exactly as an uninterrupted one.
 
 The run writes ``<root>/_manifest.json`` when it starts (status ``running``),
-after each phase, and when it ends (``complete`` or ``failed``).
+as each phase starts and ends, and when it ends (``complete`` or ``failed``).
 """
 
 from __future__ import annotations
@@ -276,6 +276,8 @@ def run_stage(stage: Stage, executor: Executor | None = None, stream: TextIO = s
         for index, phase in enumerate(phases):
             record = manifest.phases[index]
             record.status = "running"
+            if index:
+                manifest.write(root)
             phase_fp = _chain(phase_fp, phase.name)
             phase_started = time.perf_counter()
             executor = _run_phase(stage, phases, index, ctx, phase_fp, record, executor, errors, stream)
