@@ -27,22 +27,25 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch  # noqa: E402
 
-from train.data import GlobalOrder, TokenDataset, token_dtype, write_shard  # noqa: E402
+from train.data import GlobalOrder, TokenDataset, token_dtype  # noqa: E402
 from train.model import PRESETS, Transformer, describe, init_weights  # noqa: E402
 from train.optim import build_optimizer, clip_grad_norm, lm_loss  # noqa: E402
 from train.config import OptimConfig  # noqa: E402
+from train.shards import ShardSetWriter  # noqa: E402
 from train.testing import launch, read_metrics, write_config  # noqa: E402
 
 H100_BF16 = 989.5e12
 
 
 def make_data(root: Path, vocab: int, n_tokens: int) -> str:
-    """Random-token shards in the dtype the trainer reads for this vocabulary (uint32 above
-    65536 tokens, e.g. the OLMo 2 presets: uint16 would wrap the ids)."""
+    """Random-token shards (about four) written through ``train.shards``, in the dtype the
+    trainer reads for this vocabulary (uint32 above 65536 tokens, e.g. the OLMo 2 presets)."""
     rng = np.random.default_rng(0)
-    for part in range(4):
-        docs = [rng.integers(1, vocab, size=int(rng.integers(50, 2000))).tolist() for _ in range(n_tokens // 4 // 1000)]
-        write_shard(root / f"part-{part:05d}.npy", docs, eos_id=0, dtype=token_dtype("auto", vocab))
+    lengths = rng.integers(50, 2000, size=n_tokens // 1000)
+    offsets = np.concatenate([[0], np.cumsum(lengths)])
+    tokens = rng.integers(1, vocab, size=int(offsets[-1]))
+    with ShardSetWriter(root, vocab_size=vocab, eos_id=0, max_tokens=int(offsets[-1] + len(lengths)) // 4 + 2000) as w:
+        w.add_batch(tokens, offsets, ids=[f"doc-{i}" for i in range(len(lengths))], srcs="bench", locs=range(len(lengths)))
     return str(root)
 
 

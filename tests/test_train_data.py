@@ -11,13 +11,15 @@ pytest.importorskip("torch")
 pytestmark = pytest.mark.train
 
 from train.data import (DataError, GlobalOrder, TokenDataset, check_fingerprint, eval_indices, token_dtype,  # noqa: E402
-                        validate_shards, write_shard)
+                        validate_shards)
+from train.testing import write_shard  # noqa: E402
 
 
 def shards(tmp_path, sizes=(50, 70, 33), dtype=np.uint16):
     for i, n in enumerate(sizes):
         # one document per shard: tokens 1000*i + 1 .. (EOS appended by write_shard)
-        write_shard(tmp_path / "d" / f"part-{i:05d}.npy", [list(range(1000 * i + 1, 1000 * i + n))], eos_id=0, dtype=dtype)
+        write_shard(tmp_path / "d" / f"part-{i:05d}.npy", [list(range(1000 * i + 1, 1000 * i + n))], eos_id=0,
+                    vocab_size=2**16, dtype=dtype)
     return str(tmp_path / "d")
 
 
@@ -36,9 +38,10 @@ def test_format_instances_and_sidecar(tmp_path):
 
 
 def test_wrong_dtype_or_missing_eos_is_refused(tmp_path):
-    root = shards(tmp_path, sizes=(51,), dtype=np.uint8)  # odd byte count
+    (tmp_path / "odd").mkdir()
+    (tmp_path / "odd" / "part-00000.npy").write_bytes(bytes(51))  # odd byte count
     with pytest.raises(DataError, match="not a multiple"):
-        TokenDataset([root], 16, np.uint16)
+        TokenDataset([str(tmp_path / "odd")], 16, np.uint16)
     write_shard(tmp_path / "e" / "part-00000.npy", [[5] * 40], eos_id=9, dtype=np.uint32)
     assert TokenDataset([str(tmp_path / "e")], 16, np.uint32, eos_id=9).n_instances == 2
     with pytest.raises(DataError, match="EOS"):  # uint32 shard read as uint16: ends in EOS's high half
@@ -82,7 +85,7 @@ def test_fingerprint_tracks_the_data_not_its_location(tmp_path):
     b = TokenDataset([shards(tmp_path / "b")], 16, np.uint16)
     assert a.fingerprint() == b.fingerprint()  # same shards in another folder
     assert TokenDataset([str(tmp_path / "a" / "d")], 8, np.uint16).fingerprint() != a.fingerprint()
-    write_shard(tmp_path / "b" / "d" / "part-00001.npy", [list(range(2, 71))], eos_id=0)  # same size, new content
+    write_shard(tmp_path / "b" / "d" / "part-00001.npy", [list(range(2, 71))], eos_id=0, vocab_size=2**16)  # new content
     changed = TokenDataset([str(tmp_path / "b" / "d")], 16, np.uint16).fingerprint()
     assert changed != a.fingerprint()
     with pytest.raises(DataError, match="allow_fingerprint_mismatch"):
@@ -138,11 +141,19 @@ def test_token_ids_and_sidecars_are_checked_once_per_dataset(tmp_path, monkeypat
     parts = [{s.name: data.scan_shard(s.path, ds.dtype, s.n_tokens) for i, s in enumerate(ds.shards) if i % 2 == r}
              for r in range(2)]
     validate_shards(ds, 2033, rank=1, world=2, all_gather=lambda mine: parts)
-    # sidecars: a row past the shard's end, garbage, or none at all
+    # sidecars: a row past the shard's end, a gap, rows that stop short, garbage, or none at all
     side = tmp_path / "d" / "part-00001.csv.gz"
     with gzip.open(side, "wt") as f:
         f.write("0,60,a,test,0\n60,71,b,test,1\n")
-    with pytest.raises(DataError, match=r"part-00001.npy: part-00001.csv.gz line 2: document \[60, 71\) is outside"):
+    with pytest.raises(DataError, match=r"part-00001.npy: part-00001.csv.gz row 2: document \[60, 71\) is outside"):
+        validate_shards(TokenDataset([root], 16, np.uint16), 4000)
+    with gzip.open(side, "wt") as f:
+        f.write("0,60,a,test,0\n61,70,b,test,1\n")
+    with pytest.raises(DataError, match=r"row 2: document \[61, 70\) does not start where the previous one ends"):
+        validate_shards(TokenDataset([root], 16, np.uint16), 4000)
+    with gzip.open(side, "wt") as f:
+        f.write("0,60,a,test,0\n")
+    with pytest.raises(DataError, match=r"cover tokens \[0, 60\) but the shard has 70"):
         validate_shards(TokenDataset([root], 16, np.uint16), 4000)
     with gzip.open(side, "wt") as f:
         f.write("zero,ten\n")

@@ -1,9 +1,9 @@
 """Training instances cut from token shards, their seeded global order, and fingerprints.
 
-Shards follow DESIGN.md section 3: headerless ``np.memmap`` files ``part-XXXXX.npy`` of
-uint16/uint32 tokens (every document ends with EOS) next to ``part-XXXXX.csv.gz`` sidecars
-(``start,end,id,src,loc``). Instances are consecutive ``seq_len``-token windows of one shard
-(documents are packed, as OLMo does; a shard's tail shorter than ``seq_len`` is dropped).
+Shards are read through ``train.shards``, which owns their format (DESIGN.md section 3:
+headerless uint16/uint32 ``.npy`` memmaps with ``.csv.gz`` sidecars). Instances are
+consecutive ``seq_len``-token windows of one shard (documents are packed, as OLMo does; a
+shard's tail shorter than ``seq_len`` is dropped).
 
 The order is a permutation of all instances seeded by ``(seed, epoch)``. Step ``s`` takes the
 next ``global_batch_size`` instances of that order and rank ``r`` takes its contiguous slice.
@@ -14,7 +14,6 @@ exactly once per epoch.
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import json
 import os
@@ -24,37 +23,21 @@ from typing import Callable
 
 import numpy as np
 
+from train.shards import ShardError, check_sidecar, dtype_for_vocab, find_shards, max_token_id, open_tokens, token_count
+
 
 class DataError(ValueError):
-    """Bad or missing shards, or a dataset that does not match a checkpoint."""
+    """Bad or missing shards (a ``train.shards.ShardError`` is re-raised as this), or a
+    dataset that does not match a checkpoint."""
 
 
 def token_dtype(name: str, vocab_size: int) -> np.dtype:
-    if name == "auto":
-        # DESIGN.md: uint16 when the vocabulary fits, uint32 otherwise
-        return np.dtype(np.uint16 if vocab_size <= 2**16 else np.uint32)
-    return np.dtype(name)
-
-
-def find_shards(paths: list[str]) -> list[tuple[Path, str]]:
-    """(file, name relative to the path it was found under), sorted, for .npy files or folders."""
-    found: list[tuple[Path, str]] = []
-    for p in paths:
-        root = Path(p)
-        if root.is_dir():
-            files = sorted(root.rglob("*.npy"))
-            found += [(f, str(f.relative_to(root))) for f in files]
-        elif root.is_file():
-            found.append((root, root.name))
-        else:
-            raise DataError(f"data path {p!r} does not exist")
-    if not found:
-        raise DataError(f"no .npy token shards under {paths}")
-    return found
+    """``data.token_dtype``: ``auto`` is the format's rule (``train.shards.dtype_for_vocab``)."""
+    return dtype_for_vocab(vocab_size) if name == "auto" else np.dtype(name)
 
 
 @dataclass
-class Shard:
+class ShardFile:
     path: Path
     name: str
     n_tokens: int
@@ -66,13 +49,13 @@ class TokenDataset:
     def __init__(self, paths: list[str], seq_len: int, dtype: np.dtype, eos_id: int | None = None):
         self.seq_len = seq_len
         self.dtype = np.dtype(dtype)
-        self.shards: list[Shard] = []
-        for path, name in find_shards(paths):
-            size = path.stat().st_size
-            if size % self.dtype.itemsize:
-                raise DataError(f"{path}: size {size} is not a multiple of {self.dtype} (wrong token_dtype?)")
-            self.shards.append(Shard(path, name, size // self.dtype.itemsize))
-        self._maps: dict[int, np.memmap] = {}
+        self.shards: list[ShardFile] = []
+        try:
+            for path, name in find_shards(paths):
+                self.shards.append(ShardFile(path, name, token_count(path, self.dtype)))
+        except ShardError as e:
+            raise DataError(str(e)) from None
+        self._maps: dict[int, np.ndarray] = {}
         if eos_id is not None:
             for i, s in enumerate(self.shards):
                 if s.n_tokens and int(self._map(i)[-1]) != eos_id:
@@ -83,9 +66,9 @@ class TokenDataset:
         if self.n_instances == 0:
             raise DataError(f"shards under {paths} hold no instance of {seq_len} tokens")
 
-    def _map(self, i: int) -> np.memmap:
+    def _map(self, i: int) -> np.ndarray:
         if i not in self._maps:
-            self._maps[i] = np.memmap(self.shards[i].path, dtype=self.dtype, mode="r")
+            self._maps[i] = open_tokens(self.shards[i].path, self.dtype)
         return self._maps[i]
 
     def instance(self, index: int) -> np.ndarray:
@@ -113,41 +96,17 @@ class TokenDataset:
         return h.hexdigest()[:16]
 
 
-def scan_shard(path: Path, dtype: np.dtype, n_tokens: int, chunk: int = 1 << 24) -> dict:
-    """One pass over a shard: its largest token id (chunked, so memory stays flat) and the
-    problems of its ``.csv.gz`` sidecar (missing, unreadable, rows outside the shard or
-    overlapping), as ``{"max": int, "sidecar": str | None}``."""
-    arr = np.memmap(path, dtype=dtype, mode="r") if n_tokens else np.zeros(0, dtype)
-    top = 0
-    for i in range(0, n_tokens, chunk):
-        top = max(top, int(arr[i : i + chunk].max()))
-    del arr
-    return {"max": top, "sidecar": _check_sidecar(path, n_tokens)}
-
-
-def _check_sidecar(path: Path, n_tokens: int) -> str | None:
-    side = path.with_suffix(".csv.gz")
-    if not side.exists():
-        return f"sidecar {side.name} is missing (every shard has one: start,end,id,src,loc per document)"
-    prev_end = 0
+def scan_shard(path: Path, dtype: np.dtype, n_tokens: int) -> dict:
+    """One pass over a shard: its largest token id and the problem of its ``.csv.gz`` sidecar
+    (missing, unreadable, rows outside the shard, not contiguous or not covering it), as
+    ``{"max": int, "sidecar": str | None}``."""
+    top = max_token_id(open_tokens(path, dtype)) if n_tokens else 0
     try:
-        with gzip.open(side, "rt") as f:
-            for line_no, line in enumerate(f, 1):
-                if not line.strip():
-                    continue
-                fields = line.split(",", 2)
-                try:
-                    start, end = int(fields[0]), int(fields[1])
-                except (ValueError, IndexError):
-                    return f"{side.name} line {line_no}: expected start,end,id,src,loc, got {line.strip()[:80]!r}"
-                if not (prev_end <= start < end <= n_tokens):
-                    return (f"{side.name} line {line_no}: document [{start}, {end}) is outside the shard's "
-                            f"{n_tokens} tokens or overlaps the previous one (ends at {prev_end}); "
-                            f"wrong token_dtype or a mismatched sidecar?")
-                prev_end = end
-    except (OSError, EOFError, UnicodeDecodeError) as e:
-        return f"{side.name}: unreadable ({e})"
-    return None
+        check_sidecar(path, n_tokens)
+        problem = None
+    except ShardError as e:
+        problem = str(e)
+    return {"max": top, "sidecar": problem}
 
 
 def validate_shards(ds: "TokenDataset", vocab_size: int, cache_dir: str | Path | None = None, rank: int = 0,
@@ -160,7 +119,8 @@ def validate_shards(ds: "TokenDataset", vocab_size: int, cache_dir: str | Path |
     dataset fingerprint, so a restart on the same data reads nothing.
     """
     fp = ds.fingerprint()
-    cache = Path(cache_dir) / f"shard-checks-{fp}.json" if cache_dir else None
+    # "v2": the checks of train.shards (contiguous rows covering the shard)
+    cache = Path(cache_dir) / f"shard-checks-v2-{fp}.json" if cache_dir else None
     results: dict[str, dict] | None = None
     if cache is not None and cache.exists():
         try:
@@ -277,23 +237,3 @@ def eval_indices(n_instances: int, max_instances: int, rank: int, world: int) ->
     n = min(n_instances, max_instances)
     n -= n % world
     return np.arange(rank, n, world, dtype=np.int64)
-
-
-def write_shard(path: str | Path, docs: list[list[int]], eos_id: int, dtype=np.uint16, src: str = "test") -> None:
-    """Write one shard in the DESIGN.md format (used by tests and the benchmark)."""
-    import gzip
-
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tokens, rows, pos = [], [], 0
-    for i, doc in enumerate(docs):
-        doc = list(doc) + [eos_id]
-        tokens += doc
-        rows.append(f"{pos},{pos + len(doc)},{path.stem}-{i},{src},{i}")
-        pos += len(doc)
-    arr = np.memmap(path, dtype=dtype, mode="w+", shape=(len(tokens),))
-    arr[:] = np.asarray(tokens, dtype=dtype)
-    arr.flush()
-    del arr
-    with gzip.open(path.with_suffix(".csv.gz"), "wt") as f:
-        f.write("\n".join(rows) + "\n")

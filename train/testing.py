@@ -15,10 +15,21 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from train.data import write_shard
+from train.shards import ShardWriter, shard_name
 
 EOS = 0
 VOCAB = 512
+
+
+def write_shard(path: str | Path, docs: list[list[int]], eos_id: int = EOS, vocab_size: int = VOCAB,
+                dtype=None, src: str = "test") -> Path:
+    """One shard of ``docs`` (token lists; EOS is appended to each) through ``train.shards``;
+    ids ``<stem>-<i>``, ``loc`` the document's position."""
+    path = Path(path)
+    with ShardWriter(path, vocab_size=vocab_size, eos_id=eos_id, dtype=dtype) as w:
+        for i, doc in enumerate(docs):
+            w.add(doc, id=f"{path.stem}-{i}", src=src, loc=i)
+    return path
 
 
 def make_shards(root: str | Path, n_train_shards: int = 3, docs_per_shard: int = 60, seed: int = 0,
@@ -35,9 +46,9 @@ def make_shards(root: str | Path, n_train_shards: int = 3, docs_per_shard: int =
         for _ in range(docs_per_shard):
             m = motifs[int(rng.integers(0, len(motifs)))]
             docs.append((m * 8)[: int(rng.integers(10, 60))])
-        write_shard(root / "train" / f"part-{part:05d}.npy", docs, eos_id=EOS)
+        write_shard(root / "train" / f"{shard_name(part)}.npy", docs, vocab_size=vocab)
     val = [(motifs[i % len(motifs)] * 8)[:40] for i in range(48)]
-    write_shard(root / "val" / "part-00000.npy", val, eos_id=EOS)
+    write_shard(root / "val" / f"{shard_name(0)}.npy", val, vocab_size=vocab)
     return {"train": str(root / "train"), "val": str(root / "val")}
 
 
