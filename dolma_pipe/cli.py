@@ -14,7 +14,9 @@ from __future__ import annotations
 import argparse
 import difflib
 import importlib
+import signal
 import sys
+import threading
 import types
 import typing
 from dataclasses import dataclass
@@ -209,7 +211,17 @@ def run_command(cmd: Command, ns: argparse.Namespace) -> int:
     return 0
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM: ends a run the way Ctrl-C does (workers stopped, manifest marked failed)."""
+
+
+def _terminate(signum: int, frame: Any) -> None:
+    raise Terminated("SIGTERM")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _terminate)
     parser = build_parser()
     ns, unknown = parser.parse_known_args(argv)
     cmd = next((c for c in COMMANDS if c.name == ns.command), None)
@@ -234,9 +246,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except DolmaPipeError as exc:
         print(f"dolma-pipe {cmd.name}: error: {exc}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        print(f"dolma-pipe {cmd.name}: interrupted; finished files are kept and a rerun resumes", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        how = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
+        print(f"dolma-pipe {cmd.name}: {how}; finished work is kept and a rerun resumes", file=sys.stderr)
+        return 143 if isinstance(exc, Terminated) else 130
 
 
 if __name__ == "__main__":

@@ -10,15 +10,31 @@ from __future__ import annotations
 
 import difflib
 import os
-from typing import Any
+from typing import Annotated, Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 from dolma_pipe.errors import DolmaPipeError
 
 
 class ConfigError(DolmaPipeError, ValueError):
     """A user's config is wrong; the message says which key and why."""
+
+
+def absolute_path(path: str) -> str:
+    """A local path made absolute where the config is loaded (the driver); URLs unchanged.
+
+    Workers of a Ray cluster run in other working directories: a relative path
+    sent to them would name another place.
+    """
+    if "://" in path and not path.startswith("file://"):
+        return path
+    local = path[len("file://") :] if path.startswith("file://") else path
+    return os.path.abspath(os.path.expanduser(local))
+
+
+# A local path or glob (made absolute on the driver) or a remote URL (s3://...).
+PathStr = Annotated[str, AfterValidator(absolute_path)]
 
 
 class StrictModel(BaseModel):
@@ -84,25 +100,31 @@ def _model_at(model: type[BaseModel], loc: tuple) -> type[BaseModel] | None:
     return current if isinstance(current, type) and issubclass(current, BaseModel) else None
 
 
-def format_validation_error(model: type[BaseModel], exc: ValidationError, source: str) -> str:
+def validation_error_lines(model: type[BaseModel], exc: ValidationError, prefix: tuple = ()) -> list[str]:
+    """One phrase per problem, naming the key; ``prefix`` is where ``model`` sits in a larger config
+    (``("tagger_options", "gopher_v1")`` for a tagger's options model)."""
     lines = []
     for err in exc.errors():
         loc = tuple(err["loc"])
-        key = ".".join(str(p) for p in loc)
+        key = ".".join(str(p) for p in (*prefix, *loc))
         if err["type"] == "extra_forbidden":
             parent = _model_at(model, loc[:-1])
             hint = ""
             if parent is not None:
                 close = difflib.get_close_matches(str(loc[-1]), list(parent.model_fields), n=1)
                 if close:
-                    hint = f" (did you mean '{'.'.join([*map(str, loc[:-1]), close[0]])}'?)"
+                    hint = f" (did you mean '{'.'.join([*map(str, (*prefix, *loc[:-1])), close[0]])}'?)"
             lines.append(f"unknown config key '{key}'{hint}")
         elif err["type"] == "missing":
             lines.append(f"config key '{key}' is required")
         else:
             lines.append(f"config key '{key}': {err['msg']} (got {err.get('input')!r})")
+    return lines
+
+
+def format_validation_error(model: type[BaseModel], exc: ValidationError, source: str) -> str:
     head = f"invalid configuration{f' in {source}' if source else ''}: "
-    return head + "; ".join(lines)
+    return head + "; ".join(validation_error_lines(model, exc))
 
 
 def load_config(

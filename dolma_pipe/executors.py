@@ -4,29 +4,68 @@
 tracebacks and debuggers simple); ``ray`` submits one Ray task per item, on a
 Ray started for the run or on an existing cluster (``ray_address``).  Both
 yield ``(item, result, error)`` as tasks finish, so one failed task does not
-stop the others, and both keep a bounded number of tasks in flight so a plan
-of a million files does not become a million pending futures.
+stop the others; both keep a bounded number of tasks in flight so a plan of a
+million files does not become a million pending futures; and both account for
+every item: each is yielded once, with a result or an error, unless ``stop()``
+said to submit no more (then items never submitted are not yielded, and tasks
+in flight are still waited for and yielded).
+
+Pool workers die with the process that started them (a parent-death signal),
+so killing a run never leaves workers running under PID 1.
 """
 
 from __future__ import annotations
 
+import ctypes
 import multiprocessing
+import os
+import signal
+import socket
 import sys
 from abc import ABC, abstractmethod
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Callable, Iterator
 
+from dolma_pipe.errors import DolmaPipeError
+
 Outcome = tuple[Any, Any, BaseException | None]
+_NOTHING = object()
 
 
-def _top_up(pending: dict[Any, Any], queue: Iterator[Any], limit: int, submit: Callable[[Any], Any]) -> None:
-    """Submit items from ``queue`` until ``limit`` are in flight (handle -> item in ``pending``)."""
+class ExecutorError(DolmaPipeError, RuntimeError):
+    """The executor cannot start (e.g. a Ray cluster that cannot be joined); the message says why."""
+
+
+class _Queue:
+    """Items not yet submitted; an item whose submission failed goes back to the front."""
+
+    def __init__(self, items: list[Any]):
+        self._items = list(reversed(items))
+
+    def pop(self) -> Any:
+        return self._items.pop() if self._items else _NOTHING
+
+    def push_back(self, item: Any) -> None:
+        self._items.append(item)
+
+    def drain(self) -> list[Any]:
+        out = list(reversed(self._items))
+        self._items.clear()
+        return out
+
+
+def _top_up(pending: dict[Any, Any], queue: _Queue, limit: int, submit: Callable[[Any], Any]) -> None:
+    """Submit items until ``limit`` are in flight (handle -> item in ``pending``); never loses an item."""
     while len(pending) < limit:
-        item = next(queue, None)
-        if item is None:
+        item = queue.pop()
+        if item is _NOTHING:
             return
-        pending[submit(item)] = item
+        try:
+            pending[submit(item)] = item
+        except BaseException:
+            queue.push_back(item)
+            raise
 
 
 class Executor(ABC):
@@ -34,8 +73,11 @@ class Executor(ABC):
     workers: int
 
     @abstractmethod
-    def run(self, fn: Callable[[Any], Any], items: list[Any]) -> Iterator[Outcome]:
-        """Yield ``(item, result, None)`` or ``(item, None, exception)`` in completion order."""
+    def run(self, fn: Callable[[Any], Any], items: list[Any], stop: Callable[[], bool] = lambda: False) -> Iterator[Outcome]:
+        """Yield ``(item, result, None)`` or ``(item, None, exception)`` in completion order.
+
+        Once ``stop()`` is true no more items are submitted; those in flight are still yielded.
+        """
 
     def close(self) -> None:
         pass
@@ -47,6 +89,17 @@ class Executor(ABC):
         self.close()
 
 
+def _die_with_parent(parent: int) -> None:
+    """Pool worker initializer: be killed when the parent dies, however it dies (Linux)."""
+    if sys.platform == "linux":
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+    if os.getppid() != parent:  # the parent died before the signal was armed
+        os._exit(1)
+    # The parent decides how a run ends; a terminal's Ctrl-C reaches the workers too.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 class LocalExecutor(Executor):
     name = "local"
 
@@ -54,9 +107,11 @@ class LocalExecutor(Executor):
         self.workers = max(1, processes)
         self._pool: ProcessPoolExecutor | None = None
 
-    def run(self, fn: Callable[[Any], Any], items: list[Any]) -> Iterator[Outcome]:
+    def run(self, fn: Callable[[Any], Any], items: list[Any], stop: Callable[[], bool] = lambda: False) -> Iterator[Outcome]:
         if self.workers == 1 or len(items) <= 1:
             for item in items:
+                if stop():
+                    return
                 try:
                     yield item, fn(item), None
                 except Exception as exc:  # the runner reports it with the item's name
@@ -64,19 +119,23 @@ class LocalExecutor(Executor):
             return
         # fork starts workers in milliseconds; only fall back to spawn where fork is unsafe.
         method = "fork" if sys.platform == "linux" and "ray" not in sys.modules else "spawn"
-        self._pool = ProcessPoolExecutor(
-            max_workers=min(self.workers, len(items)), mp_context=multiprocessing.get_context(method)
+        pool = self._pool = ProcessPoolExecutor(
+            max_workers=min(self.workers, len(items)),
+            mp_context=multiprocessing.get_context(method),
+            initializer=_die_with_parent,
+            initargs=(os.getpid(),),
         )
         pending: dict[Any, Any] = {}
-        queue = iter(items)
+        queue = _Queue(items)
         limit = 2 * self.workers
         try:
             while True:
                 try:
-                    _top_up(pending, queue, limit, lambda item: self._pool.submit(fn, item))
+                    if not stop():
+                        _top_up(pending, queue, limit, lambda item: pool.submit(fn, item))
                 except BrokenProcessPool as exc:
                     # A worker died (OOM killer, SIGKILL): what is left cannot run in this pool.
-                    for item in [*pending.values(), *queue]:
+                    for item in [*pending.values(), *queue.drain()]:
                         yield item, None, exc
                     return
                 if not pending:
@@ -86,16 +145,39 @@ class LocalExecutor(Executor):
                     item = pending.pop(fut)
                     exc = fut.exception()
                     yield (item, None, exc) if exc else (item, fut.result(), None)
+        except BaseException:
+            # Interrupted: stop the workers now instead of waiting for their tasks (outputs are
+            # atomic, so a killed task leaves nothing that looks finished).
+            self.close(kill=True)
+            raise
         finally:
             self.close()
 
-    def close(self) -> None:
+    def close(self, kill: bool = False) -> None:
         if self._pool is not None:
+            if kill:
+                for proc in list((self._pool._processes or {}).values()):
+                    proc.kill()
             try:
                 self._pool.shutdown(wait=True, cancel_futures=True)
             except BrokenProcessPool:
                 pass
             self._pool = None
+
+
+def _check_reachable(address: str) -> None:
+    """Fail in a second with the address and the cause, instead of Ray's minutes of retries."""
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        return  # "auto", a ray:// client address, ...: let Ray resolve it
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=5):
+            pass
+    except OSError as exc:
+        raise ExecutorError(
+            f"cannot connect to the Ray cluster at {address}: {exc.strerror or exc}; start it with "
+            f"`ray start --head --port {port}` on that machine (see the README's Ray section) or fix --ray-address"
+        ) from None
 
 
 class RayExecutor(Executor):
@@ -107,24 +189,35 @@ class RayExecutor(Executor):
         self.workers = max(1, processes)
         self.address = address
         self._started_here = False
-        if not ray.is_initialized():
-            if address:
+        if ray.is_initialized():
+            return
+        if address:
+            _check_reachable(address)
+            try:
                 ray.init(address=address, log_to_driver=True, include_dashboard=False)
-            else:
-                # A Ray started for one run serves this machine only: keep it on loopback.
-                ray.init(num_cpus=self.workers, include_dashboard=False, log_to_driver=True, _node_ip_address="127.0.0.1")
-                self._started_here = True
+            except Exception as exc:
+                cause = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+                raise ExecutorError(
+                    f"cannot join the Ray cluster at {address}: {cause}; if the cluster uses token "
+                    "authentication (RAY_AUTH_MODE=token), set RAY_AUTH_MODE=token and RAY_AUTH_TOKEN (or "
+                    "RAY_AUTH_TOKEN_PATH) to the cluster's token (`ray get-auth-token` on the head node)"
+                ) from None
+        else:
+            # A Ray started for one run serves this machine only: keep it on loopback.
+            ray.init(num_cpus=self.workers, include_dashboard=False, log_to_driver=True, _node_ip_address="127.0.0.1")
+            self._started_here = True
 
-    def run(self, fn: Callable[[Any], Any], items: list[Any]) -> Iterator[Outcome]:
+    def run(self, fn: Callable[[Any], Any], items: list[Any], stop: Callable[[], bool] = lambda: False) -> Iterator[Outcome]:
         import ray
 
         remote = ray.remote(num_cpus=1, max_retries=0)(_apply)
         pending: dict[Any, Any] = {}
-        queue = iter(items)
+        queue = _Queue(items)
         limit = 2 * max(self.workers, int(ray.cluster_resources().get("CPU", 1)))
         try:
             while True:
-                _top_up(pending, queue, limit, lambda item: remote.remote(fn, item))
+                if not stop():
+                    _top_up(pending, queue, limit, lambda item: remote.remote(fn, item))
                 if not pending:
                     return
                 done, _ = ray.wait(list(pending), num_returns=1)

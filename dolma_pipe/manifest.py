@@ -78,6 +78,8 @@ class PhaseRecord(BaseModel):
     status: Literal["pending", "running", "complete", "failed"] = "pending"
     tasks: dict[str, TaskRecord] = Field(default_factory=dict)
     failures: dict[str, str] = Field(default_factory=dict)
+    # Tasks never started because the run stopped first (--max-errors, an interruption).
+    not_run: list[str] = Field(default_factory=list)
     # The driver-side step's result (e.g. summed token counts), recorded as it was used.
     step: dict[str, Any] = Field(default_factory=dict)
     seconds: float = 0.0
@@ -114,6 +116,8 @@ class Manifest(BaseModel):
     totals: dict[str, int] = Field(default_factory=dict)
     errors: dict[str, int] = Field(default_factory=dict)
     failures: dict[str, str] = Field(default_factory=dict)
+    # Why a failed run stopped (error limit, interruption, unreadable inputs), when not a task failure.
+    stopped: str | None = None
     timings: dict[str, float] = Field(default_factory=dict)
     # The last phase's step result (the stage's own report, e.g. stats' totals).
     results: dict[str, Any] = Field(default_factory=dict)

@@ -28,6 +28,7 @@ import glob
 import hashlib
 import os
 import platform
+import socket
 import sys
 import time
 from dataclasses import dataclass
@@ -40,7 +41,8 @@ from pydantic import ValidationError
 from dolma_pipe import __version__, storage
 from dolma_pipe.errors import DolmaPipeError
 from dolma_pipe.executors import Executor, make_executor
-from dolma_pipe.manifest import ExecutorInfo, Manifest, PhaseRecord, TaskRecord
+from dolma_pipe.manifest import MANIFEST, ExecutorInfo, Manifest, PhaseRecord, TaskRecord
+from dolma_pipe.paths import PathError
 from dolma_pipe.progress import progress
 from dolma_pipe.quarantine import Quarantine
 from dolma_pipe.stage import Phase, RunContext, Stage, Task
@@ -82,6 +84,16 @@ def clear_stale_temporaries(final_paths: list[str]) -> int:
     return removed
 
 
+def _check_visible(root: str, task: Task) -> None:
+    """A worker that cannot see the driver's local paths says so (a cluster without a shared filesystem)."""
+    hint = "a cluster without a shared filesystem needs remote paths (s3://...) for inputs and destination"
+    if not storage.is_remote(root) and not os.path.exists(os.path.join(storage.local_path(root), MANIFEST)):
+        raise PathError(f"worker {socket.gethostname()} cannot see the output directory {root} that the driver created; {hint}")
+    for f in task.inputs:
+        if not storage.is_remote(f.path) and not os.path.exists(storage.local_path(f.path)):
+            raise PathError(f"worker {socket.gethostname()} cannot see input {f.path} that the driver listed; {hint}")
+
+
 def execute_task(stage: Stage, phase_index: int, ctx: RunContext, fingerprint: str, task: Task) -> TaskRecord:
     """Worker side: run one task, then write its errors and its marker (in that order)."""
     phases = stage.phases()
@@ -91,6 +103,7 @@ def execute_task(stage: Stage, phase_index: int, ctx: RunContext, fingerprint: s
     err_path = errors_path(root, task.key, sub)
     done_path = marker_path(root, task.key, sub)
     outputs = phase.outputs(task) if phase.outputs is not None else []
+    _check_visible(root, task)
     clear_stale_temporaries([*outputs, err_path, done_path])
     quarantine = Quarantine()
     start = time.perf_counter()
@@ -185,7 +198,9 @@ class RunSummary:
             done = sum(1 for r in p.tasks.values() if not r.skipped)
             skipped = len(p.tasks) - done
             label = "files" if single and p.name == "files" else f"{p.name} tasks"
-            rows.append((label, f"{len(p.tasks) + len(p.failures):,} ({done:,} processed, {skipped:,} already done, {len(p.failures):,} failed)"))
+            not_run = f", {len(p.not_run):,} not run" if p.not_run else ""
+            total = len(p.tasks) + len(p.failures) + len(p.not_run)
+            rows.append((label, f"{total:,} ({done:,} processed, {skipped:,} already done, {len(p.failures):,} failed{not_run})"))
         for key in sorted(m.totals):
             rows.append((key.replace("_", " "), f"{m.totals[key]:,}"))
         err_total = sum(m.errors.values())
@@ -226,6 +241,31 @@ def _done_markers(root: str, sub: str, force: bool) -> set[str]:
         return set()
     pattern = storage.join(root, "_done", *([sub] if sub else []), "**", "*.done")
     return {storage.local_path(f.path) for f in storage.glob_info(pattern)}
+
+
+def _finalise(manifest: Manifest, seconds: float, root: str) -> None:
+    """Totals, status, timings; then the manifest's last write."""
+    _refresh_totals(manifest)
+    manifest.status = "complete" if all(p.status == "complete" for p in manifest.phases) else "failed"
+    manifest.finished = datetime.now(timezone.utc).isoformat()
+    manifest.results = manifest.phases[-1].step if manifest.phases else {}
+    manifest.timings = {
+        "wall_seconds": round(seconds, 3),
+        "task_seconds": round(sum(r.seconds for p in manifest.phases for r in p.tasks.values() if not r.skipped), 3),
+        **{f"{p.name}_seconds": round(p.seconds, 3) for p in manifest.phases if len(manifest.phases) > 1},
+    }
+    manifest.write(root)
+
+
+def _all_unreadable(records: list[TaskRecord]) -> str | None:
+    """A message when every input file of a phase was unreadable: such a run did nothing and must fail."""
+    readers = [r for r in records if r.inputs]
+    if readers and all(r.errors.get("unreadable") for r in readers):
+        return (
+            f"none of the {len(readers)} input file(s) could be read (e.g. {readers[0].inputs[0].path}); "
+            "see _errors/ for each file's reason"
+        )
+    return None
 
 
 class _ErrorLimit:
@@ -286,6 +326,11 @@ def run_stage(stage: Stage, executor: Executor | None = None, stream: TextIO = s
                 record.status = "failed"
                 break
             records = [record.tasks[k] for k in sorted(record.tasks)]
+            unreadable = _all_unreadable(records)
+            if unreadable:
+                record.status = "failed"
+                manifest.stopped = unreadable
+                break
             if phase.after is not None:
                 step = phase.after(records, ctx)
                 ctx.steps[phase.name] = step
@@ -295,22 +340,23 @@ def run_stage(stage: Stage, executor: Executor | None = None, stream: TextIO = s
             phase_fp = _chain(phase_fp, phase.name, records)
             _refresh_totals(manifest)
             manifest.write(root)
+    except BaseException as exc:
+        # Interrupted (Ctrl-C, SIGTERM) or a user error mid-run: the manifest must not stay "running".
+        manifest.stopped = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        for p in manifest.phases:
+            if p.status == "running":
+                p.status = "failed"
+        _finalise(manifest, time.perf_counter() - started_at, root)
+        raise
     finally:
         if own_executor and executor is not None:
             executor.close()
     seconds = time.perf_counter() - started_at
-    _refresh_totals(manifest)
-    manifest.status = "complete" if all(p.status == "complete" for p in manifest.phases) else "failed"
-    manifest.finished = datetime.now(timezone.utc).isoformat()
-    manifest.results = manifest.phases[-1].step if manifest.phases else {}
-    manifest.timings = {
-        "wall_seconds": round(seconds, 3),
-        "task_seconds": round(sum(r.seconds for p in manifest.phases for r in p.tasks.values() if not r.skipped), 3),
-        **{f"{p.name}_seconds": round(p.seconds, 3) for p in manifest.phases if len(manifest.phases) > 1},
-    }
-    manifest.write(root)
+    _finalise(manifest, seconds, root)
     summary = RunSummary(manifest, root, seconds, table if manifest.status == "complete" else None)
     print(summary.render(), file=stream)
+    if manifest.stopped:
+        raise RunFailed(manifest.stopped)
     if errors.hit:
         raise RunFailed(
             f"{errors.count:,} bad records exceed --max-errors {errors.limit}; see {storage.join(root, '_errors')}/ "
@@ -358,6 +404,7 @@ def _run_phase(
     bar.update(len(record.tasks))
     if not todo or errors.hit:
         bar.close()
+        record.not_run = [t.key for t in todo]
         return executor
     if executor is None:
         executor = make_executor(cfg.processes, cfg.ray, cfg.ray_address)
@@ -365,7 +412,9 @@ def _run_phase(
     docs = 0
     fn = functools.partial(execute_task, stage, index, ctx, fingerprint)
     try:
-        for task, result, exc in executor.run(fn, todo):
+        # At the error limit no more tasks start, but those in flight finish and are recorded:
+        # the summary of a stopped run counts everything that was written.
+        for task, result, exc in executor.run(fn, todo, stop=lambda: errors.hit):
             bar.update(1)
             if exc is not None:
                 record.failures[task.key] = f"{type(exc).__name__}: {exc}"
@@ -375,9 +424,8 @@ def _run_phase(
             elapsed = time.perf_counter() - started
             bar.set_postfix(docs=f"{docs:,}", docs_s=f"{docs / max(elapsed, 1e-9):,.0f}", refresh=False)
             errors.add(result.error_total)
-            if errors.hit:
-                break
     finally:
         bar.close()
+        record.not_run = [t.key for t in todo if t.key not in record.tasks and t.key not in record.failures]
     return executor
 

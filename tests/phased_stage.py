@@ -20,7 +20,7 @@ import orjson
 from pydantic import Field
 
 from dolma_pipe import storage
-from dolma_pipe.config import RunOptions, load_config
+from dolma_pipe.config import PathStr, RunOptions, load_config
 from dolma_pipe.documents import JsonlWriter, read_documents
 from dolma_pipe.manifest import TaskRecord
 from dolma_pipe.quarantine import Quarantine
@@ -29,8 +29,8 @@ from dolma_pipe.stage import Phase, RunContext, Stage, StepResult, Task, TaskOut
 
 
 class PhasedConfig(RunOptions):
-    documents: list[str] = Field(..., min_length=1)
-    destination: str
+    documents: list[PathStr] = Field(..., min_length=1)
+    destination: PathStr
     buckets: int = Field(4, ge=1)
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from dolma_pipe.config import ConfigError, load_config
@@ -13,8 +15,16 @@ def test_defaults_and_overrides(tmp_path):
     cfg_file = tmp_path / "c.yaml"
     cfg_file.write_text("documents: [a/*.jsonl]\ndestination: out\nprocesses: 3\n")
     cfg = load_config(ConvertConfig, str(cfg_file), {"processes": 1, "format": "parquet"})
-    assert cfg.processes == 1 and cfg.format == "parquet" and cfg.documents == ["a/*.jsonl"]
+    assert cfg.processes == 1 and cfg.format == "parquet" and cfg.documents == [os.path.abspath("a/*.jsonl")]
     assert cfg.force is False and cfg.max_errors is None
+
+
+def test_local_paths_are_made_absolute_where_the_config_loads(tmp_path, monkeypatch):
+    """Workers on a Ray cluster have other working directories: relative paths are resolved on the driver."""
+    monkeypatch.chdir(tmp_path)
+    cfg = load_config(ConvertConfig, None, {"documents": ["in/**/*.gz", "s3://b/x/*.gz", "file://rel/y"], "destination": "~/out"})
+    assert cfg.documents == [f"{tmp_path}/in/**/*.gz", "s3://b/x/*.gz", f"{tmp_path}/rel/y"]
+    assert cfg.destination == os.path.expanduser("~/out")
 
 
 def test_unknown_key_is_named_with_a_suggestion(tmp_path):

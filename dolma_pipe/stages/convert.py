@@ -14,7 +14,7 @@ from typing import Literal
 from pydantic import Field
 
 from dolma_pipe import storage
-from dolma_pipe.config import RunOptions
+from dolma_pipe.config import PathStr, RunOptions
 from dolma_pipe.documents import open_writer, read_documents
 from dolma_pipe.quarantine import Quarantine
 from dolma_pipe.stage import Stage, Task, TaskOutput
@@ -24,8 +24,8 @@ BATCH = 1024
 
 
 class ConvertConfig(RunOptions):
-    documents: list[str] = Field(..., min_length=1, description="input document files or globs (local or s3://)")
-    destination: str = Field(..., description="output root; documents go to <destination>/documents/")
+    documents: list[PathStr] = Field(..., min_length=1, description="input document files or globs (local or s3://)")
+    destination: PathStr = Field(..., description="output root; documents go to <destination>/documents/")
     format: Literal["jsonl", "jsonl.gz", "jsonl.zst", "parquet"] = Field("jsonl.gz", description="output format")
 
 

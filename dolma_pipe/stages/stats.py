@@ -16,7 +16,7 @@ import orjson
 from pydantic import Field
 
 from dolma_pipe import storage
-from dolma_pipe.config import RunOptions
+from dolma_pipe.config import PathStr, RunOptions
 from dolma_pipe.documents import read_documents
 from dolma_pipe.quarantine import Quarantine
 from dolma_pipe.manifest import TaskRecord
@@ -24,8 +24,8 @@ from dolma_pipe.stage import Stage, StepResult, Task, TaskOutput
 
 
 class StatsConfig(RunOptions):
-    documents: list[str] = Field(..., min_length=1, description="input document files or globs (local or s3://)")
-    destination: str = Field(..., description="where stats.json, markers and errors are written")
+    documents: list[PathStr] = Field(..., min_length=1, description="input document files or globs (local or s3://)")
+    destination: PathStr = Field(..., description="where stats.json, markers and errors are written")
 
 
 def length_bucket(chars: int) -> str:
