@@ -6,12 +6,25 @@ It receives a :class:`Document` and returns :class:`Span` objects
 end exclusive, as Dolma's attribute files hold them.  Taggers that are faster
 on many documents at once (model inference) override :meth:`Tagger.predict_batch`.
 A tagger is built once per worker process and reused for every document.
+
+Options (``tagger_options.<name>.<option>`` in a tag config) are declared as a
+pydantic model, the tagger's nested ``Options(TaggerOptions)`` class: types,
+defaults and a ``description=`` per field.  ``Tagger.__init__(**options)``
+validates them into ``self.options``; an unknown name, a wrong type or a bad
+value is one :class:`TaggerError` naming the config key.
 """
 
 from __future__ import annotations
 
+import inspect
+import os
 from abc import ABC, abstractmethod
-from typing import Any, ClassVar, Literal, NamedTuple
+from collections.abc import Mapping
+from typing import Annotated, Any, ClassVar, Literal, NamedTuple
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
+
+from dolma_pipe.config import validation_error_lines
 from dolma_pipe.errors import DolmaPipeError
 
 # Dolma rounds scores to 5 decimals; matching it keeps attribute files comparable.
@@ -52,6 +65,29 @@ class TaggerError(DolmaPipeError, ValueError):
     """A tagger cannot be built or used as asked (unknown name, bad option, missing model file)."""
 
 
+class TaggerOptions(BaseModel):
+    """Base of every tagger's options model; with no fields it is "takes no options".
+
+    Strict: a YAML ``"3"`` is not an integer and ``1`` is not ``true`` (integers are
+    accepted where a number is asked); an unknown option is refused.  Subclass it
+    with one field per option, each with a default (or none: required) and a
+    ``description=`` that ``dolma-pipe list --tagger NAME`` shows.
+    """
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, validate_default=True)
+
+
+# A file path option: a string (a ``pathlib.Path`` given from Python is taken as its string).
+PathOption = Annotated[str, BeforeValidator(lambda v: os.fspath(v) if isinstance(v, os.PathLike) else v)]
+
+
+def options_error(name: str, model: type[BaseModel], exc: ValidationError) -> TaggerError:
+    """The one-line error for options that do not validate, naming each config key."""
+    lines = validation_error_lines(model, exc, ("tagger_options", name))
+    takes = "" if model.model_fields else " (it takes no options)"
+    return TaggerError(f"invalid options for tagger {name!r}{takes}: " + "; ".join(lines))
+
+
 class Tagger(ABC):
     """Base class of all taggers; subclasses set ``name`` and ``description`` and implement ``predict``."""
 
@@ -60,10 +96,38 @@ class Tagger(ABC):
     granularity: ClassVar[Granularity] = "document"
     # Span types written for every document, even with no span (Dolma's "defaults").
     defaults: ClassVar[tuple[str, ...]] = ()
+    # The options model (see TaggerOptions); the base one has no fields: no options.
+    Options: ClassVar[type[TaggerOptions]] = TaggerOptions
+    options: TaggerOptions
 
     def __init__(self, **options: Any):
-        if options:
-            raise TaggerError(f"tagger {self.name!r} takes no options, got {sorted(options)}")
+        self.options = self.validate_options(options)
+
+    @classmethod
+    def options_model(cls) -> type[TaggerOptions] | None:
+        """The model this tagger's options are checked against, None when it has none.
+
+        A tagger declares ``Options`` (a subclass, or ``TaggerOptions`` itself for "no
+        options") or has no ``__init__`` of its own.  None is for a tagger written
+        before options models: its own ``__init__`` takes the options, and checks them.
+        """
+        if cls.__init__ is Tagger.__init__ or any("Options" in vars(k) for k in cls.__mro__ if k is not Tagger):
+            return cls.Options
+        params = list(inspect.signature(cls.__init__).parameters.values())[1:]
+        return TaggerOptions if not params else None  # __init__(self): no options
+
+    @classmethod
+    def validate_options(cls, options: Mapping[str, Any]) -> TaggerOptions:
+        """``options`` validated into ``cls.Options``, or a :class:`TaggerError` naming the keys.
+
+        Cheap (no model is loaded): the tag stage calls it for every tagger when the
+        config loads, before any file is read.
+        """
+        model = cls.Options
+        try:
+            return model.model_validate(dict(options))
+        except ValidationError as exc:
+            raise options_error(cls.name or cls.__qualname__, model, exc) from None
 
     @abstractmethod
     def predict(self, doc: Document) -> "list[Span] | Grouped":

@@ -4,6 +4,9 @@ Built-in taggers live one module each in :mod:`taggers.builtin`; every module
 there is imported on first use, so adding a tagger is adding a file.  Users add
 their own with ``--tagger-modules my_taggers.py`` (a file path or an importable
 module name) whose classes use the same :func:`register` decorator.
+
+:func:`describe` and :func:`options_table` render a tagger's options (name,
+type, default, help) from its ``Options`` model for ``dolma-pipe list``.
 """
 
 from __future__ import annotations
@@ -11,12 +14,18 @@ from __future__ import annotations
 import hashlib
 import importlib
 import importlib.util
+import inspect
+import json
 import os
 import pkgutil
 import sys
-from typing import Callable, TypeVar
+import types
+from typing import Annotated, Any, Callable, Literal, TypeVar, Union, get_args, get_origin
 
-from taggers.base import Tagger, TaggerError
+import annotated_types
+from pydantic import BaseModel
+
+from taggers.base import Tagger, TaggerError, TaggerOptions
 
 T = TypeVar("T", bound=type[Tagger])
 
@@ -99,3 +108,115 @@ def get(name: str) -> type[Tagger]:
 def available() -> dict[str, type[Tagger]]:
     load_builtins()
     return dict(sorted(_REGISTRY.items()))
+
+
+# -- rendering options for `dolma-pipe list` --------------------------------------------------
+
+OptionRow = tuple[str, str, str, str]  # (name, type, default, help)
+
+_CONSTRAINTS = (
+    (annotated_types.Ge, "ge", ">= {}"), (annotated_types.Gt, "gt", "> {}"),
+    (annotated_types.Le, "le", "<= {}"), (annotated_types.Lt, "lt", "< {}"),
+    (annotated_types.MinLen, "min_length", "length >= {}"),
+)
+
+
+def _type_name(annotation: Any) -> str:
+    """``int``, ``str | null``, ``'document' | 'both'``, ``dict[str, list[str]]``, as a user reads them."""
+    if annotation is type(None):
+        return "null"
+    origin, args = get_origin(annotation), get_args(annotation)
+    if origin is Annotated:
+        return _type_name(args[0])
+    if origin is Literal:
+        return " | ".join(repr(a) for a in args)
+    if origin in (Union, types.UnionType):
+        return " | ".join(_type_name(a) for a in args)
+    if origin is not None:
+        return f"{getattr(origin, '__name__', str(origin))}[{', '.join(_type_name(a) for a in args)}]"
+    if isinstance(annotation, type):
+        return annotation.__name__
+    return str(annotation)
+
+
+def _value(value: Any) -> str:
+    """A default as it is written in a YAML/JSON config (null, true, 0.3, "x", [])."""
+    try:
+        return json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def _model_rows(model: type[BaseModel], prefix: str) -> list[OptionRow]:
+    rows: list[OptionRow] = []
+    for name, field in model.model_fields.items():
+        annotation = field.annotation
+        if isinstance(annotation, type) and issubclass(annotation, TaggerOptions):
+            rows.extend(_model_rows(annotation, f"{prefix}{name}."))  # a group: gopher's thresholds.<rule>
+            continue
+        kind = _type_name(annotation)
+        limits = [fmt.format(getattr(m, attr)) for m in field.metadata for cls, attr, fmt in _CONSTRAINTS if isinstance(m, cls)]
+        limits = ["non-empty" if limit == "length >= 1" else limit for limit in limits]
+        if limits:
+            kind += f" ({', '.join(limits)})"
+        extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
+        if "shown_default" in extra:
+            default = str(extra["shown_default"])
+        elif field.is_required():
+            default = "required"
+        else:
+            default = _value(field.get_default(call_default_factory=True))
+        rows.append((prefix + name, kind, default, field.description or ""))
+    return rows
+
+
+def options_table(cls: type[Tagger]) -> list[OptionRow]:
+    """``(name, type, default, help)`` for each option of a tagger class, in declaration order.
+
+    Options of a group are dotted (``thresholds.word_count_min``); a default is
+    written as in a config (``null``, ``true``, ``"x"``) or is ``required``.  A
+    user tagger without an ``Options`` model is read from its ``__init__``
+    signature (types as annotated, no help).
+    """
+    model = cls.options_model()
+    if model is not None:
+        return _model_rows(model, "")
+    rows: list[OptionRow] = []
+    for param in list(inspect.signature(cls.__init__).parameters.values())[1:]:
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            continue
+        kind = "" if param.annotation is param.empty else param.annotation if isinstance(param.annotation, str) else _type_name(param.annotation)
+        default = "required" if param.default is param.empty else _value(param.default)
+        rows.append((param.name, kind, default, ""))
+    return rows
+
+
+def option_names(cls: type[Tagger]) -> list[str]:
+    """The top-level option names of a tagger class (for a one-line listing)."""
+    model = cls.options_model()
+    if model is not None:
+        return list(model.model_fields)
+    return [name for name, *_ in options_table(cls)]
+
+
+def describe(name: str) -> str:
+    """A tagger in detail, for ``dolma-pipe list --tagger NAME``: description, granularity,
+    the span types always written, and every option with its type, default and help."""
+    cls = get(name)
+    lines = [f"{name}  ({cls.granularity})", f"  {cls.description}" if cls.description else "  (no description)"]
+    if cls.defaults:
+        lines.append(f"  always writes: {', '.join(cls.defaults)}")
+    rows = options_table(cls)
+    if not rows:
+        lines.append("options: none")
+        return "\n".join(lines)
+    if cls.options_model() is None:
+        lines.append(f"options (tagger_options.{name}.<option>; from its __init__, checked only when it is built):")
+    else:
+        lines.append(f"options (tagger_options.{name}.<option>):")
+    for option, kind, default, help_text in rows:
+        typed = f": {kind}" if kind else ""
+        lines.append(f"  {option}{typed} (required)" if default == "required" else f"  {option}{typed} = {default}")
+        if help_text:
+            lines.append(f"      {help_text}")
+    return "\n".join(lines)
