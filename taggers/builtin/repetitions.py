@@ -21,10 +21,12 @@ plus ``max_char_run``: the longest run of one repeated non-space character ("!!!
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import numpy as np
+from pydantic import Field
 
-from taggers.base import Document, Span, Tagger, TaggerError
+from taggers.base import Document, Span, Tagger, TaggerOptions
 from taggers.registry import register
 
 _WORD = re.compile(r"\S+")
@@ -78,13 +80,16 @@ class WordRepetitions(Tagger):
     granularity = "both"
     defaults = ("repetition",)
 
-    def __init__(self, max_period: int = 13, min_times: int = 3):
-        if not isinstance(max_period, int) or max_period < 1:
-            raise TaggerError(f"word_repetitions: max_period must be a positive integer, got {max_period!r}")
-        if not isinstance(min_times, int) or min_times < 2:
-            raise TaggerError(f"word_repetitions: min_times must be an integer >= 2, got {min_times!r}")
-        self.max_period = max_period
-        self.min_times = min_times
+    class Options(TaggerOptions):
+        max_period: int = Field(13, ge=1, description="longest repeated word sequence looked for, in words")
+        min_times: int = Field(3, ge=2, description="back-to-back occurrences that make a repetition span")
+
+    options: Options
+
+    def __init__(self, **options: Any):
+        super().__init__(**options)
+        self.max_period = self.options.max_period
+        self.min_times = self.options.min_times
 
     def predict(self, doc: Document) -> list[Span]:
         text = doc.text

@@ -29,7 +29,9 @@ import os
 from typing import Any, ClassVar
 
 from taggers import fasttext_models
-from taggers.base import Document, Span, Tagger, TaggerError
+from pydantic import Field, field_validator
+
+from taggers.base import Document, PathOption, Span, Tagger, TaggerError, TaggerOptions
 from taggers.registry import register
 from taggers.text import line_spans
 
@@ -86,7 +88,10 @@ def _profanity_model() -> tuple[Any, Any]:
 
 
 class _Profanity(_UnitTagger):
-    def __init__(self) -> None:
+    Options = TaggerOptions  # no options
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)  # no options
         self.vectorizer, self.model = _profanity_model()
         # Column of the "profane" class (classes_ is [0, 1]); looked up, not assumed.
         self.column = list(self.model.classes_).index(1)
@@ -116,13 +121,27 @@ class ProfanityParagraph(_Profanity):
 
 
 class _FastTextToxicity(_UnitTagger):
-    def __init__(self, model_path: str | None = None, positive_label: str | None = None) -> None:
-        if not model_path:
-            raise TaggerError(
-                f"tagger {self.name!r} needs option model_path: a fastText classifier file "
-                "(e.g. Dolma's jigsaw_fasttext_bigrams_hatespeech_final.bin)"
-            )
-        model_path = os.path.expanduser(str(model_path))
+    class Options(TaggerOptions):
+        model_path: PathOption = Field(
+            ..., min_length=1,
+            description="a fastText classifier file, e.g. Dolma's jigsaw_fasttext_bigrams_hatespeech_final.bin (~ expanded)",
+        )
+        positive_label: str | None = Field(
+            None, description="the toxic label, with or without __label__ (null: the one label not starting with non/not/no)"
+        )
+
+        @field_validator("positive_label", mode="before")
+        @classmethod
+        def _number_label(cls, v: Any) -> Any:
+            # YAML reads a label 1 as a number; fastText labels are strings.
+            return str(v) if isinstance(v, int) and not isinstance(v, bool) else v
+
+    options: Options
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        model_path, positive_label = self.options.model_path, self.options.positive_label
+        model_path = os.path.expanduser(model_path)
         if not os.path.isfile(model_path):
             raise TaggerError(f"tagger {self.name!r}: model file {model_path} does not exist")
         self.model = fasttext_models.load(model_path)
@@ -130,7 +149,7 @@ class _FastTextToxicity(_UnitTagger):
         if not labels:
             raise TaggerError(f"tagger {self.name!r}: {model_path} is not a classifier (it has no labels)")
         if positive_label is not None:
-            positive_label = str(positive_label).removeprefix("__label__")
+            positive_label = positive_label.removeprefix("__label__")
             if positive_label not in labels:
                 raise TaggerError(f"tagger {self.name!r}: positive_label {positive_label!r} is not a label of {model_path} ({labels})")
         else:
