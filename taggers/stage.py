@@ -63,12 +63,22 @@ class TagConfig(RunOptions):
 _INSTANCES: dict[tuple[str, bytes], Tagger] = {}
 
 
-def build_taggers(config: TagConfig) -> list[Tagger]:
-    """The configured taggers, built once per process (models load once per worker)."""
+def check_taggers(config: TagConfig) -> None:
+    """Every configured tagger exists and its options validate, without building one (no model
+    loads): the stage checks this when it is made from its config, before any file is read."""
     registry.load_modules(config.tagger_modules)
     unknown = set(config.tagger_options) - set(config.taggers)
     if unknown:
         raise TaggerError(f"config key 'tagger_options' names taggers that do not run: {sorted(unknown)}")
+    for name in config.taggers:
+        cls = registry.get(name)
+        if cls.options_model() is not None:  # None: a tagger whose own __init__ checks its options
+            cls.validate_options(config.tagger_options.get(name, {}))
+
+
+def build_taggers(config: TagConfig) -> list[Tagger]:
+    """The configured taggers, built once per process (models load once per worker)."""
+    check_taggers(config)
     out = []
     for name in config.taggers:
         options = config.tagger_options.get(name, {})
@@ -94,6 +104,7 @@ class TagStage(Stage[TagConfig]):
         super().__init__(config)
         if config.experiment is None and len(config.taggers) > 1:
             raise TaggerError("several taggers need one --experiment name for their attribute set")
+        check_taggers(config)  # a misspelled tagger or option fails now, before any file is read
         self.experiment = config.experiment or config.taggers[0]
         self._root = self._output_root()
 
