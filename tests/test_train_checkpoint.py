@@ -11,6 +11,7 @@ torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.train
 
 from train.checkpoint import latest_checkpoint, list_checkpoints, load_model_weights, prune, save_model_weights  # noqa: E402
+from train.config import ConfigError  # noqa: E402
 
 
 def fake(save_dir, step, complete=True):
@@ -108,7 +109,7 @@ def test_resume_refuses_a_different_optimizer_group_layout(two_step_run, tmp_pat
 
     raw = _copy_run(two_step_run, tmp_path / "run")
     # decaying the embeddings too: one group instead of (decay, no decay)
-    with pytest.raises(SystemExit, match=r"2 parameter group\(s\).*builds 1.*decay_embeddings"):
+    with pytest.raises(ConfigError, match=r"2 parameter group\(s\).*builds 1.*decay_embeddings"):
         one_rank_trainer(monkeypatch, raw, ["optim.decay_embeddings=true", "train.max_steps=3"])
 
 
@@ -116,7 +117,7 @@ def test_a_fresh_run_refuses_a_save_dir_with_checkpoints(two_step_run, tmp_path,
     from tests.train_helpers import one_rank_trainer
 
     raw = _copy_run(two_step_run, tmp_path / "run")
-    with pytest.raises(SystemExit, match=r"checkpoint.resume is false but .* already holds checkpoints \(step2\)"):
+    with pytest.raises(ConfigError, match=r"^checkpoint.resume: false, but .* already holds checkpoints \(step2\)"):
         one_rank_trainer(monkeypatch, raw, ["checkpoint.resume=false"])
     assert (tmp_path / "run" / "step2").exists()
     t = one_rank_trainer(monkeypatch, raw, ["checkpoint.resume=false", "checkpoint.overwrite=true"])

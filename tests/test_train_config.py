@@ -62,6 +62,104 @@ def test_cli_reports_config_error_without_traceback(tmp_path):
     assert "checkpoint.keep_lst: unknown key" in r.stderr and "Traceback" not in r.stderr
 
 
+def test_enumerations_are_literal_types_checked_at_load():
+    import typing
+
+    from train.config import DataConfig, ModelConfig, ScheduleConfig, TrainConfig
+    from train.model import PRESETS
+
+    hints = {cls: typing.get_type_hints(cls) for cls in (ModelConfig, DataConfig, TrainConfig, ScheduleConfig)}
+    assert typing.get_args(hints[DataConfig]["token_dtype"]) == ("auto", "uint16", "uint32")
+    assert typing.get_args(hints[TrainConfig]["precision"]) == ("auto", "fp32", "bf16")
+    assert typing.get_args(hints[ScheduleConfig]["kind"]) == ("cosine", "linear_decay", "constant")
+    preset = typing.get_args(hints[ModelConfig]["preset"])[0]  # PresetName | None
+    assert set(typing.get_args(preset)) == set(PRESETS)  # the Literal lists exactly the presets
+    for raw, message in [
+        ({"train": {"precision": "fp16"}}, r"^train\.precision: expected one of auto, fp32, bf16, got 'fp16'$"),
+        ({"train": {"precision": True}}, r"^train\.precision: expected one of auto, fp32, bf16, got True$"),
+        ({"schedule": {"kind": "cos"}}, r"^schedule\.kind: expected one of cosine, linear_decay, constant, got 'cos'$"),
+        ({"data": {"token_dtype": "int16"}}, r"^data\.token_dtype: expected one of auto, uint16, uint32"),
+        ({"model": {"preset": 7}}, r"^model\.preset: unknown preset 7 \(known: tiny, small, olmo2-1b"),
+    ]:
+        with pytest.raises(ConfigError, match=message):
+            from_dict(raw)
+    assert from_dict({"train": {"precision": "bf16"}, "schedule": {"kind": "constant"}}).train.precision == "bf16"
+
+
+@pytest.mark.parametrize("raw, message", [
+    ({"log": {"interval": 0}}, r"^log\.interval: must be at least 1, got 0$"),
+    ({"train": {"max_steps": 0}}, r"^train\.max_steps: must be at least 1"),
+    ({"optim": {"lr": -1}}, r"^optim\.lr: must be at least 0"),
+    ({"checkpoint": {"keep_last": 0}}, r"^checkpoint\.keep_last: must be at least 1"),
+    ({"model": {"vocab_size": 100278}, "data": {"token_dtype": "uint16"}},
+     r"^data\.token_dtype: uint16 cannot hold the token ids of model\.vocab_size 100278"),
+    ({"data": {"eos_id": 512}}, r"^data\.eos_id: 512 is not below model\.vocab_size 512"),
+    ({"train": {"global_batch_size": 6, "micro_batch_size": 4}},
+     r"^train\.global_batch_size: 6 is not a multiple of train\.micro_batch_size 4"),
+    ({"optim": {"betas": [0.9, 1.5]}}, r"^optim\.betas: expected two numbers in \[0, 1\)"),
+    ({"schedule": {"min_lr_ratio": 2}}, r"^schedule\.min_lr_ratio: must be at most 1"),
+])
+def test_ranges_and_contradictions_are_named(raw, message):
+    with pytest.raises(ConfigError, match=message):
+        from_dict(raw)
+
+
+def test_checks_that_need_the_launch():
+    from train.config import check_for_training
+
+    cfg = from_dict({"data": {"paths": ["x"]}, "train": {"global_batch_size": 8, "micro_batch_size": 2}})
+    check_for_training(cfg, 4)
+    with pytest.raises(ConfigError, match=r"^train\.global_batch_size: 8 must be a multiple of ranks \(3\) x "
+                                          r"train\.micro_batch_size \(2\)"):
+        check_for_training(cfg, 3)
+    with pytest.raises(ConfigError, match=r"^data\.paths: empty"):
+        check_for_training(from_dict({}), 1)
+
+
+def _cli(config, *args, env=None):
+    import os
+
+    from pathlib import Path
+
+    repo = str(Path(__file__).resolve().parent.parent)
+    full_env = {**os.environ, "PYTHONPATH": repo, **(env or {})}
+    return subprocess.run([sys.executable, "-m", "train", "--config", str(config), *args], capture_output=True,
+                          text=True, env=full_env, cwd=repo, timeout=120)
+
+
+def test_cli_config_errors_are_one_line_before_training(tmp_path):
+    """Mistakes found when the file loads, and ones only a launch can see (ranks, an existing
+    save_dir), are all one ``config error`` line with exit status 2: no traceback, no SystemExit
+    from inside the trainer."""
+    import json
+
+    from train.testing import make_shards, tiny_config, write_config
+
+    data = make_shards(tmp_path / "data", n_train_shards=1)
+    cfg = write_config(tmp_path / "c.yaml", tiny_config(tmp_path / "run", data))
+    cases = [
+        (["--set", "train.precision=fp16"], None, "train.precision: expected one of auto, fp32, bf16, got 'fp16'"),
+        (["--set", "data.paths=[]"], None, "data.paths: empty"),
+        # WORLD_SIZE as torchrun sets it: 8 instances do not split into micro-batches of 2 on 3 ranks
+        ([], {"WORLD_SIZE": "3", "RANK": "0"}, "train.global_batch_size: 8 must be a multiple of ranks (3)"),
+    ]
+    for args, env, message in cases:
+        r = _cli(cfg, *args, env=env)
+        assert r.returncode == 2, r.stdout + r.stderr
+        assert r.stderr.splitlines() == [r.stderr.strip()] and r.stderr.startswith(f"config error: {message}"), r.stderr
+    assert not (tmp_path / "run").exists()  # nothing was started
+    # found by the trainer while it is built: a fresh run into a save_dir that holds a checkpoint
+    step = tmp_path / "run" / "step3"
+    step.mkdir(parents=True)
+    (step / "trainer_state.json").write_text(json.dumps({"step": 3}))
+    (step / ".metadata").write_bytes(b"x")
+    r = _cli(cfg, "--set", "checkpoint.resume=false")
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert r.stderr.strip().startswith("config error: checkpoint.resume: false, but ") and "Traceback" not in r.stderr
+    assert [line for line in r.stderr.splitlines() if line.strip()] == [r.stderr.strip()], r.stderr
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["step3"]  # no step, no metrics
+
+
 def test_slurm_template_gives_ranks_time_to_save():
     """torchrun SIGKILLs the ranks --shutdown-timeout s after forwarding SIGTERM (default 30):
     the template must raise it to just under SLURM's --signal=TERM@<lead> and be a flag this

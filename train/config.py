@@ -1,10 +1,14 @@
 """Run configuration: plain dataclasses, loaded from YAML and validated at load time.
 
 Every section is a dataclass with defaults; a YAML file only names what it changes.
-An unknown key, a wrong type or a bad value raises one ``ConfigError`` that names the
-key (``model.d_modle: unknown key``) instead of a traceback deep in the trainer.
-``--set section.key=value`` overrides are applied to the YAML before validation, so
-they are checked the same way.
+Enumerations are ``typing.Literal`` types, checked like the other types when the file
+loads. An unknown key, a wrong type, a value outside its choices or range, or values that
+contradict each other raise one ``ConfigError`` that names the key
+(``model.d_modle: unknown key``); ``python -m train`` prints it as one line
+(``config error: ...``, exit status 2) instead of a traceback deep in the trainer. The few
+checks that need the launch (ranks, an existing ``save_dir``, a checkpoint) are made by the
+trainer before the first step and raise the same error. ``--set section.key=value``
+overrides are applied to the YAML before validation, so they are checked the same way.
 """
 
 from __future__ import annotations
@@ -14,9 +18,15 @@ import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
+
+# The enumerations of the config (checked at load: a value outside them is a ConfigError).
+PresetName = Literal["tiny", "small", "olmo2-1b", "olmo2-7b", "olmo2-13b"]  # the keys of train.model.PRESETS
+TokenDtype = Literal["auto", "uint16", "uint32"]  # auto: uint16 iff vocab_size <= 65536 (train.shards)
+Precision = Literal["auto", "fp32", "bf16"]  # auto: bf16 on GPUs that have it, else fp32
+ScheduleKind = Literal["cosine", "linear_decay", "constant"]
 
 
 class ConfigError(ValueError):
@@ -27,7 +37,7 @@ class ConfigError(ValueError):
 class ModelConfig:
     """Shape of the OLMo-2-style decoder (see ``train.model``)."""
 
-    preset: str | None = None  # "tiny", "olmo2-1b", "olmo2-7b", "olmo2-13b": defaults for the rest
+    preset: PresetName | None = None  # defaults for the other keys (a key given here wins)
     vocab_size: int = 512  # tokenizer vocabulary; the embedding is padded to vocab_multiple
     vocab_multiple: int = 128
     d_model: int = 64
@@ -49,7 +59,7 @@ class DataConfig:
     paths: list[str] = field(default_factory=list)  # .npy files or folders (searched recursively)
     val_paths: list[str] = field(default_factory=list)  # held-out shards for evaluation
     seq_len: int = 4096  # tokens per training instance
-    token_dtype: str = "auto"  # uint16 | uint32 | auto (uint16 iff vocab_size <= 65536)
+    token_dtype: TokenDtype = "auto"
     seed: int = 0  # seeds the global instance order (with the epoch)
     eos_id: int | None = None  # if set, every shard must end with it (cheap format check)
     allow_fingerprint_mismatch: bool = False  # resume even if the data changed
@@ -62,7 +72,7 @@ class TrainConfig:
     micro_batch_size: int = 2  # instances per forward pass on one rank
     max_steps: int = 100  # length of the run (and of the schedule by default)
     stop_at_step: int | None = None  # stop early (the schedule still spans max_steps)
-    precision: str = "auto"  # fp32 | bf16 | auto (bf16 on GPUs that have it, else fp32)
+    precision: Precision = "auto"
     activation_checkpointing: bool = False
     compile: bool = False
     z_loss: float = 1e-5
@@ -82,7 +92,7 @@ class OptimConfig:
 
 @dataclass
 class ScheduleConfig:
-    kind: str = "cosine"  # cosine (stage 1) | linear_decay (stage 2) | constant
+    kind: ScheduleKind = "cosine"  # cosine (stage 1), linear_decay (stage 2), constant
     warmup_steps: int = 0
     min_lr_ratio: float = 0.1  # cosine floor as a fraction of the peak
     start_lr: float | None = None  # linear_decay: None = the lr stored in init_from's checkpoint
@@ -140,6 +150,11 @@ class Config:
 
 def _coerce(value: Any, tp: Any, key: str) -> Any:
     origin = typing.get_origin(tp)
+    if origin is Literal:
+        choices = typing.get_args(tp)
+        if isinstance(value, bool) or value not in choices:
+            raise ConfigError(f"{key}: expected one of {', '.join(map(str, choices))}, got {value!r}")
+        return value
     if origin in (typing.Union, types.UnionType):
         args = typing.get_args(tp)
         if value is None and type(None) in args:
@@ -195,13 +210,14 @@ def _build(cls: type, data: Any, prefix: str) -> Any:
 
 
 def _apply_preset(raw_model: dict) -> dict:
-    from train.model import PRESETS  # local import: config stays importable without torch
-
     name = raw_model.get("preset")
     if name is None:
         return raw_model
-    if name not in PRESETS:
-        raise ConfigError(f"model.preset: unknown preset {name!r} (known: {', '.join(PRESETS)})")
+    known = typing.get_args(PresetName)
+    if isinstance(name, bool) or name not in known:
+        raise ConfigError(f"model.preset: unknown preset {name!r} (known: {', '.join(known)})")
+    from train.model import PRESETS  # local import: config stays importable without torch
+
     return {**dataclasses.asdict(PRESETS[name]), **raw_model}
 
 
@@ -240,29 +256,64 @@ def load_config(path: str | Path, overrides: list[str] | None = None) -> Config:
     return from_dict(raw or {}, overrides)
 
 
+def _at_least(key: str, value: int | float | None, low: int | float) -> None:
+    if value is not None and value < low:
+        raise ConfigError(f"{key}: must be at least {low}, got {value}")
+
+
 def validate(cfg: Config) -> None:
-    """Cross-field checks that a dataclass type cannot express."""
-    m, t = cfg.model, cfg.train
+    """Ranges and cross-field checks that a type cannot express (types and choices are
+    checked while building)."""
+    m, d, t, s = cfg.model, cfg.data, cfg.train, cfg.schedule
+    for key, value, low in [
+        ("model.vocab_size", m.vocab_size, 1), ("model.vocab_multiple", m.vocab_multiple, 1),
+        ("model.d_model", m.d_model, 1), ("model.n_layers", m.n_layers, 1), ("model.n_heads", m.n_heads, 1),
+        ("model.n_kv_heads", m.n_kv_heads, 1), ("model.mlp_hidden", m.mlp_hidden, 1),
+        ("model.mlp_multiple", m.mlp_multiple, 1), ("model.max_seq_len", m.max_seq_len, 2),
+        ("data.seq_len", d.seq_len, 2), ("data.eos_id", d.eos_id, 0), ("data.val_max_instances", d.val_max_instances, 0),
+        ("train.global_batch_size", t.global_batch_size, 1), ("train.micro_batch_size", t.micro_batch_size, 1),
+        ("train.max_steps", t.max_steps, 1), ("train.stop_at_step", t.stop_at_step, 1),
+        ("train.z_loss", t.z_loss, 0), ("train.clip_grad_norm", t.clip_grad_norm, 0),
+        ("optim.lr", cfg.optim.lr, 0), ("optim.eps", cfg.optim.eps, 0), ("optim.weight_decay", cfg.optim.weight_decay, 0),
+        ("schedule.warmup_steps", s.warmup_steps, 0), ("schedule.min_lr_ratio", s.min_lr_ratio, 0),
+        ("schedule.start_lr", s.start_lr, 0), ("schedule.total_steps", s.total_steps, 1),
+        ("checkpoint.interval", cfg.checkpoint.interval, 0), ("checkpoint.keep_last", cfg.checkpoint.keep_last, 1),
+        ("checkpoint.permanent_interval", cfg.checkpoint.permanent_interval, 0),
+        ("eval.interval", cfg.eval.interval, 0), ("log.interval", cfg.log.interval, 1),
+    ]:
+        _at_least(key, value, low)
     if m.d_model % m.n_heads:
         raise ConfigError(f"model.n_heads: {m.n_heads} does not divide d_model {m.d_model}")
     if m.n_kv_heads is not None and m.n_heads % m.n_kv_heads:
         raise ConfigError(f"model.n_kv_heads: {m.n_kv_heads} does not divide n_heads {m.n_heads}")
     if (m.d_model // m.n_heads) % 2:
         raise ConfigError("model.n_heads: head size must be even for RoPE")
-    if cfg.data.token_dtype not in ("auto", "uint16", "uint32"):
-        raise ConfigError(f"data.token_dtype: expected auto|uint16|uint32, got {cfg.data.token_dtype!r}")
-    if cfg.data.seq_len > m.max_seq_len:
-        raise ConfigError(f"data.seq_len: {cfg.data.seq_len} exceeds model.max_seq_len {m.max_seq_len}")
-    if t.precision not in ("auto", "fp32", "bf16"):
-        raise ConfigError(f"train.precision: expected auto|fp32|bf16, got {t.precision!r}")
-    if t.global_batch_size <= 0 or t.micro_batch_size <= 0:
-        raise ConfigError("train.global_batch_size: batch sizes must be positive")
-    if cfg.schedule.kind not in ("cosine", "linear_decay", "constant"):
-        raise ConfigError(f"schedule.kind: expected cosine|linear_decay|constant, got {cfg.schedule.kind!r}")
-    if len(cfg.optim.betas) != 2:
-        raise ConfigError("optim.betas: expected two numbers")
-    if cfg.checkpoint.keep_last < 1:
-        raise ConfigError("checkpoint.keep_last: must be at least 1")
+    if d.token_dtype == "uint16" and m.vocab_size > 2**16:
+        raise ConfigError(f"data.token_dtype: uint16 cannot hold the token ids of model.vocab_size {m.vocab_size} "
+                          f"(use auto or uint32)")
+    if d.eos_id is not None and d.eos_id >= m.vocab_size:
+        raise ConfigError(f"data.eos_id: {d.eos_id} is not below model.vocab_size {m.vocab_size}")
+    if d.seq_len > m.max_seq_len:
+        raise ConfigError(f"data.seq_len: {d.seq_len} exceeds model.max_seq_len {m.max_seq_len}")
+    if t.global_batch_size % t.micro_batch_size:
+        raise ConfigError(f"train.global_batch_size: {t.global_batch_size} is not a multiple of "
+                          f"train.micro_batch_size {t.micro_batch_size}")
+    if s.min_lr_ratio > 1:
+        raise ConfigError(f"schedule.min_lr_ratio: must be at most 1, got {s.min_lr_ratio}")
+    if len(cfg.optim.betas) != 2 or not all(0 <= b < 1 for b in cfg.optim.betas):
+        raise ConfigError(f"optim.betas: expected two numbers in [0, 1), got {cfg.optim.betas}")
+
+
+def check_for_training(cfg: Config, world: int) -> None:
+    """The checks only a training run needs (``validate`` also passes configs used to build
+    a model or evaluate): data to train on, and a global batch that splits into whole
+    micro-batches on each of ``world`` ranks."""
+    t = cfg.train
+    if not cfg.data.paths:
+        raise ConfigError("data.paths: empty; list the token shards (.npy files or folders) to train on")
+    if t.global_batch_size % (world * t.micro_batch_size):
+        raise ConfigError(f"train.global_batch_size: {t.global_batch_size} must be a multiple of ranks ({world}) "
+                          f"x train.micro_batch_size ({t.micro_batch_size})")
 
 
 def dump_config(cfg: Config) -> str:

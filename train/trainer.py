@@ -31,7 +31,7 @@ from torch.distributed.device_mesh import init_device_mesh
 
 from train import dist as tdist
 from train.checkpoint import CheckpointError, Checkpointer, has_optimizer, latest_checkpoint, list_checkpoints
-from train.config import Config, dump_config
+from train.config import Config, ConfigError, check_for_training, dump_config
 from train.data import (DataError, GlobalOrder, TokenDataset, check_fingerprint, eval_indices, token_dtype,
                         validate_shards)
 from train.evaluate import evaluate_loss
@@ -78,11 +78,7 @@ class Trainer:
         self.d = tdist.setup()
         self.rank, self.world, self.device = self.d.rank, self.d.world, self.d.device
         t, m = cfg.train, cfg.model
-        if t.global_batch_size % (self.world * t.micro_batch_size):
-            raise SystemExit(
-                f"config error: train.global_batch_size {t.global_batch_size} must be a multiple of "
-                f"ranks ({self.world}) x train.micro_batch_size ({t.micro_batch_size})"
-            )
+        check_for_training(cfg, self.world)
         self.grad_accum = t.global_batch_size // (self.world * t.micro_batch_size)
         self._check_save_dir()
         self.model = self._build_model()
@@ -175,8 +171,8 @@ class Trainer:
         if not old:
             return
         if not c.overwrite:
-            raise SystemExit(
-                f"config error: checkpoint.resume is false but {c.save_dir} already holds checkpoints "
+            raise ConfigError(
+                f"checkpoint.resume: false, but {c.save_dir} already holds checkpoints "
                 f"({', '.join(p.name for _, p in old[-3:])}{', ...' if len(old) > 3 else ''}). Use another "
                 f"checkpoint.save_dir, set checkpoint.resume: true to continue that run, or set "
                 f"checkpoint.overwrite: true to delete them and start over."
@@ -192,7 +188,7 @@ class Trainer:
         try:
             self._restore_inner()
         except CheckpointError as e:
-            raise SystemExit(f"config error: {e}") from None
+            raise ConfigError(str(e)) from None
         # A loaded optimizer state brings the groups' settings of the run that saved it:
         # the config wins (weight decay, betas, eps; the lr comes from the schedule).
         for line in apply_optim_config(self.optimizer, self.cfg.optim):
@@ -225,8 +221,8 @@ class Trainer:
             if self.cfg.schedule.kind == "linear_decay":
                 self.peak_lr = self.cfg.schedule.start_lr if self.cfg.schedule.start_lr is not None else state["lr"]
                 if self.peak_lr <= 0:
-                    raise SystemExit(f"config error: schedule.start_lr: {c.init_from} records no learning rate "
-                                     f"(a soup?); set schedule.start_lr")
+                    raise ConfigError(f"schedule.start_lr: {c.init_from} records no learning rate "
+                                      f"(a soup?); set schedule.start_lr")
             self._print(f"initialised from {c.init_from} (its step {state['step']}, lr {state['lr']:.3e}); "
                         f"starting lr {self.peak_lr:.3e}")
         elif self.cfg.schedule.kind == "linear_decay" and self.cfg.schedule.start_lr is not None:
