@@ -12,7 +12,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.train
 
-from tests.train_helpers import WRITE_DELAY_S, stage1  # noqa: E402
+from tests.train_helpers import WRITE_DELAY_S, launch_with_hooks, stage1  # noqa: E402
 from train.testing import launch, read_metrics, tiny_config, train_losses, write_config  # noqa: E402
 
 
@@ -32,14 +32,15 @@ def test_preempt_twice_then_resume_is_bit_identical(tmp_path_factory, tmp_path):
     full = train_losses(s1.save_dir)
     assert sorted(full) == [1, 2, 3, 4, 5, 6] and full[6] < full[1] - 0.5  # it learns
     cfg = write_config(tmp_path / "b.yaml", tiny_config(tmp_path / "B", s1.data))
-    r = launch(cfg, nproc=2, env={"DOLMA_TRAIN_TEST_SIGTERM_AT_STEP": "1:after"}, timeout=90)
+    r = launch_with_hooks(cfg, nproc=2, sigterm_at="1:after", timeout=90)
     assert r.returncode == 0, r.stdout + r.stderr
+    assert "test hook: SIGTERM to rank 0 at step 1 (after its all-reduce)" in r.stdout
     assert "SIGTERM: saving step 2" in r.stdout and "saving step 1" not in r.stdout
     assert sorted(p.name for p in (tmp_path / "B").glob("step*")) == ["step2"]
     state = json.loads((tmp_path / "B" / "step2" / "trainer_state.json").read_text())
     assert state["step"] == 2 and state["tokens_seen"] == 2 * 8 * 32 and len(state["rng"]) == 2
     # resumed; rank 0 receives SIGTERM after step 4 (before its all-reduce) -> both save step 4
-    r = launch(cfg, nproc=2, env={"DOLMA_TRAIN_TEST_SIGTERM_AT_STEP": "4"}, timeout=90)
+    r = launch_with_hooks(cfg, nproc=2, sigterm_at="4", timeout=90)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "resumed from" in r.stdout and "SIGTERM: saving step 4" in r.stdout
     assert sorted(p.name for p in (tmp_path / "B").glob("step*")) == ["step2", "step3", "step4"]
@@ -71,9 +72,10 @@ def test_async_save_runs_while_training_continues(tmp_path_factory):
     metrics = {m["step"]: m for m in read_metrics(s1.save_dir) if "loss" in m}
     # the step-3 save was started asynchronously; its (delayed) write was still in flight
     # when step 4 began, and the step-4 update did not leak into the step-3 checkpoint
+    assert f"test hook: checkpoint writes delayed by {WRITE_DELAY_S} s" in s1.result.stdout
     assert "step 3 -> " in s1.result.stdout and "(async)" in s1.result.stdout
     assert metrics[4]["ckpt_inflight"] is True and metrics[3]["ckpt_inflight"] is False
-    assert metrics[4]["step_time"] < float(WRITE_DELAY_S)
+    assert metrics[4]["step_time"] < WRITE_DELAY_S
     for step in (3, 6):
         d = s1.save_dir / f"step{step}"
         assert (d / ".metadata").exists() and json.loads((d / "trainer_state.json").read_text())["step"] == step

@@ -15,10 +15,8 @@ Retention keeps the newest ``keep_last`` folders plus "permanent" ones.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
-import time
 import warnings
 from concurrent.futures import Future
 from pathlib import Path
@@ -40,22 +38,6 @@ class CheckpointError(ValueError):
 
 STATE_FILE = "trainer_state.json"
 _STEP_RE = re.compile(r"^step(\d+)$")
-
-# Test hook: seconds each rank's writer sleeps before writing, to make "training continues
-# while a save is in flight" observable on a tiny model. Never set in real runs.
-_TEST_WRITE_DELAY = float(os.environ.get("DOLMA_TRAIN_TEST_WRITE_DELAY", "0") or 0)
-
-
-class _DelayedWriter(FileSystemWriter):
-    def write_data(self, plan, planner):
-        time.sleep(_TEST_WRITE_DELAY)
-        return super().write_data(plan, planner)
-
-
-def _writer(path: Path) -> FileSystemWriter:
-    cls = _DelayedWriter if _TEST_WRITE_DELAY > 0 else FileSystemWriter
-    return cls(str(path))
-
 
 def step_dir(save_dir: str | Path, step: int) -> Path:
     return Path(save_dir) / f"step{step}"
@@ -145,6 +127,9 @@ def _write_state(path: Path, state: dict) -> None:
 class Checkpointer:
     """Saves (async or not), loads and prunes checkpoints for one training run."""
 
+    # The DCP storage writer of every save (a subclass may wrap it, e.g. to slow writes down).
+    storage_writer: type[FileSystemWriter] = FileSystemWriter
+
     def __init__(self, save_dir: str | Path, keep_last: int, permanent_interval: int, async_save: bool):
         self.save_dir = Path(save_dir)
         self.keep_last = keep_last
@@ -174,10 +159,10 @@ class Checkpointer:
         model_sd, optim_sd = get_state_dict(model, optimizer)
         sd = {"model": model_sd, "optim": optim_sd}
         if self.async_save and not block:
-            self._pending = dcp.async_save(sd, storage_writer=_writer(path), process_group=self.pg)
+            self._pending = dcp.async_save(sd, storage_writer=self.storage_writer(str(path)), process_group=self.pg)
             self._pending_step = step
         else:
-            dcp.save(sd, storage_writer=_writer(path))
+            dcp.save(sd, storage_writer=self.storage_writer(str(path)))
             self._finish(step)
         return path
 

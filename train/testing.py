@@ -77,14 +77,16 @@ def write_config(path: str | Path, cfg: dict) -> Path:
 
 
 def launch(config: str | Path, nproc: int = 2, sets: list[str] | None = None, env: dict | None = None,
-           timeout: float = 240) -> subprocess.CompletedProcess:
+           timeout: float = 240, module: str = "train", module_args: list[str] | None = None) -> subprocess.CompletedProcess:
     """Run ``torchrun --standalone --nproc-per-node N -m train --config ...`` (or plain
-    ``python -m train`` for one process) exactly as a user would."""
+    ``python -m train`` for one process) exactly as a user would. ``module`` / ``module_args``
+    run another entry point instead (the tests' launcher with hooks) with these arguments
+    before ``--config``."""
     if nproc == 1:
-        cmd = [sys.executable, "-m", "train"]
+        cmd = [sys.executable, "-m", module]
     else:
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}", "-m", "train"]
-    cmd += ["--config", str(config)]
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}", "-m", module]
+    cmd += [*(module_args or []), "--config", str(config)]
     for s in sets or []:
         cmd += ["--set", s]
     repo = str(Path(__file__).resolve().parent.parent)

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import resource
 import shutil
 import signal
@@ -41,21 +40,6 @@ from train.schedule import Schedule
 
 # Dense bf16 peak FLOP/s per device, for the MFU estimate.
 PEAK_FLOPS = {"H100": 989.5e12, "H200": 989.5e12, "A100": 312e12, "B200": 2250e12}
-
-# Test hook: rank 0 sends itself SIGTERM at this step (exercises the preemption path).
-# "N" or "N:before": after step N's update, before the step's all-reduce (every rank stops
-# after step N); "N:after": just after step N's all-reduce, the window in which a signal used
-# to make one rank stop alone (every rank must now stop together after step N+1).
-def _parse_sigterm_hook(value: str) -> tuple[int, str]:
-    step, _, phase = (value or "0").partition(":")
-    phase = phase or "before"
-    if phase not in ("before", "after"):
-        raise ValueError(f"DOLMA_TRAIN_TEST_SIGTERM_AT_STEP: phase must be before|after, got {phase!r}")
-    return int(step or 0), phase
-
-
-_TEST_SIGTERM_AT, _TEST_SIGTERM_PHASE = _parse_sigterm_hook(os.environ.get("DOLMA_TRAIN_TEST_SIGTERM_AT_STEP", ""))
-
 
 def _peak_flops(cfg: Config, device: torch.device) -> float | None:
     if cfg.log.peak_flops_per_device:
@@ -301,16 +285,11 @@ class Trainer:
         self.optimizer.zero_grad(set_to_none=True)
         self.step += 1
         self.instances_seen += t.global_batch_size
-        hook = _TEST_SIGTERM_AT and self.step == _TEST_SIGTERM_AT and self.rank == 0
-        if hook and _TEST_SIGTERM_PHASE == "before":
-            os.kill(os.getpid(), signal.SIGTERM)
         # one all-reduce carries the logged losses and "some rank was asked to stop"
         red = torch.stack([ce_sum / self.grad_accum, z_sum / self.grad_accum,
                            torch.tensor(float(self._sigterm_received), device=self.device)])
         dist.all_reduce(red)
         self.stop_requested = bool(red[2].item() > 0)  # the only writer of stop_requested
-        if hook and _TEST_SIGTERM_PHASE == "after":
-            os.kill(os.getpid(), signal.SIGTERM)  # after the reduce: honoured next step
         return {"loss": (red[0] / self.world).item(), "z_loss": (red[1] / self.world).item(),
                 "grad_norm": grad_norm.item()}
 
