@@ -6,6 +6,7 @@ sidecars, DESIGN.md section 3); it never imports ``dolma_pipe``, ``taggers`` or
 
 - ``config``     plain dataclass configs loaded (and validated) from YAML
 - ``model``      the OLMo 2 decoder, presets, parameter and FLOP counts
+- ``shards``     the token-shard format: writer and reader (numpy only)
 - ``data``       fixed-length instances, the seeded global order, fingerprints
 - ``schedule``   learning-rate schedules (warmup+cosine, linear decay to zero)
 - ``optim``      AdamW parameter groups, z-loss, gradient clipping
