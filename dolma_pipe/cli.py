@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import importlib
+import os
 import signal
 import sys
 import threading
@@ -132,7 +133,8 @@ def build_parser() -> argparse.ArgumentParser:
             _add_model_options(p, model)
         else:
             p.add_argument("args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
-    lp = sub.add_parser("list", help="list the stages and the registered taggers")
+    lp = sub.add_parser("list", help="list the stages and the registered taggers (--tagger NAME: one tagger's options)")
+    lp.add_argument("--tagger", metavar="NAME", help="show this tagger's options: types, defaults and help")
     lp.add_argument("--tagger-modules", "--tagger_modules", nargs="+", default=[], help="also load taggers from these modules")
     return parser
 
@@ -180,20 +182,26 @@ def _overrides(ns: argparse.Namespace) -> dict[str, Any]:
     return {k[len("cfg:") :]: v for k, v in vars(ns).items() if k.startswith("cfg:")}
 
 
-def _list(out: typing.TextIO, tagger_modules: list[str]) -> int:
+def _list(out: typing.TextIO, tagger_modules: list[str], tagger: str | None = None) -> int:
     from taggers import registry
 
+    registry.load_modules(tagger_modules)
+    if tagger is not None:
+        print(registry.describe(tagger), file=out)
+        return 0
     width = max(len(c.name) for c in COMMANDS)
     print("stages:", file=out)
     for cmd in COMMANDS:
         state = "ready" if cmd.issue is None else "not built yet"
         print(f"  {cmd.name.ljust(width)}  {state.ljust(13)}  {cmd.help}", file=out)
-    registry.load_modules(tagger_modules)
     found = registry.available()
     print(f"\ntaggers ({len(found)}):", file=out)
     width = max((len(n) for n in found), default=0)
     for name, cls in found.items():
-        print(f"  {name.ljust(width)}  {cls.granularity.ljust(9)}  {cls.description}", file=out)
+        options = registry.option_names(cls)
+        listed = f" [options: {', '.join(options)}]" if options else ""
+        print(f"  {name.ljust(width)}  {cls.granularity.ljust(9)}  {cls.description}{listed}", file=out)
+    print("\n`dolma-pipe list --tagger NAME` shows a tagger's options with types, defaults and help.", file=out)
     return 0
 
 
@@ -236,7 +244,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if ns.command == "list":
         try:
-            return _list(sys.stdout, ns.tagger_modules)
+            return _list(sys.stdout, ns.tagger_modules, ns.tagger)
+        except BrokenPipeError:  # `dolma-pipe list | head`: the reader has what it wanted
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 0
         except DolmaPipeError as exc:
             print(f"dolma-pipe list: error: {exc}", file=sys.stderr)
             return 1

@@ -44,7 +44,7 @@ from dolma_pipe.executors import Executor, make_executor
 from dolma_pipe.manifest import MANIFEST, ExecutorInfo, Manifest, PhaseRecord, TaskRecord
 from dolma_pipe.paths import PathError
 from dolma_pipe.progress import progress
-from dolma_pipe.quarantine import Quarantine
+from dolma_pipe.quarantine import FILE_KINDS, Quarantine
 from dolma_pipe.stage import Phase, RunContext, Stage, Task
 
 
@@ -260,7 +260,8 @@ def _finalise(manifest: Manifest, seconds: float, root: str) -> None:
 def _all_unreadable(records: list[TaskRecord]) -> str | None:
     """A message when every input file of a phase was unreadable: such a run did nothing and must fail."""
     readers = [r for r in records if r.inputs]
-    if readers and all(r.errors.get("unreadable") for r in readers):
+    unreadable = FILE_KINDS - {"empty_file"}
+    if readers and all(r.docs_in == 0 and unreadable & set(r.errors) for r in readers):
         return (
             f"none of the {len(readers)} input file(s) could be read (e.g. {readers[0].inputs[0].path}); "
             "see _errors/ for each file's reason"

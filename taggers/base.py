@@ -22,9 +22,9 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import Annotated, Any, ClassVar, Literal, NamedTuple
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, ValidationError
 
-from dolma_pipe.config import validation_error_lines
+from dolma_pipe.config import absolute_path, validation_error_lines
 from dolma_pipe.errors import DolmaPipeError
 
 # Dolma rounds scores to 5 decimals; matching it keeps attribute files comparable.
@@ -78,7 +78,8 @@ class TaggerOptions(BaseModel):
 
 
 # A file path option: a string (a ``pathlib.Path`` given from Python is taken as its string).
-PathOption = Annotated[str, BeforeValidator(lambda v: os.fspath(v) if isinstance(v, os.PathLike) else v)]
+# A model file: a local path (made absolute where the config loads, so Ray workers elsewhere find it) or a URL.
+PathOption = Annotated[str, BeforeValidator(lambda v: os.fspath(v) if isinstance(v, os.PathLike) else v), AfterValidator(absolute_path)]
 
 
 def options_error(name: str, model: type[BaseModel], exc: ValidationError) -> TaggerError:

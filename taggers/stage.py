@@ -18,7 +18,7 @@ import orjson
 from pydantic import Field, field_validator
 
 from dolma_pipe import paths, storage
-from dolma_pipe.config import RunOptions
+from dolma_pipe.config import PathStr, RunOptions
 from dolma_pipe.documents import JsonlWriter, read_documents
 from dolma_pipe.manifest import InputFile
 from dolma_pipe.quarantine import Quarantine
@@ -33,10 +33,10 @@ ATTRIBUTE_COMPRESSION_LEVEL = 3
 
 
 class TagConfig(RunOptions):
-    documents: list[str] = Field(..., min_length=1, description="document files or globs (under a documents/ folder)")
+    documents: list[PathStr] = Field(..., min_length=1, description="document files or globs (under a documents/ folder)")
     taggers: list[str] = Field(..., min_length=1, description="registered tagger names (see `dolma-pipe list`)")
     experiment: str | None = Field(None, description="attribute set name; defaults to the tagger's name when only one runs")
-    destination: str | None = Field(None, description="write to <destination>/<experiment>/... instead of X/attributes/<experiment>/...")
+    destination: PathStr | None = Field(None, description="write to <destination>/<experiment>/... instead of X/attributes/<experiment>/...")
     tagger_modules: list[str] = Field(default_factory=list, description="extra modules (files or names) that register taggers")
     tagger_options: dict[str, dict[str, Any]] = Field(default_factory=dict, description="options per tagger name, passed to its constructor")
     batch_size: int = Field(256, ge=1, description="documents given to each tagger at once")
@@ -63,17 +63,26 @@ class TagConfig(RunOptions):
 _INSTANCES: dict[tuple[str, bytes], Tagger] = {}
 
 
-def check_taggers(config: TagConfig) -> None:
+def check_taggers(config: TagConfig) -> dict[str, dict[str, Any]]:
     """Every configured tagger exists and its options validate, without building one (no model
-    loads): the stage checks this when it is made from its config, before any file is read."""
+    loads): the stage checks this when it is made from its config, before any file is read.
+
+    Returns the options as validated (the keys the user gave, model paths made absolute), which
+    the stage sends to its workers: a Ray worker elsewhere resolves no path relative to itself.
+    """
     registry.load_modules(config.tagger_modules)
     unknown = set(config.tagger_options) - set(config.taggers)
     if unknown:
         raise TaggerError(f"config key 'tagger_options' names taggers that do not run: {sorted(unknown)}")
+    normalised = {}
     for name in config.taggers:
         cls = registry.get(name)
+        given = config.tagger_options.get(name, {})
         if cls.options_model() is not None:  # None: a tagger whose own __init__ checks its options
-            cls.validate_options(config.tagger_options.get(name, {}))
+            given = cls.validate_options(given).model_dump(mode="json", exclude_unset=True)
+        if name in config.tagger_options:
+            normalised[name] = given
+    return normalised
 
 
 def build_taggers(config: TagConfig) -> list[Tagger]:
@@ -104,7 +113,8 @@ class TagStage(Stage[TagConfig]):
         super().__init__(config)
         if config.experiment is None and len(config.taggers) > 1:
             raise TaggerError("several taggers need one --experiment name for their attribute set")
-        check_taggers(config)  # a misspelled tagger or option fails now, before any file is read
+        # A misspelled tagger or option fails now, before any file is read.
+        config.tagger_options = check_taggers(config)
         self.experiment = config.experiment or config.taggers[0]
         self._root = self._output_root()
 
