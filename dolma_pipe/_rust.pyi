@@ -5,7 +5,7 @@ Import from `dolma_pipe.bloom`, which documents the semantics; this file only ty
 
 from collections.abc import Iterable
 from os import PathLike
-from typing import Final
+from typing import Final, TypedDict
 
 Key = str | bytes
 StrPath = str | PathLike[str]
@@ -94,13 +94,39 @@ def _reopen_shared(path: StrPath, readonly: bool) -> BloomFilter: ...
 # Python's ``str.lower()`` passed in (None: the text is ASCII or needs no lower-casing).
 # Batches run with the GIL released.
 
-GopherRow = tuple[int, int, list[float], int | None, int]
-Spans = list[tuple[int, int]]
-C4Row = tuple[
-    tuple[Spans, Spans, Spans, Spans, Spans],
-    tuple[bool, bool, bool, bool, bool],
-    tuple[int, int, int],
-]
+class _GopherAttributes(TypedDict):
+    character_count: int
+    word_count: int
+    mean_word_length: float
+    median_word_length: float
+    hash_to_word_ratio: float
+    ellipsis_to_word_ratio: float
+    symbol_to_word_ratio: float
+    fraction_of_words_with_alpha_character: float
+    fraction_of_lines_starting_with_bullet_point: float
+    fraction_of_lines_ending_with_ellipsis: float
+    fraction_of_duplicate_lines: float
+    fraction_of_characters_in_duplicate_lines: float
+    fraction_of_duplicate_paragraphs: float
+    fraction_of_characters_in_duplicate_paragraphs: float
+    fraction_of_characters_in_most_common_2grams: float
+    fraction_of_characters_in_most_common_3grams: float
+    fraction_of_characters_in_most_common_4grams: float
+    fraction_of_characters_in_duplicate_5grams: float
+    fraction_of_characters_in_duplicate_6grams: float
+    fraction_of_characters_in_duplicate_7grams: float
+    fraction_of_characters_in_duplicate_8grams: float
+    fraction_of_characters_in_duplicate_9grams: float
+    fraction_of_characters_in_duplicate_10grams: float
+    _unspaced_words: int
+
+class GopherAttributes(_GopherAttributes, total=False):
+    """One document's Gopher measures, exactly as gopher.py's ``attributes`` returns them (the
+    keys in its order, ``required_word_count`` after the alpha fraction). Not a runtime class:
+    the kernel returns a plain dict."""
+
+    required_word_count: int
+    """Only when the language has a stop-word list (the rule applies)."""
 
 class GopherKernel:
     """The Gopher measures of gopher_v1, with per-language stop words fixed at construction."""
@@ -110,12 +136,48 @@ class GopherKernel:
 
     def stats_batch(
         self, texts: list[str], lowers: list[str | None], langs: list[str | None]
-    ) -> list[GopherRow]:
-        """Per text: (character_count, word_count, the 21 float measures in gopher.py's order
-        (mean/median word length, hash/ellipsis/symbol ratios, alpha fraction, bullet and
-        ellipsis line fractions, duplicate line/paragraph fractions and their characters, the
-        nine n-gram fractions), required_word_count (None: no list for the language),
-        unspaced-script words). ValueError if the lists differ in length."""
+    ) -> list[GopherAttributes]:
+        """Per text, its measures by type name (see ``GopherAttributes``); ``_unspaced_words``
+        (words that are single characters of unspaced scripts) is for the verdict, not an
+        attribute. ValueError if the lists differ in length."""
+
+LineSpan = tuple[int, int]  # (start, end) in code points
+
+class C4Result:
+    """One document's C4 result; the fields are named as c4.py's attribute types. Line spans
+    are (start, end) in code points, the newline inside."""
+
+    @property
+    def lines_with_no_ending_punctuation(self) -> list[LineSpan]: ...
+    @property
+    def lines_with_too_few_words(self) -> list[LineSpan]: ...
+    @property
+    def lines_ending_with_ellipsis(self) -> list[LineSpan]: ...
+    @property
+    def lines_with_javascript(self) -> list[LineSpan]: ...
+    @property
+    def lines_with_policy(self) -> list[LineSpan]: ...
+    @property
+    def has_naughty_word(self) -> bool: ...
+    @property
+    def has_javascript(self) -> bool: ...
+    @property
+    def has_lorem_ipsum(self) -> bool: ...
+    @property
+    def has_curly_brace(self) -> bool: ...
+    @property
+    def has_policy(self) -> bool: ...
+    @property
+    def line_count(self) -> int: ...
+    @property
+    def kept_sentence_count(self) -> int:
+        """Sentences left in the lines C4 keeps (the lines of none of the five span types)."""
+    @property
+    def length(self) -> int:
+        """``len(text)``: the end of the document-level spans."""
+    @property
+    def keep(self) -> bool:
+        """``c4_keep`` of this page, with the ``min_sentences`` of the call."""
 
 class C4Kernel:
     """The C4 line and page rules of c4_v1/c4_v2 (bad words through Aho-Corasick)."""
@@ -123,17 +185,27 @@ class C4Kernel:
     def __init__(self, bad_words: list[str], min_words_per_line: int) -> None:
         """bad_words: the lower-cased, stripped list entries (phrases contain a space)."""
 
-    def predict_batch(self, texts: list[str], lowers: list[str | None]) -> list[C4Row]:
-        """Per text: ((no-ending-punctuation, too-few-words, ellipsis, javascript, policy) line
-        spans as (start, end) code points with the newline inside, (naughty word, javascript,
-        lorem ipsum, curly brace, policy) flags, (line count, kept sentences, characters))."""
+    def predict_batch(self, texts: list[str], lowers: list[str | None], min_sentences: int) -> list[C4Result]:
+        """Per text, its ``C4Result``. ValueError if the lists differ in length."""
 
     def predict_grouped_batch(
         self, texts: list[str], lowers: list[str | None], min_sentences: int
     ) -> list[dict[str, list[list[float]]]]:
-        """Per text: the result of ``predict_batch`` as Dolma's grouped mapping
-        ``{type: [[start, end, score], ...]}`` (what ``Tagger.group`` makes of c4.py's spans,
-        the two default line types always present, ``keep`` from ``min_sentences``)."""
+        """Per text: its ``C4Result`` as Dolma's grouped mapping ``{type: [[start, end, score], ...]}``
+        (what ``Tagger.group`` makes of c4.py's spans: the two default line types always present,
+        the other line types and the flags only when not empty/true, then ``line_count``,
+        ``kept_sentence_count`` and ``keep``)."""
 
     def has_bad_word(self, lower: str) -> bool:
         """c4.py ``has_bad_word`` on lower-cased text."""
+
+def c4_keep(
+    *,
+    has_naughty_word: bool,
+    has_lorem_ipsum: bool,
+    has_curly_brace: bool,
+    kept_sentence_count: int,
+    min_sentences: int,
+) -> bool:
+    """The C4 page verdict, the one definition both paths use: drop a page with a bad word, lorem
+    ipsum or a curly brace, or with fewer than ``min_sentences`` sentences left in its kept lines."""

@@ -43,10 +43,9 @@ from pydantic import Field
 from taggers.base import Document, Grouped, Span, Tagger, TaggerError, TaggerOptions
 from taggers.registry import register
 
-try:  # the Rust kernel (rust_bloom/src/text_stats/); the code below stays the reference
-    from dolma_pipe._rust import C4Kernel
-except ImportError:  # pragma: no cover - the extension is part of every install
-    C4Kernel = None
+# The Rust kernel (rust_bloom/src/text_stats/), which the Python code below mirrors as the
+# reference, and the keep rule, defined once in Rust and used by both paths.
+from dolma_pipe._rust import C4Kernel, c4_keep
 
 END_MARKS = (".", "?", "!", '"')
 POLICY_SUBSTRINGS = ("terms of use", "privacy policy", "cookie policy", "uses cookies", "use of cookies", "use cookies")
@@ -73,6 +72,13 @@ with open(_BAD_WORDS_FILE, encoding="utf-8") as _fh:
 # Whether taggers use the Rust kernel by default (``use_rust`` overrides it per tagger); the
 # Python ``predict_python`` is the reference the parity tests compare it with.
 USE_RUST = C4Kernel is not None
+_LINE_TYPES = (
+    "lines_with_no_ending_punctuation",
+    "lines_with_too_few_words",
+    "lines_ending_with_ellipsis",
+    "lines_with_javascript",
+    "lines_with_policy",
+)
 _FLAG_NAMES = ("has_naughty_word", "has_javascript", "has_lorem_ipsum", "has_curly_brace", "has_policy")
 # Words as the bad-word list spells them: runs of letters, digits, "&" and "-" (a hyphenated
 # word is also checked part by part).  For ASCII text, translating the other punctuation to
@@ -147,21 +153,15 @@ class C4Tagger(Tagger):
         texts = [d.text for d in docs]
         # Python's lower-casing for non-ASCII text (never re-implemented in Rust).
         lowers = [None if t.isascii() else t.lower() for t in texts]
-        min_sentences = self.min_sentences
         out = []
-        for (no_punct, few, ellipsis, js, policy), flags, (lines, sentences, n) in self.kernel.predict_batch(texts, lowers):
-            spans = [Span("lines_with_no_ending_punctuation", s, e, 1.0) for s, e in no_punct]
-            spans += [Span("lines_with_too_few_words", s, e, 1.0) for s, e in few]
-            spans += [Span("lines_ending_with_ellipsis", s, e, 1.0) for s, e in ellipsis]
-            spans += [Span("lines_with_javascript", s, e, 1.0) for s, e in js]
-            spans += [Span("lines_with_policy", s, e, 1.0) for s, e in policy]
-            for name, flag in zip(_FLAG_NAMES, flags):
-                if flag:
-                    spans.append(Span(name, 0, n, 1.0))
-            spans.append(Span("line_count", 0, n, float(lines)))
-            spans.append(Span("kept_sentence_count", 0, n, float(sentences)))
-            drop = flags[0] or flags[2] or flags[3] or sentences < min_sentences
-            spans.append(Span("keep", 0, n, 0.0 if drop else 1.0))
+        # Each result's fields are named as the attribute types (see dolma_pipe/_rust.pyi).
+        for r in self.kernel.predict_batch(texts, lowers, self.min_sentences):
+            n = r.length
+            spans = [Span(name, s, e, 1.0) for name in _LINE_TYPES for s, e in getattr(r, name)]
+            spans += [Span(name, 0, n, 1.0) for name in _FLAG_NAMES if getattr(r, name)]
+            spans.append(Span("line_count", 0, n, float(r.line_count)))
+            spans.append(Span("kept_sentence_count", 0, n, float(r.kept_sentence_count)))
+            spans.append(Span("keep", 0, n, 1.0 if r.keep else 0.0))
             out.append(spans)
         return out
 
@@ -224,8 +224,15 @@ class C4Tagger(Tagger):
                 spans.append(Span(name, 0, n, 1.0))
         spans.append(Span("line_count", 0, n, float(len(lines))))
         spans.append(Span("kept_sentence_count", 0, n, float(sentences)))
-        drop = doc_flags[0][1] or doc_flags[2][1] or doc_flags[3][1] or sentences < self.min_sentences
-        spans.append(Span("keep", 0, n, 0.0 if drop else 1.0))
+        flags = dict(doc_flags)
+        keep = c4_keep(
+            has_naughty_word=flags["has_naughty_word"],
+            has_lorem_ipsum=flags["has_lorem_ipsum"],
+            has_curly_brace=flags["has_curly_brace"],
+            kept_sentence_count=sentences,
+            min_sentences=self.min_sentences,
+        )
+        spans.append(Span("keep", 0, n, 1.0 if keep else 0.0))
         return spans
 
 

@@ -155,24 +155,6 @@ _HASH_MULT = np.uint64(0x100000001B3)  # FNV prime: the rolling n-gram hash mult
 # Whether taggers use the Rust kernel by default (``use_rust`` overrides it per tagger); the
 # Python code of ``attributes`` is the reference the parity tests compare it with.
 USE_RUST = GopherKernel is not None
-# Order of the kernel's float measures (after character_count and word_count; the stop-word
-# count comes between the first six and the rest).
-_RUST_HEAD = (
-    "mean_word_length",
-    "median_word_length",
-    "hash_to_word_ratio",
-    "ellipsis_to_word_ratio",
-    "symbol_to_word_ratio",
-    "fraction_of_words_with_alpha_character",
-)
-_RUST_TAIL_LINES = (
-    "fraction_of_lines_starting_with_bullet_point",
-    "fraction_of_lines_ending_with_ellipsis",
-    "fraction_of_duplicate_lines",
-    "fraction_of_characters_in_duplicate_lines",
-    "fraction_of_duplicate_paragraphs",
-    "fraction_of_characters_in_duplicate_paragraphs",
-)
 # fastText's cost grows with the text it reads: 1,000 characters identify a language reliably
 # at half the cost of 2,000 (the ``language_chars`` option changes it).
 _LID_CHARS = 1000
@@ -431,17 +413,8 @@ class GopherTagger(Tagger):
         stop = self.stop_sets
         # Python's lower-casing, for the stop-word regex on non-ASCII text (never re-implemented).
         lowers = [t.lower() if lang in stop and not t.isascii() else None for t, lang in zip(texts, langs)]
-        out = []
-        for chars, words, values, required, unspaced in self.kernel.stats_batch(texts, lowers, langs):
-            attrs: dict[str, float] = {"character_count": chars, "word_count": words}
-            attrs.update(zip(_RUST_HEAD, values))
-            if required is not None:
-                attrs["required_word_count"] = required
-            attrs.update(zip(_RUST_TAIL_LINES, values[6:]))
-            attrs.update(zip(_NGRAM_TYPES, values[12:]))
-            attrs["_unspaced_words"] = unspaced
-            out.append(attrs)
-        return out
+        # The kernel returns ``attributes``' own dicts (same keys, order and value types).
+        return self.kernel.stats_batch(texts, lowers, langs)
 
     # -- the rules --------------------------------------------------------------------------
     def attributes(self, text: str, lang: str | None) -> dict[str, float]:

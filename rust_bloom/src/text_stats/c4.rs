@@ -12,22 +12,45 @@ const POLICY_SUBSTRINGS: [&str; 6] = [
     "use cookies",
 ];
 
-/// The C4 result of one document. Line spans are (start, end) in code points, the newline inside.
+/// The C4 result of one document, fields named as the attribute types of c4.py. Line spans are
+/// (start, end) in code points, the newline inside.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct C4Result {
-    pub no_punct: Vec<(u64, u64)>,
-    pub few_words: Vec<(u64, u64)>,
-    pub ellipsis: Vec<(u64, u64)>,
-    pub js_lines: Vec<(u64, u64)>,
-    pub policy_lines: Vec<(u64, u64)>,
+    pub lines_with_no_ending_punctuation: Vec<(u64, u64)>,
+    pub lines_with_too_few_words: Vec<(u64, u64)>,
+    pub lines_ending_with_ellipsis: Vec<(u64, u64)>,
+    pub lines_with_javascript: Vec<(u64, u64)>,
+    pub lines_with_policy: Vec<(u64, u64)>,
     pub has_naughty_word: bool,
     pub has_javascript: bool,
     pub has_lorem_ipsum: bool,
     pub has_curly_brace: bool,
     pub has_policy: bool,
     pub line_count: u64,
-    pub sentences: u64,
-    pub n_chars: u64,
+    /// Sentences left in the lines C4 keeps (the lines of no span above).
+    pub kept_sentence_count: u64,
+    /// `len(text)` in code points.
+    pub length: u64,
+}
+
+/// The C4 page verdict, the one definition of the rule (c4.py's reference calls it through
+/// `dolma_pipe._rust.c4_keep`): a page is dropped for a bad word, lorem ipsum or a curly brace,
+/// or when fewer than `min_sentences` sentences are left in the lines C4 keeps.
+pub fn keep(
+    has_naughty_word: bool,
+    has_lorem_ipsum: bool,
+    has_curly_brace: bool,
+    kept_sentence_count: u64,
+    min_sentences: u64,
+) -> bool {
+    !(has_naughty_word || has_lorem_ipsum || has_curly_brace || kept_sentence_count < min_sentences)
+}
+
+impl C4Result {
+    /// `keep` for this page.
+    pub fn keep(&self, min_sentences: u64) -> bool {
+        keep(self.has_naughty_word, self.has_lorem_ipsum, self.has_curly_brace, self.kept_sentence_count, min_sentences)
+    }
 }
 
 #[derive(Debug, Clone, Default)]
@@ -223,22 +246,22 @@ impl C4 {
             let s = strip(line);
             let mut removed = false;
             if !(s.ends_with('.') || s.ends_with('?') || s.ends_with('!') || s.ends_with('"')) {
-                r.no_punct.push((start, end));
+                r.lines_with_no_ending_punctuation.push((start, end));
                 removed = true;
             } else if s.ends_with("...") {
-                r.ellipsis.push((start, end));
+                r.lines_ending_with_ellipsis.push((start, end));
                 removed = true;
             }
             if self.min_words > 0 && !has_words(s, self.min_words) {
-                r.few_words.push((start, end));
+                r.lines_with_too_few_words.push((start, end));
                 removed = true;
             }
             if has_js && low.contains("javascript") {
-                r.js_lines.push((start, end));
+                r.lines_with_javascript.push((start, end));
                 removed = true;
             }
             if has_policy && POLICY_SUBSTRINGS.iter().any(|p| low.contains(p)) {
-                r.policy_lines.push((start, end));
+                r.lines_with_policy.push((start, end));
                 removed = true;
             }
             if !removed {
@@ -246,9 +269,9 @@ impl C4 {
             }
             start = end;
         }
-        r.n_chars = start;
+        r.length = start;
         r.line_count = n_lines;
-        r.sentences = sentences;
+        r.kept_sentence_count = sentences;
         r.has_naughty_word = self.has_bad_word(lower);
         r.has_lorem_ipsum = lower.contains("lorem ipsum");
         r.has_curly_brace = text.as_bytes().contains(&b'{');
@@ -265,11 +288,12 @@ mod tests {
         let entries = vec!["ass".to_string(), "blue waffle".to_string(), "2g1c".to_string()];
         let c4 = C4::new(&entries, 3).unwrap();
         let r = c4.predict("Hello there world.\nno\nOne two three...", None);
-        assert_eq!(r.no_punct, vec![(19, 22)]);
-        assert_eq!(r.few_words, vec![(19, 22)]);
-        assert_eq!(r.ellipsis, vec![(22, 38)]);
-        assert_eq!(r.sentences, 1);
+        assert_eq!(r.lines_with_no_ending_punctuation, vec![(19, 22)]);
+        assert_eq!(r.lines_with_too_few_words, vec![(19, 22)]);
+        assert_eq!(r.lines_ending_with_ellipsis, vec![(22, 38)]);
+        assert_eq!(r.kept_sentence_count, 1);
         assert_eq!(r.line_count, 3);
+        assert!(!r.keep(3) && r.keep(1));
         assert!(c4.has_bad_word("a dumb-ass thing"));
         assert!(!c4.has_bad_word("class assignment"));
         assert!(c4.has_bad_word("a blue waffle."));

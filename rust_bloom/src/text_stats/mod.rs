@@ -9,5 +9,5 @@
 mod c4;
 mod gopher;
 
-pub use c4::{C4Result, C4};
+pub use c4::{keep as c4_keep, C4Result, C4};
 pub use gopher::{ngram_fractions, Gopher, GopherStats, StopWords};
