@@ -7,6 +7,8 @@ from collections.abc import Iterable
 from os import PathLike
 from typing import Final, TypedDict
 
+from dolma_pipe.errors import DolmaPipeError
+
 Key = str | bytes
 StrPath = str | PathLike[str]
 
@@ -14,7 +16,7 @@ DEFAULT_SEED: Final[int]
 FORMAT_VERSION: Final[int]
 MAX_HASHES: Final[int]
 
-class BloomFileError(ValueError):
+class BloomFileError(DolmaPipeError, ValueError):
     """A file is not a usable Bloom filter: bad magic, unsupported version, truncated,
     corrupted header or bit array, or unsealed. The message names the file and the problem."""
 

@@ -25,6 +25,7 @@ from dolma_pipe.bloom import (
     false_positive_rate,
     optimal_parameters,
 )
+from dolma_pipe.errors import DolmaPipeError
 
 HEADER = 8192  # header page + lock page; the bit array starts here
 
@@ -263,6 +264,10 @@ def refused(path, match):
         BloomFilter.load(path)
     assert str(path) in str(info.value), "the error names the file"
     assert isinstance(info.value, ValueError)
+    assert isinstance(info.value, DolmaPipeError), "the CLI reports it as a user error"
+    # Raised in worker processes, it must cross back to the parent.
+    again = pickle.loads(pickle.dumps(info.value))
+    assert type(again) is BloomFileError and str(again) == str(info.value)
     return info.value
 
 

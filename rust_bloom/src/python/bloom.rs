@@ -3,24 +3,37 @@
 //! `crate::bloom`.
 use crate::bloom::params::{self, Params};
 use crate::bloom::{format, Bloom, BloomError, DEFAULT_SEED};
-use pyo3::create_exception;
 use pyo3::exceptions::{
     PyFileExistsError, PyFileNotFoundError, PyIsADirectoryError, PyMemoryError, PyOSError,
     PyPermissionError, PyTypeError, PyValueError,
 };
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyList, PyString};
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple, PyType};
 use std::io::ErrorKind;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-create_exception!(
-    _rust,
-    BloomFileError,
-    PyValueError,
-    "A file is not a usable Bloom filter (wrong magic bytes, unsupported version, truncated, \
-     corrupted header or bit array, or unsealed). The message names the file and the problem."
-);
+/// `dolma_pipe._rust.BloomFileError(DolmaPipeError, ValueError)`, made once at module init: its
+/// first base is a Python class (`dolma_pipe.errors`), which `create_exception!` cannot express.
+static BLOOM_FILE_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+
+fn bloom_file_error(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
+    let ty = BLOOM_FILE_ERROR.get_or_try_init(py, || -> PyResult<Py<PyType>> {
+        let base = py.import("dolma_pipe.errors")?.getattr("DolmaPipeError")?;
+        let bases = PyTuple::new(py, [base, py.get_type::<PyValueError>().into_any()])?;
+        let namespace = PyDict::new(py);
+        namespace.set_item("__module__", "dolma_pipe._rust")?;
+        namespace.set_item(
+            "__doc__",
+            "A file is not a usable Bloom filter (wrong magic bytes, unsupported version, truncated, \
+             corrupted header or bit array, or unsealed). The message names the file and the problem.",
+        )?;
+        let ty = py.get_type::<PyType>().call1(("BloomFileError", bases, namespace))?;
+        Ok(ty.cast_into::<PyType>()?.unbind())
+    })?;
+    Ok(ty.bind(py))
+}
 
 /// Keys are converted and processed this many at a time: bounded memory for huge iterables.
 const CHUNK: usize = 1 << 16;
@@ -29,7 +42,10 @@ fn to_py(e: BloomError) -> PyErr {
     let msg = e.to_string();
     match e {
         BloomError::Params(_) | BloomError::ReadOnly => PyValueError::new_err(msg),
-        BloomError::File { .. } => BloomFileError::new_err(msg),
+        BloomError::File { .. } => Python::attach(|py| match bloom_file_error(py) {
+            Ok(ty) => PyErr::from_type(ty.clone(), msg),
+            Err(e) => e,
+        }),
         BloomError::Memory(_) => PyMemoryError::new_err(msg),
         BloomError::Io { path, source } => {
             // (errno, strerror, filename): a regular OSError with .errno and .filename set.
@@ -399,7 +415,7 @@ fn false_positive_rate(num_bits: i64, num_hashes: i64, items: i64) -> PyResult<f
 
 pub(super) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyBloomFilter>()?;
-    m.add("BloomFileError", m.py().get_type::<BloomFileError>())?;
+    m.add("BloomFileError", bloom_file_error(m.py())?)?;
     m.add_function(wrap_pyfunction!(optimal_parameters, m)?)?;
     m.add_function(wrap_pyfunction!(false_positive_rate, m)?)?;
     m.add_function(wrap_pyfunction!(_reopen_shared, m)?)?;
