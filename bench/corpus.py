@@ -34,7 +34,7 @@ import os
 import random
 import re
 import sys
-from typing import Iterable
+from collections.abc import Iterable
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -59,7 +59,7 @@ def jaccard(a: str, b: str, n: int = 5) -> float:
 
 def _sample_builder():
     sys.path.insert(0, os.path.join(ROOT, "examples"))
-    import build_sample_corpus as b  # noqa: E402  (the sample corpus's extractors)
+    import build_sample_corpus as b
 
     # Every page instead of the sample's few.
     b.HANDBOOK_LANGS = sorted(d for d in os.listdir(b.HANDBOOK_DIR) if os.path.isdir(os.path.join(b.HANDBOOK_DIR, d)))

@@ -4,9 +4,8 @@
 
 What it does:
 
-1. Installs Dolma 1.2.1 in its own virtual environment (``bench/_work/dolma-venv``; once).
-   ``boto3`` is pinned to the version that Dolma's ``s3fs==2023.6.0`` pin allows, otherwise pip
-   spends many minutes backtracking through boto3 releases.
+1. Installs Dolma 1.2.1 in its own virtual environment (``bench/_work/dolma-venv``; once,
+   :func:`peers.ensure_dolma`, with the boto stack pinned so pip does not backtrack).
 2. Builds a corpus of ~3 KB real documents from the sample corpus (long pages cut at a line
    boundary, short ones joined), repeated to ``--docs`` documents under ``bench/_work/corpus``.
 3. Runs ``dolma-pipe tag`` and ``dolma tag`` on it, one process each, and measures the CPU
@@ -30,27 +29,17 @@ import os
 import shutil
 import subprocess
 import sys
-import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import peers
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 WORK = os.path.join(HERE, "_work")
-VENV = os.path.join(WORK, "dolma-venv")
-DOLMA_REQUIREMENTS = ["dolma==1.2.1", "boto3==1.26.161"]
 
 OURS_DEFAULT = "gopher_v1,c4_v2,pii_regex_with_counts,char_length_with_paragraphs_v1"
 DOLMA_DEFAULT = "gopher_v1,c4_v2,pii_regex_with_counts_fast_v2,char_length_with_paragraphs_v1"
 OUR_PYTHON = os.path.join(ROOT, ".venv", "bin", "python")
-
-
-def ensure_dolma() -> str:
-    exe = os.path.join(VENV, "bin", "dolma")
-    if os.path.exists(exe):
-        return exe
-    print(f"installing {' '.join(DOLMA_REQUIREMENTS)} into {VENV} ...", flush=True)
-    subprocess.run([sys.executable, "-m", "venv", VENV], check=True)
-    subprocess.run([os.path.join(VENV, "bin", "pip"), "install", "-q", *DOLMA_REQUIREMENTS], check=True)
-    return exe
 
 
 def build_corpus(n_docs: int, target_chars: int = 3000) -> str:
@@ -106,17 +95,8 @@ def tiny_corpus(docs_dir: str, n: int = 5) -> str:
 
 def run_measured(cmd: list[str], env: dict | None = None) -> tuple[float, float]:
     """(CPU seconds of the whole process tree, wall seconds) of one command."""
-    start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
-    assert proc.stdout is not None
-    output = proc.stdout.read()
-    _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    wall = time.perf_counter() - start
-    if proc.returncode != 0:
-        sys.stderr.write(output.decode(errors="replace")[-4000:])
-        raise SystemExit(f"command failed ({proc.returncode}): {' '.join(cmd)}")
-    return usage.ru_utime + usage.ru_stime, wall
+    m = peers.run_measured(cmd, env)
+    return m.cpu, m.wall
 
 
 def our_taggers_available(names: list[str]) -> list[str]:
@@ -172,7 +152,7 @@ def main() -> None:
     print(f"    start-up {start_ours:.2f} CPU-s; without it {steady_ours:.0f} docs/CPU-s")
     if args.skip_dolma:
         return
-    dolma = ensure_dolma()
+    dolma = peers.ensure_dolma()
     # Dolma imports nltk, which tries to download punkt data; there is no network for it here.
     env = dict(os.environ, NLTK_DATA=os.path.join(WORK, "nltk_data"))
 
