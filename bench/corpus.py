@@ -173,7 +173,7 @@ def build(n_docs: int, out: str, target_chars: int = 3000) -> dict:
             target["text"] = "\n\n".join(tparas)
             truth["paragraphs"].append({"id": target["id"], "paragraph": para, "from": donor["id"]})
     # Exact and near copies, placed at seeded positions in their source (same or another file).
-    for src, docs in by_source.items():
+    for docs in by_source.values():
         extra: list[dict] = []
         for j, d in enumerate(rng.sample(docs, max(3, len(docs) * 3 // 100))):
             group = [d["id"]]
