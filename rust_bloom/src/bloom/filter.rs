@@ -86,11 +86,8 @@ impl Bloom {
     /// unseals the file at its first insert.
     pub fn open_shared(path: &Path, readonly: bool, verify: bool) -> Result<Bloom> {
         check_endianness(path)?;
-        let mut file = OpenOptions::new()
-            .read(true)
-            .write(!readonly)
-            .open(path)
-            .map_err(|e| BloomError::io(path, e))?;
+        let mut file =
+            OpenOptions::new().read(true).write(!readonly).open(path).map_err(|e| BloomError::io(path, e))?;
         let header = read_header(&mut file, path)?;
         let bloom = Self::map(file, path, header, readonly)?;
         if verify && bloom.is_sealed() && bloom.compute_checksum() != header.checksum {
@@ -141,9 +138,7 @@ impl Bloom {
         {
             // SAFETY: we own `words` exclusively here; AtomicU64 is a u64 in an UnsafeCell,
             // so writing its bytes through a raw pointer is allowed.
-            let bytes = unsafe {
-                std::slice::from_raw_parts_mut(words.as_ptr() as *mut u8, words.len() * 8)
-            };
+            let bytes = unsafe { std::slice::from_raw_parts_mut(words.as_ptr() as *mut u8, words.len() * 8) };
             file.read_exact(bytes).map_err(|e| match e.kind() {
                 std::io::ErrorKind::UnexpectedEof => BloomError::file(path, "truncated while being read"),
                 _ => BloomError::io(path, e),

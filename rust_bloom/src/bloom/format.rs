@@ -24,6 +24,7 @@
 use super::error::{BloomError, Result};
 use super::lock::STRIPES;
 use super::params::Params;
+use std::convert::Infallible;
 use std::io::Write;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -51,11 +52,13 @@ pub struct Header {
     pub checksum: u64,
 }
 
+/// Little-endian integers at fixed header offsets. `decode` checks the length first; a short
+/// buffer would read as 0 (then refused as a bad version), never panic.
 fn u32_at(b: &[u8], off: usize) -> u32 {
-    u32::from_le_bytes(b[off..off + 4].try_into().unwrap())
+    b.get(off..off + 4).and_then(|s| s.try_into().ok()).map_or(0, u32::from_le_bytes)
 }
 fn u64_at(b: &[u8], off: usize) -> u64 {
-    u64::from_le_bytes(b[off..off + 8].try_into().unwrap())
+    b.get(off..off + 8).and_then(|s| s.try_into().ok()).map_or(0, u64::from_le_bytes)
 }
 
 impl Header {
@@ -109,9 +112,7 @@ impl Header {
         }
         let version = u32_at(head, 8);
         if version != VERSION {
-            return bad(format!(
-                "format version {version} is not supported (this build reads version {VERSION})"
-            ));
+            return bad(format!("format version {version} is not supported (this build reads version {VERSION})"));
         }
         if xxh3_64(&head[..IMMUTABLE_END]) != u64_at(head, 56) {
             return bad("header checksum mismatch: the header is corrupted".into());
@@ -163,10 +164,10 @@ impl Header {
 const CHUNK_WORDS: usize = 8192;
 
 /// Streams the bit array as little-endian bytes through `sink`, chunk by chunk.
-fn for_each_chunk(
+fn for_each_chunk<E>(
     words: &[AtomicU64],
-    mut sink: impl FnMut(&[u8]) -> std::io::Result<()>,
-) -> std::io::Result<()> {
+    mut sink: impl FnMut(&[u8]) -> std::result::Result<(), E>,
+) -> std::result::Result<(), E> {
     let mut buf = vec![0u8; CHUNK_WORDS * 8];
     for chunk in words.chunks(CHUNK_WORDS) {
         for (dst, w) in buf.chunks_exact_mut(8).zip(chunk) {
@@ -180,11 +181,10 @@ fn for_each_chunk(
 /// The checksum stored in a sealed file: xxh3-64 over the bit array bytes, then the count.
 pub fn checksum(words: &[AtomicU64], count: u64) -> u64 {
     let mut h = Xxh3Default::new();
-    for_each_chunk(words, |b| {
+    let Ok(()) = for_each_chunk::<Infallible>(words, |b| {
         h.update(b);
         Ok(())
-    })
-    .expect("hashing cannot fail");
+    });
     h.update(&count.to_le_bytes());
     h.digest()
 }

@@ -22,9 +22,7 @@ impl Params {
     /// A shape given directly; both values are validated.
     pub fn explicit(num_bits: u64, num_hashes: u32) -> Result<Params> {
         if num_bits == 0 || num_bits > MAX_BITS {
-            return Err(BloomError::Params(format!(
-                "num_bits must be in [1, {MAX_BITS}], got {num_bits}"
-            )));
+            return Err(BloomError::Params(format!("num_bits must be in [1, {MAX_BITS}], got {num_bits}")));
         }
         if !(MIN_HASHES..=MAX_HASHES).contains(&num_hashes) {
             return Err(BloomError::Params(format!(
@@ -41,9 +39,7 @@ impl Params {
         }
         // Written as a negated range test so that NaN is refused too.
         if !(fp_rate > 0.0 && fp_rate < 1.0) {
-            return Err(BloomError::Params(format!(
-                "fp_rate must be strictly between 0 and 1, got {fp_rate}"
-            )));
+            return Err(BloomError::Params(format!("fp_rate must be strictly between 0 and 1, got {fp_rate}")));
         }
         let n = expected_items as f64;
         let m = (-n * fp_rate.ln() / (LN_2 * LN_2)).ceil();

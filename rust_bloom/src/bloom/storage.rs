@@ -30,17 +30,13 @@ pub struct Mapped {
 /// large, mostly empty filter costs no time to create.
 pub fn zeroed<T>(n: usize) -> Result<Box<[T]>> {
     let n = n.max(1);
-    let layout = Layout::array::<T>(n)
-        .map_err(|_| BloomError::Memory(format!("cannot allocate {n} words")))?;
+    let layout = Layout::array::<T>(n).map_err(|_| BloomError::Memory(format!("cannot allocate {n} words")))?;
     // SAFETY: the layout is non-zero-sized; all-zero bytes are a valid AtomicU64/AtomicU32;
     // Box<[T]> frees with the same Layout::array::<T>(n).
     unsafe {
         let ptr = alloc_zeroed(layout) as *mut T;
         if ptr.is_null() {
-            return Err(BloomError::Memory(format!(
-                "cannot allocate {} bytes for the Bloom filter",
-                layout.size()
-            )));
+            return Err(BloomError::Memory(format!("cannot allocate {} bytes for the Bloom filter", layout.size())));
         }
         Ok(Box::from_raw(std::ptr::slice_from_raw_parts_mut(ptr, n)))
     }
@@ -63,22 +59,14 @@ impl Mapped {
         // (BITS_OFFSET + 8 * num_words) before this struct was built; AtomicU64 has the layout
         // of u64 and the map lives as long as `self`. Other processes touch these bytes only
         // through atomics too.
-        unsafe {
-            std::slice::from_raw_parts(
-                self.base().add(BITS_OFFSET as usize) as *const AtomicU64,
-                self.num_words,
-            )
-        }
+        unsafe { std::slice::from_raw_parts(self.base().add(BITS_OFFSET as usize) as *const AtomicU64, self.num_words) }
     }
 
     pub fn locks(&self) -> &[AtomicU32] {
         // SAFETY: as for `words`; the lock region is 4096 bytes at LOCKS_OFFSET and
         // lock_stripes * 4 <= 4096 was checked by Header::decode.
         unsafe {
-            std::slice::from_raw_parts(
-                self.base().add(LOCKS_OFFSET as usize) as *const AtomicU32,
-                self.lock_stripes,
-            )
+            std::slice::from_raw_parts(self.base().add(LOCKS_OFFSET as usize) as *const AtomicU32, self.lock_stripes)
         }
     }
 

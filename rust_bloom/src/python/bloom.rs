@@ -4,8 +4,8 @@
 use crate::bloom::params::{self, Params};
 use crate::bloom::{format, Bloom, BloomError, DEFAULT_SEED};
 use pyo3::exceptions::{
-    PyFileExistsError, PyFileNotFoundError, PyIsADirectoryError, PyMemoryError, PyOSError,
-    PyPermissionError, PyTypeError, PyValueError,
+    PyFileExistsError, PyFileNotFoundError, PyIsADirectoryError, PyMemoryError, PyOSError, PyPermissionError,
+    PyTypeError, PyValueError,
 };
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -86,9 +86,7 @@ fn build_params(
             ))
         }
         (None, None) => {
-            return Err(PyValueError::new_err(
-                "give expected_items and fp_rate (or num_bits and num_hashes)",
-            ))
+            return Err(PyValueError::new_err("give expected_items and fp_rate (or num_bits and num_hashes)"))
         }
         (None, Some(p)) => {
             if num_hashes.is_some() {
@@ -102,11 +100,7 @@ fn build_params(
             let k = match (num_hashes, n) {
                 (Some(k), _) => u32::try_from(k).unwrap_or(0),
                 (None, Some(n)) if n > 0 => params::optimal_hashes(m, n),
-                _ => {
-                    return Err(PyValueError::new_err(
-                        "num_bits needs num_hashes (or expected_items to derive it)",
-                    ))
-                }
+                _ => return Err(PyValueError::new_err("num_bits needs num_hashes (or expected_items to derive it)")),
             };
             Params::explicit(m, k)
         }
@@ -123,10 +117,7 @@ fn key_bytes<'a>(obj: &'a Bound<'_, PyAny>) -> PyResult<&'a [u8]> {
     if let Ok(b) = obj.cast::<PyBytes>() {
         return Ok(b.as_bytes());
     }
-    Err(PyTypeError::new_err(format!(
-        "Bloom filter keys must be str or bytes, not {}",
-        obj.get_type().name()?
-    )))
+    Err(PyTypeError::new_err(format!("Bloom filter keys must be str or bytes, not {}", obj.get_type().name()?)))
 }
 
 /// A Bloom filter over str/bytes keys; see `dolma_pipe.bloom` for the documented API.
@@ -208,7 +199,7 @@ impl PyBloomFilter {
     /// Create a filter file at `path` and map it shared (FileExistsError unless overwrite=True).
     #[staticmethod]
     #[pyo3(signature = (path, expected_items=None, fp_rate=None, *, num_bits=None, num_hashes=None, seed=DEFAULT_SEED, overwrite=false))]
-    #[allow(clippy::too_many_arguments)]
+    #[allow(clippy::too_many_arguments)] // one argument per keyword of the Python signature
     fn create_shared(
         py: Python<'_>,
         path: PathBuf,
@@ -384,7 +375,9 @@ impl PyBloomFilter {
             Ok(b) => {
                 let p = b.params();
                 let place = match b.path() {
-                    Some(path) => format!(", shared={:?}{}", path.to_string_lossy(), if b.readonly() { ", readonly" } else { "" }),
+                    Some(path) => {
+                        format!(", shared={:?}{}", path.to_string_lossy(), if b.readonly() { ", readonly" } else { "" })
+                    }
                     None => String::new(),
                 };
                 format!("<BloomFilter num_bits={} num_hashes={} count={}{place}>", p.num_bits, p.num_hashes, b.count())

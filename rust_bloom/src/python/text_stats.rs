@@ -196,7 +196,12 @@ struct PyC4Kernel {
 }
 
 impl PyC4Kernel {
-    fn predict_all(&self, py: Python<'_>, texts: &[Bound<'_, PyString>], lowers: &[Option<Bound<'_, PyString>>]) -> PyResult<Vec<C4Result>> {
+    fn predict_all(
+        &self,
+        py: Python<'_>,
+        texts: &[Bound<'_, PyString>],
+        lowers: &[Option<Bound<'_, PyString>>],
+    ) -> PyResult<Vec<C4Result>> {
         same_len("lowers", texts.len(), lowers.len())?;
         let texts = borrow_strs(texts)?;
         let lowers = borrow_opt_strs(lowers)?;
@@ -221,10 +226,7 @@ impl PyC4Kernel {
         min_sentences: u64,
     ) -> PyResult<Vec<PyC4Result>> {
         let results = self.predict_all(py, &texts, &lowers)?;
-        Ok(results
-            .into_iter()
-            .map(|inner| PyC4Result { keep: inner.keep(min_sentences), inner })
-            .collect())
+        Ok(results.into_iter().map(|inner| PyC4Result { keep: inner.keep(min_sentences), inner }).collect())
     }
 
     /// Like `predict_batch`, but each document's result is already Dolma's grouped mapping

@@ -3,14 +3,8 @@ use crate::text::{char_len, has_words, is_space, is_word, strip};
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
 use std::collections::HashMap;
 
-const POLICY_SUBSTRINGS: [&str; 6] = [
-    "terms of use",
-    "privacy policy",
-    "cookie policy",
-    "uses cookies",
-    "use of cookies",
-    "use cookies",
-];
+const POLICY_SUBSTRINGS: [&str; 6] =
+    ["terms of use", "privacy policy", "cookie policy", "uses cookies", "use of cookies", "use cookies"];
 
 /// The C4 result of one document, fields named as the attribute types of c4.py. Line spans are
 /// (start, end) in code points, the newline inside.
@@ -151,12 +145,7 @@ impl C4 {
             .kind(Some(AhoCorasickKind::DFA))
             .build(&patterns)
             .map_err(|e| format!("c4: cannot build the bad-word automaton: {e}"))?;
-        Ok(C4 {
-            min_words,
-            ac,
-            roles,
-            n_phrases,
-        })
+        Ok(C4 { min_words, ac, roles, n_phrases })
     }
 
     /// c4.py `has_bad_word(lower)`.
@@ -217,22 +206,14 @@ impl C4 {
         let lower: &str = match lower {
             Some(l) => l,
             None => {
-                owned = if text.is_ascii() {
-                    text.to_ascii_lowercase()
-                } else {
-                    text.to_lowercase()
-                };
+                owned = if text.is_ascii() { text.to_ascii_lowercase() } else { text.to_lowercase() };
                 &owned
             }
         };
         let ascii = text.is_ascii();
         let has_js = lower.contains("javascript");
         let has_policy = POLICY_SUBSTRINGS.iter().any(|p| lower.contains(p));
-        let mut r = C4Result {
-            has_javascript: has_js,
-            has_policy,
-            ..Default::default()
-        };
+        let mut r = C4Result { has_javascript: has_js, has_policy, ..Default::default() };
         let mut lower_lines = lower.split('\n');
         let mut sentences = 0u64;
         let mut start = 0u64;

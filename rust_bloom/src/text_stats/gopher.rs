@@ -4,7 +4,6 @@ use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
 use xxhash_rust::xxh3::xxh3_64;
 
-
 /// Hasher for keys that are already 64-bit hashes (identity).
 #[derive(Default)]
 pub struct IdentityHasher(u64);
@@ -235,7 +234,7 @@ pub fn ngram_fractions(words: &[&str], lengths: &[u64]) -> [f64; 9] {
     let mut repeated4: Vec<bool> = Vec::new();
     let mut hashes: Vec<u64> = unigram.clone();
     let mut counts: U64Map<(u32, u32)> = U64Map::default();
-    for r in 0..top {
+    for (r, fraction) in out.iter_mut().enumerate().take(top) {
         let n = r + 2;
         let m = n_words - n + 1;
         extend_hashes(&mut hashes, &unigram, n);
@@ -254,7 +253,7 @@ pub fn ngram_fractions(words: &[&str], lengths: &[u64]) -> [f64; 9] {
             }
         }
         let starts: Vec<usize> = (0..m).filter(|&p| hashes[p] == best_h).collect();
-        out[r] = covered_chars(&starts, n, lengths) as f64 / total;
+        *fraction = covered_chars(&starts, n, lengths) as f64 / total;
         if r == 2 {
             repeated4 = hashes.iter().map(|h| counts[h].0 > 1).collect();
         }
@@ -267,7 +266,7 @@ pub fn ngram_fractions(words: &[&str], lengths: &[u64]) -> [f64; 9] {
         }
         if run.iter().any(|&x| x >= 2) {
             let mut seen: U64Map<u32> = U64Map::default();
-            for r in 3..rows {
+            for (r, fraction) in out.iter_mut().enumerate().take(rows).skip(3) {
                 let n = r + 2;
                 let m = n_words - n + 1;
                 let candidates: Vec<usize> = (0..m).filter(|&p| run[p] >= 2 && run[p] >= n - 3).collect();
@@ -275,23 +274,16 @@ pub fn ngram_fractions(words: &[&str], lengths: &[u64]) -> [f64; 9] {
                     break;
                 }
                 seen.clear();
-                let hs: Vec<u64> = candidates
-                    .iter()
-                    .map(|&p| ngram_hash(&unigram[p..p + n]))
-                    .collect();
+                let hs: Vec<u64> = candidates.iter().map(|&p| ngram_hash(&unigram[p..p + n])).collect();
                 for &h in &hs {
                     *seen.entry(h).or_insert(0) += 1;
                 }
-                let repeated: Vec<usize> = candidates
-                    .iter()
-                    .zip(&hs)
-                    .filter(|(_, h)| seen[*h] > 1)
-                    .map(|(&p, _)| p)
-                    .collect();
+                let repeated: Vec<usize> =
+                    candidates.iter().zip(&hs).filter(|(_, h)| seen[*h] > 1).map(|(&p, _)| p).collect();
                 if repeated.is_empty() {
                     break;
                 }
-                out[r] = covered_chars(&repeated, n, lengths) as f64 / total;
+                *fraction = covered_chars(&repeated, n, lengths) as f64 / total;
             }
         }
     }
@@ -355,7 +347,8 @@ impl Gopher {
             words.push(w);
             lengths.push(n);
             // gopher.py `[^\W\d_]\S*`: words holding a letter (most start with one).
-            with_letter += if ascii { w.bytes().any(|b| b.is_ascii_alphabetic()) } else { w.chars().any(is_letter) } as u64;
+            with_letter +=
+                if ascii { w.bytes().any(|b| b.is_ascii_alphabetic()) } else { w.chars().any(is_letter) } as u64;
             unspaced += is_unspaced as u64;
         });
         let n_words = words.len();
@@ -379,11 +372,9 @@ impl Gopher {
         let required_word_count = lang.and_then(|l| self.stop_words.get(l)).map(|sw| {
             if ascii {
                 // bytes.split(): only b" \t\n\r\x0b\x0c" are whitespace (not \x1c..\x1f).
-                text.split(|c: char| {
-                    c.is_ascii_whitespace() || c == '\x0b' || is_ascii_punct_not_underscore(c as u8)
-                })
-                .filter(|t| !t.is_empty() && sw.has_ascii_token(t))
-                .count() as u64
+                text.split(|c: char| c.is_ascii_whitespace() || c == '\x0b' || is_ascii_punct_not_underscore(c as u8))
+                    .filter(|t| !t.is_empty() && sw.has_ascii_token(t))
+                    .count() as u64
             } else {
                 match lower {
                     Some(l) => sw.count_in_lower(l),
@@ -398,11 +389,10 @@ impl Gopher {
         let mut ellipsis_lines = 0u64;
         for seg in text.split('\n') {
             let s = strip(seg);
-            if s.is_empty() {
-                continue;
-            }
+            let Some(first) = s.chars().next() else {
+                continue; // an empty line
+            };
             lines.push(s);
-            let first = s.chars().next().unwrap();
             if BULLETS.contains(&first) || first == BULLET_ARROW {
                 bullets += 1;
             }
@@ -411,18 +401,11 @@ impl Gopher {
                 ellipsis_lines += 1;
             }
         }
-        let per_line = if lines.is_empty() {
-            0.0
-        } else {
-            1.0 / lines.len() as f64
-        };
+        let per_line = if lines.is_empty() { 0.0 } else { 1.0 / lines.len() as f64 };
         let (dup_lines, dup_line_chars) = duplicates(&lines, ascii);
         let (dup_paras, dup_para_chars) = if text.as_bytes().contains(&b'\n') {
-            let paragraphs: Vec<&str> = paragraph_pieces(text)
-                .into_iter()
-                .map(strip)
-                .filter(|p| !p.is_empty())
-                .collect();
+            let paragraphs: Vec<&str> =
+                paragraph_pieces(text).into_iter().map(strip).filter(|p| !p.is_empty()).collect();
             duplicates(&paragraphs, ascii)
         } else {
             (0.0, 0.0)
