@@ -6,7 +6,7 @@ PY      = $(VENV)/bin/python
 PIP     = $(PY) -m pip --disable-pip-version-check -q
 export PIP_NO_INPUT = 1
 
-.PHONY: demo test setup setup-train cargo-test clean
+.PHONY: demo test setup setup-train cargo-test lint-rust clean
 
 $(VENV)/.core-installed: pyproject.toml Cargo.toml rust_bloom/Cargo.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,11 @@ demo: setup rebuild
 
 cargo-test:
 	cargo test --workspace --quiet
+
+# The Rust crate's format and lints (the toolchain's rustfmt and clippy components).
+lint-rust:
+	cargo fmt --all -- --check
+	cargo clippy --workspace --all-targets -- -D warnings
 
 test: setup-train rebuild cargo-test
 	$(PY) -m pytest -q $(PYTEST_ARGS)
