@@ -8,7 +8,7 @@ differs or one file runs out before the other, naming both files and lines.
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Any, Iterator
 
 from dolma_pipe import paths
 from dolma_pipe.documents import read_attribute_rows, read_documents
@@ -20,7 +20,7 @@ class AttributeMismatchError(DolmaPipeError, ValueError):
     """An attribute file does not line up with its document file."""
 
 
-_END = object()
+_END: Any = object()
 
 
 def read_with_attributes(

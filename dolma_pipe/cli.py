@@ -143,7 +143,8 @@ def _unknown_message(parser: argparse.ArgumentParser, command: str | None, unkno
     option = next((u for u in unknown if u.startswith("--")), unknown[0])
     known: list[str] = []
     for action in parser._subparsers._group_actions if parser._subparsers else []:
-        sub = action.choices.get(command) if command else None
+        choices = action.choices if isinstance(action.choices, dict) else {}
+        sub = choices.get(command) if command else None
         if sub is not None:
             known = [s for a in sub._actions for s in a.option_strings]
     close = difflib.get_close_matches(option.split("=")[0], known, n=1)

@@ -143,8 +143,8 @@ class LocalExecutor(Executor):
                 done, _ = wait(pending, return_when=FIRST_COMPLETED)
                 for fut in done:
                     item = pending.pop(fut)
-                    exc = fut.exception()
-                    yield (item, None, exc) if exc else (item, fut.result(), None)
+                    error = fut.exception()
+                    yield (item, None, error) if error else (item, fut.result(), None)
         except BaseException:
             # Interrupted: stop the workers now instead of waiting for their tasks (outputs are
             # atomic, so a killed task leaves nothing that looks finished).

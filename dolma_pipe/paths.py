@@ -101,7 +101,7 @@ def expand(patterns: list[str], exclude_under: str | None = None) -> list[InputF
     """
     seen: dict[str, str] = {}
     seen_paths: set[str] = set()
-    out: list[tuple[str, str]] = []
+    out: list[InputFile] = []
     for pattern in patterns:
         pattern = storage.local_path(pattern)
         matches = storage.glob_info(pattern)
