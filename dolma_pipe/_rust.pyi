@@ -5,7 +5,7 @@ Import from `dolma_pipe.bloom`, which documents the semantics; this file only ty
 
 from collections.abc import Iterable
 from os import PathLike
-from typing import Final, TypedDict
+from typing import Final
 
 from dolma_pipe.errors import DolmaPipeError
 
@@ -96,52 +96,26 @@ def _reopen_shared(path: StrPath, readonly: bool) -> BloomFilter: ...
 # Python's ``str.lower()`` passed in (None: the text is ASCII or needs no lower-casing).
 # Batches run with the GIL released.
 
-class _GopherAttributes(TypedDict):
-    character_count: int
-    word_count: int
-    mean_word_length: float
-    median_word_length: float
-    hash_to_word_ratio: float
-    ellipsis_to_word_ratio: float
-    symbol_to_word_ratio: float
-    fraction_of_words_with_alpha_character: float
-    fraction_of_lines_starting_with_bullet_point: float
-    fraction_of_lines_ending_with_ellipsis: float
-    fraction_of_duplicate_lines: float
-    fraction_of_characters_in_duplicate_lines: float
-    fraction_of_duplicate_paragraphs: float
-    fraction_of_characters_in_duplicate_paragraphs: float
-    fraction_of_characters_in_most_common_2grams: float
-    fraction_of_characters_in_most_common_3grams: float
-    fraction_of_characters_in_most_common_4grams: float
-    fraction_of_characters_in_duplicate_5grams: float
-    fraction_of_characters_in_duplicate_6grams: float
-    fraction_of_characters_in_duplicate_7grams: float
-    fraction_of_characters_in_duplicate_8grams: float
-    fraction_of_characters_in_duplicate_9grams: float
-    fraction_of_characters_in_duplicate_10grams: float
-    _unspaced_words: int
-
-class GopherAttributes(_GopherAttributes, total=False):
-    """One document's Gopher measures, exactly as gopher.py's ``attributes`` returns them (the
-    keys in its order, ``required_word_count`` after the alpha fraction). Not a runtime class:
-    the kernel returns a plain dict."""
-
-    required_word_count: int
-    """Only when the language has a stop-word list (the rule applies)."""
-
 class GopherKernel:
     """The Gopher measures of gopher_v1, with per-language stop words fixed at construction."""
 
     def __init__(self, stop_words: list[tuple[str, list[str], list[str]]]) -> None:
         """stop_words: (language, regex alternatives in match order (lower-cased), word set (lower-cased))."""
 
-    def stats_batch(
-        self, texts: list[str], lowers: list[str | None], langs: list[str | None]
-    ) -> list[GopherAttributes]:
-        """Per text, its measures by type name (see ``GopherAttributes``); ``_unspaced_words``
-        (words that are single characters of unspaced scripts) is for the verdict, not an
-        attribute. ValueError if the lists differ in length."""
+    def stats_batch(self, texts: list[str], lowers: list[str | None], langs: list[str | None]) -> list[dict[str, float]]:
+        """Per text, its measures exactly as gopher.py's ``attributes`` returns them: a dict by
+        type name, in this order: ``character_count`` and ``word_count`` (int),
+        ``mean_word_length``, ``median_word_length``, ``hash_to_word_ratio``,
+        ``ellipsis_to_word_ratio``, ``symbol_to_word_ratio``,
+        ``fraction_of_words_with_alpha_character``, ``required_word_count`` (int; only when the
+        language has a stop-word list), ``fraction_of_lines_starting_with_bullet_point``,
+        ``fraction_of_lines_ending_with_ellipsis``, ``fraction_of_duplicate_lines``,
+        ``fraction_of_characters_in_duplicate_lines``, ``fraction_of_duplicate_paragraphs``,
+        ``fraction_of_characters_in_duplicate_paragraphs``,
+        ``fraction_of_characters_in_most_common_{2,3,4}grams``,
+        ``fraction_of_characters_in_duplicate_{5..10}grams``, then ``_unspaced_words`` (int:
+        words that are single characters of unspaced scripts; for the verdict, not an
+        attribute). ValueError if the lists differ in length."""
 
 LineSpan = tuple[int, int]  # (start, end) in code points
 
@@ -190,9 +164,7 @@ class C4Kernel:
     def predict_batch(self, texts: list[str], lowers: list[str | None], min_sentences: int) -> list[C4Result]:
         """Per text, its ``C4Result``. ValueError if the lists differ in length."""
 
-    def predict_grouped_batch(
-        self, texts: list[str], lowers: list[str | None], min_sentences: int
-    ) -> list[dict[str, list[list[float]]]]:
+    def predict_grouped_batch(self, texts: list[str], lowers: list[str | None], min_sentences: int) -> list[dict[str, list[list[float]]]]:
         """Per text: its ``C4Result`` as Dolma's grouped mapping ``{type: [[start, end, score], ...]}``
         (what ``Tagger.group`` makes of c4.py's spans: the two default line types always present,
         the other line types and the flags only when not empty/true, then ``line_count``,

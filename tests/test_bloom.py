@@ -118,9 +118,7 @@ def test_insert_reports_presence_and_batches_keep_order():
     assert bf.insert("a") is False
     assert bf.insert("a") is True
     assert "a" in bf and bf.contains(b"a"), "a str is hashed as its UTF-8 bytes"
-    assert bf.insert_many(["b", b"c", "b", "a", "\u00e9t\u00e9", "\u00e9t\u00e9".encode()]) == [
-        False, False, True, True, False, True,
-    ]
+    assert bf.insert_many(["b", b"c", "b", "a", "\u00e9t\u00e9", "\u00e9t\u00e9".encode()]) == [False, False, True, True, False, True]
     assert bf.contains_many(iter(["a", "b", "zz"])) == [True, True, False]
     assert bf.insert_many([]) == [] and bf.contains_many(()) == []
     assert bf.count == 4
@@ -232,9 +230,7 @@ def make_saved(tmp_path, name="f.bloom"):
 def test_save_load_round_trip(tmp_path):
     bf, keys, path = make_saved(tmp_path)
     loaded = BloomFilter.load(str(path))  # str and PathLike both work
-    assert (loaded.num_bits, loaded.num_hashes, loaded.seed, loaded.count) == (
-        bf.num_bits, bf.num_hashes, 7, bf.count,
-    )
+    assert (loaded.num_bits, loaded.num_hashes, loaded.seed, loaded.count) == (bf.num_bits, bf.num_hashes, 7, bf.count)
     assert all(loaded.contains_many(keys))
     assert loaded.contains_many(random_keys(2000, 3)) == bf.contains_many(random_keys(2000, 3))
     assert not loaded.is_shared and loaded.path is None
@@ -254,9 +250,7 @@ def test_hashing_and_layout_are_stable(tmp_path):
     raw = (tmp_path / "g.bloom").read_bytes()
     assert raw[:8] == b"DPBLOOM\0" and len(raw) == HEADER + 32
     bits = raw[HEADER:]
-    assert [i for i in range(256) if bits[i // 8] >> (i % 8) & 1] == [
-        13, 47, 114, 171, 178, 180, 183, 185, 193, 219, 237, 244,
-    ]
+    assert [i for i in range(256) if bits[i // 8] >> (i % 8) & 1] == [13, 47, 114, 171, 178, 180, 183, 185, 193, 219, 237, 244]
 
 
 def refused(path, match):

@@ -40,12 +40,11 @@ from typing import Any
 
 from pydantic import Field
 
-from taggers.base import Document, Grouped, Span, Tagger, TaggerError, TaggerOptions
-from taggers.registry import register
-
 # The Rust kernel (rust_bloom/src/text_stats/), which the Python code below mirrors as the
 # reference, and the keep rule, defined once in Rust and used by both paths.
 from dolma_pipe._rust import C4Kernel, c4_keep
+from taggers.base import Document, Grouped, Span, Tagger, TaggerError, TaggerOptions
+from taggers.registry import register
 
 END_MARKS = (".", "?", "!", '"')
 POLICY_SUBSTRINGS = ("terms of use", "privacy policy", "cookie policy", "uses cookies", "use of cookies", "use cookies")
