@@ -142,7 +142,9 @@ def build(n_docs: int, out: str, target_chars: int = 3000) -> dict:
         for d in docs:
             for i, text in enumerate(chunk(d["text"], target_chars)):
                 meta = {k: v for k, v in d["metadata"].items() if k in ("package", "path", "license", "language", "locale")}
-                pieces.append({"id": f"{d['id']}#{i}", "text": text, "source": src, "added": d["added"], "created": d["created"], "metadata": meta})
+                pieces.append(
+                    {"id": f"{d['id']}#{i}", "text": text, "source": src, "added": d["added"], "created": d["created"], "metadata": meta}
+                )
         by_source[src] = pieces
     total = sum(len(v) for v in by_source.values())
     planted_share = 0.06  # exact + near copies, added on top of the real documents
@@ -155,8 +157,15 @@ def build(n_docs: int, out: str, target_chars: int = 3000) -> dict:
         idx = sorted(rng.sample(range(len(docs)), keep))
         by_source[src] = [docs[i] for i in idx]
 
-    truth: dict = {"seed": SEED, "target_chars": target_chars, "shingles": "word 5-grams of lower-cased \\w+ words",
-                   "exact": [], "groups": [], "near": [], "paragraphs": []}
+    truth: dict = {
+        "seed": SEED,
+        "target_chars": target_chars,
+        "shingles": "word 5-grams of lower-cased \\w+ words",
+        "exact": [],
+        "groups": [],
+        "near": [],
+        "paragraphs": [],
+    }
     all_docs = [d for docs in by_source.values() for d in docs]
     # Repeated paragraphs: a paragraph of one document copied into 2-4 others (at a paragraph boundary).
     for donor in rng.sample(all_docs, max(10, len(all_docs) // 200)):
@@ -190,7 +199,9 @@ def build(n_docs: int, out: str, target_chars: int = 3000) -> dict:
             copy["id"] = f"{d['id']}|near"
             copy["text"] = _near_copy(d["text"], rate, rng)
             extra.append(copy)
-            truth["near"].append({"id": copy["id"], "near_duplicate_of": d["id"], "edit_rate": rate, "jaccard": round(jaccard(d["text"], copy["text"]), 4)})
+            truth["near"].append(
+                {"id": copy["id"], "near_duplicate_of": d["id"], "edit_rate": rate, "jaccard": round(jaccard(d["text"], copy["text"]), 4)}
+            )
         for copy in extra:
             docs.insert(rng.randrange(len(docs) + 1), copy)
     # Write: each source in FILES_PER_SOURCE parts, in order.
@@ -211,9 +222,14 @@ def build(n_docs: int, out: str, target_chars: int = 3000) -> dict:
             n += len(chunk_docs)
             order.append(os.path.relpath(path, docs_root))
     truth["files"] = order
-    truth["counts"] = {"documents": n, "exact": len(truth["exact"]), "groups": len(truth["groups"]),
-                       "near": len(truth["near"]), "paragraphs": len(truth["paragraphs"]),
-                       "chars": sum(len(d["text"]) for docs in by_source.values() for d in docs)}
+    truth["counts"] = {
+        "documents": n,
+        "exact": len(truth["exact"]),
+        "groups": len(truth["groups"]),
+        "near": len(truth["near"]),
+        "paragraphs": len(truth["paragraphs"]),
+        "chars": sum(len(d["text"]) for docs in by_source.values() for d in docs),
+    }
     with open(os.path.join(out, "truth.json"), "w", encoding="utf-8") as fh:
         json.dump(truth, fh, ensure_ascii=False, indent=1)
     return truth

@@ -71,8 +71,14 @@ def build_corpus(n_docs: int, target_chars: int = 3000) -> str:
     for f in range(2):
         with gzip.open(os.path.join(docs_dir, f"part-{f:04d}.jsonl.gz"), "wt", encoding="utf-8") as fh:
             for i in range(f * per_file, min(n_docs, (f + 1) * per_file)):
-                row = {"id": f"bench-{i:06d}", "text": texts[i % len(texts)], "source": "bench",
-                       "added": "2024-06-01T00:00:00.000Z", "created": "2024-06-01T00:00:00.000Z", "metadata": {}}
+                row = {
+                    "id": f"bench-{i:06d}",
+                    "text": texts[i % len(texts)],
+                    "source": "bench",
+                    "added": "2024-06-01T00:00:00.000Z",
+                    "created": "2024-06-01T00:00:00.000Z",
+                    "metadata": {},
+                }
                 fh.write(json.dumps(row, ensure_ascii=False) + "\n")
     open(stamp, "w").close()
     mean = sum(len(texts[i % len(texts)]) for i in range(n_docs)) / n_docs
@@ -85,9 +91,10 @@ def tiny_corpus(docs_dir: str, n: int = 5) -> str:
     tiny = os.path.join(WORK, "tiny", "documents")
     shutil.rmtree(os.path.dirname(tiny), ignore_errors=True)
     os.makedirs(tiny)
-    with gzip.open(os.path.join(docs_dir, "part-0000.jsonl.gz"), "rt") as src, gzip.open(
-        os.path.join(tiny, "part-0000.jsonl.gz"), "wt"
-    ) as dst:
+    with (
+        gzip.open(os.path.join(docs_dir, "part-0000.jsonl.gz"), "rt") as src,
+        gzip.open(os.path.join(tiny, "part-0000.jsonl.gz"), "wt") as dst,
+    ):
         for _, line in zip(range(n), src):
             dst.write(line)
     return os.path.join(tiny, "*.jsonl.gz")
@@ -102,7 +109,10 @@ def run_measured(cmd: list[str], env: dict | None = None) -> tuple[float, float]
 def our_taggers_available(names: list[str]) -> list[str]:
     out = subprocess.run(
         [OUR_PYTHON, "-c", "from taggers import registry; print(' '.join(registry.available()))"],
-        cwd=ROOT, capture_output=True, text=True, check=True,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     have = set(out.stdout.split())
     return [n for n in names if n not in have]
@@ -137,8 +147,23 @@ def main() -> None:
 
     def ours_cmd(documents: str) -> list[str]:
         shutil.rmtree(out_ours, ignore_errors=True)
-        return [OUR_PYTHON, "-m", "dolma_pipe.cli", "tag", "--documents", documents, "--taggers", *ours,
-                "--experiment", "bench", "--destination", out_ours, "--processes", "1", "--force"]
+        return [
+            OUR_PYTHON,
+            "-m",
+            "dolma_pipe.cli",
+            "tag",
+            "--documents",
+            documents,
+            "--taggers",
+            *ours,
+            "--experiment",
+            "bench",
+            "--destination",
+            out_ours,
+            "--processes",
+            "1",
+            "--force",
+        ]
 
     env = dict(os.environ, PYTHONPATH=ROOT)
     start_ours, _ = run_measured(ours_cmd(tiny), env)
@@ -170,8 +195,10 @@ def main() -> None:
     print(f"dolma tag       [{', '.join(theirs)}]: {cpu_dolma:.2f} CPU-s, {wall_dolma:.2f} s wall -> {rate_dolma:.0f} docs/CPU-s")
     steady_dolma = (args.docs - 5) / max(cpu_dolma - start_dolma, 1e-9)
     print(f"    start-up {start_dolma:.2f} CPU-s; without it {steady_dolma:.0f} docs/CPU-s")
-    print(f"ratio: dolma-pipe is {rate_ours / rate_dolma:.1f}x Dolma 1.2.1 in documents per CPU-second "
-          f"({steady_ours / steady_dolma:.1f}x without start-up)")
+    print(
+        f"ratio: dolma-pipe is {rate_ours / rate_dolma:.1f}x Dolma 1.2.1 in documents per CPU-second "
+        f"({steady_ours / steady_dolma:.1f}x without start-up)"
+    )
 
 
 if __name__ == "__main__":

@@ -25,14 +25,14 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import torch  # noqa: E402
+import torch
 
-from train.data import GlobalOrder, TokenDataset, token_dtype  # noqa: E402
-from train.model import PRESETS, Transformer, describe, init_weights  # noqa: E402
-from train.optim import build_optimizer, clip_grad_norm, lm_loss  # noqa: E402
-from train.config import OptimConfig  # noqa: E402
-from train.shards import ShardSetWriter  # noqa: E402
-from train.testing import launch, read_metrics, write_config  # noqa: E402
+from train.config import OptimConfig
+from train.data import GlobalOrder, TokenDataset, token_dtype
+from train.model import PRESETS, Transformer, describe, init_weights
+from train.optim import build_optimizer, clip_grad_norm, lm_loss
+from train.shards import ShardSetWriter
+from train.testing import launch, read_metrics, write_config
 
 H100_BF16 = 989.5e12
 
@@ -54,15 +54,23 @@ def ours(args, data: str, work: Path) -> list[float]:
         "run_name": "bench",
         "model": {"preset": args.preset},
         "data": {"paths": [data], "seq_len": args.seq_len},
-        "train": {"global_batch_size": args.global_batch, "micro_batch_size": args.micro_batch,
-                  "max_steps": args.steps, "precision": "fp32"},
+        "train": {
+            "global_batch_size": args.global_batch,
+            "micro_batch_size": args.micro_batch,
+            "max_steps": args.steps,
+            "precision": "fp32",
+        },
         "optim": {"lr": 1.0e-3},
         "schedule": {"kind": "cosine", "warmup_steps": 2},
         "checkpoint": {"save_dir": str(work / "run"), "interval": 0, "resume": False},
         "eval": {"at_end": False},
     }
-    r = launch(write_config(work / "bench.yaml", cfg), nproc=args.nproc,
-               env={"OMP_NUM_THREADS": str(max(1, args.threads // args.nproc))}, timeout=3600)
+    r = launch(
+        write_config(work / "bench.yaml", cfg),
+        nproc=args.nproc,
+        env={"OMP_NUM_THREADS": str(max(1, args.threads // args.nproc))},
+        timeout=3600,
+    )
     if r.returncode:
         sys.exit(f"trainer failed:\n{r.stdout}\n{r.stderr}")
     return [m["step_time"] for m in read_metrics(work / "run") if "step_time" in m]
@@ -111,19 +119,23 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         data = make_data(work / "data", mcfg.vocab_size, n_tokens=max(200_000, 4 * tokens_per_step * args.steps))
-        ours_t = ours(args, data, work)[args.warmup:]
-        plain_t = plain(args, data)[args.warmup:]
+        ours_t = ours(args, data, work)[args.warmup :]
+        plain_t = plain(args, data)[args.warmup :]
     o, p = statistics.median(ours_t), statistics.median(plain_t)
-    print(f"model {args.preset}: {info['total'] / 1e6:.2f}M params, {info['flops_per_token'] / 1e6:.1f} MFLOP/token; "
-          f"batch {args.global_batch} x {args.seq_len} tokens, micro-batch {args.micro_batch}, "
-          f"{args.steps} steps ({args.warmup} warmup), {args.threads} threads")
+    print(
+        f"model {args.preset}: {info['total'] / 1e6:.2f}M params, {info['flops_per_token'] / 1e6:.1f} MFLOP/token; "
+        f"batch {args.global_batch} x {args.seq_len} tokens, micro-batch {args.micro_batch}, "
+        f"{args.steps} steps ({args.warmup} warmup), {args.threads} threads"
+    )
     print(f"{'':<28}{'step time (s)':>14}{'tokens/s':>12}")
     print(f"{'ours (' + str(args.nproc) + ' rank, FSDP2+DCP)':<28}{o:>14.4f}{tokens_per_step / o:>12.0f}")
     print(f"{'plain PyTorch loop':<28}{p:>14.4f}{tokens_per_step / p:>12.0f}")
     print(f"ratio ours/plain tokens/s: {p / o:.3f}")
     f1b = describe(PRESETS["olmo2-1b"], 4096)["flops_per_token"]
-    print(f"\nOLMo 2 1B preset, seq 4096: {f1b / 1e9:.3f} GFLOP/token (training). MFU our logs show on one H100 "
-          f"(989.5 TFLOP/s bf16 dense) at a given per-GPU throughput:")
+    print(
+        f"\nOLMo 2 1B preset, seq 4096: {f1b / 1e9:.3f} GFLOP/token (training). MFU our logs show on one H100 "
+        f"(989.5 TFLOP/s bf16 dense) at a given per-GPU throughput:"
+    )
     for tps in (10_000, 20_000, 30_000, 40_000, 50_000):
         print(f"  {tps:>6} tokens/s/GPU -> MFU {tps * f1b / H100_BF16:.1%}")
     print(f"  40% MFU needs {0.4 * H100_BF16 / f1b:,.0f} tokens/s/GPU")

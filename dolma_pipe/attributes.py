@@ -8,12 +8,13 @@ differs or one file runs out before the other, naming both files and lines.
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from dolma_pipe import paths
 from dolma_pipe.documents import read_attribute_rows, read_documents
-from dolma_pipe.quarantine import Quarantine
 from dolma_pipe.errors import DolmaPipeError
+from dolma_pipe.quarantine import Quarantine
 
 
 class AttributeMismatchError(DolmaPipeError, ValueError):
@@ -48,14 +49,11 @@ def read_with_attributes(
             attr_line, attr_row = row
             if attr_row["id"] != doc["id"]:
                 raise AttributeMismatchError(
-                    f"{attr_path}:{attr_line}: id {attr_row['id']!r} does not match "
-                    f"{document_path}:{lineno} id {doc['id']!r}"
+                    f"{attr_path}:{attr_line}: id {attr_row['id']!r} does not match {document_path}:{lineno} id {doc['id']!r}"
                 )
             merged.update(attr_row.get("attributes") or {})
         yield lineno, doc, merged
     for attr_path, it in zip(attr_paths, attr_iters):
         row = next(it, _END)
         if row is not _END:
-            raise AttributeMismatchError(
-                f"{attr_path}:{row[0]}: has more rows than {document_path} (extra id {row[1]['id']!r})"
-            )
+            raise AttributeMismatchError(f"{attr_path}:{row[0]}: has more rows than {document_path} (extra id {row[1]['id']!r})")

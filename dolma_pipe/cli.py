@@ -20,8 +20,9 @@ import sys
 import threading
 import types
 import typing
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import yaml
 from pydantic import BaseModel
@@ -172,7 +173,7 @@ def _dotted_dict_overrides(cmd: Command | None, ns: argparse.Namespace, unknown:
                     break
                 value = unknown[i + 1]
                 i += 1
-            setattr(ns, f"cfg:{head}{key[len(head):]}", _parse_value(value))
+            setattr(ns, f"cfg:{head}{key[len(head) :]}", _parse_value(value))
         else:
             rest.append(tok)
         i += 1

@@ -14,6 +14,7 @@ from typing import Annotated, Any
 
 import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+
 from dolma_pipe.errors import DolmaPipeError
 
 
@@ -44,7 +45,9 @@ class StrictModel(BaseModel):
 class RunOptions(StrictModel):
     """How a stage runs, shared by every stage (Dolma's top-level options)."""
 
-    processes: int = Field(default_factory=lambda: os.cpu_count() or 1, ge=1, description="worker processes (local executor) or CPUs to request (Ray)")
+    processes: int = Field(
+        default_factory=lambda: os.cpu_count() or 1, ge=1, description="worker processes (local executor) or CPUs to request (Ray)"
+    )
     ray: bool = Field(False, description="run on a Ray cluster started locally for this run")
     ray_address: str | None = Field(None, description="join the Ray cluster at this address (implies ray)")
     force: bool = Field(False, description="redo input files already marked complete")

@@ -22,14 +22,15 @@ import gzip
 import json
 import re
 import zlib
-from typing import IO, Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import IO, Any
 
 import orjson
 import zstandard
 
 from dolma_pipe import storage
-from dolma_pipe.quarantine import Quarantine, QuarantinedRecordError
 from dolma_pipe.errors import DolmaPipeError
+from dolma_pipe.quarantine import Quarantine, QuarantinedRecordError
 
 CHUNK = 1 << 20
 GZIP_LEVEL = 6
@@ -177,9 +178,7 @@ def _normalise(doc: Any, path: str, lineno: int, quarantine: Quarantine, raw: An
         if isinstance(doc_id, int) and not isinstance(doc_id, bool):
             doc["id"] = str(doc_id)
         else:
-            quarantine.add(
-                path, lineno, "bad_id", f"'id' must be a string or integer, got {type(doc_id).__name__}", raw
-            )
+            quarantine.add(path, lineno, "bad_id", f"'id' must be a string or integer, got {type(doc_id).__name__}", raw)
             return None
     text = doc.get("text")
     if text is None:
@@ -343,7 +342,7 @@ class JsonlWriter:
         if self._kind == "parquet":
             raise DocumentError(f"{path}: use ParquetWriter for .parquet outputs")
 
-    def __enter__(self) -> "JsonlWriter":
+    def __enter__(self) -> JsonlWriter:
         self._raw = self._ctx.__enter__()
         if self._kind == "gzip":
             self._stream = gzip.GzipFile(fileobj=self._raw, mode="wb", compresslevel=self._level or GZIP_LEVEL, mtime=0, filename="")
@@ -376,7 +375,7 @@ class ParquetWriter:
         self.count = 0
         self._rows: list[dict] = []
 
-    def __enter__(self) -> "ParquetWriter":
+    def __enter__(self) -> ParquetWriter:
         return self
 
     def write(self, obj: dict) -> None:
@@ -399,10 +398,7 @@ class ParquetWriter:
                 if key not in keys:
                     keys.append(key)
         json_cols = [
-            k
-            for k in keys
-            if k not in PARQUET_STRING_COLUMNS
-            or any(not isinstance(r.get(k), (str, type(None))) for r in self._rows)
+            k for k in keys if k not in PARQUET_STRING_COLUMNS or any(not isinstance(r.get(k), (str, type(None))) for r in self._rows)
         ]
         columns = {}
         for key in keys:

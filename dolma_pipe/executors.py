@@ -23,9 +23,10 @@ import signal
 import socket
 import sys
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from dolma_pipe.errors import DolmaPipeError
 
@@ -79,10 +80,10 @@ class Executor(ABC):
         Once ``stop()`` is true no more items are submitted; those in flight are still yielded.
         """
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - an optional hook: most executors hold nothing
         pass
 
-    def __enter__(self) -> "Executor":
+    def __enter__(self) -> Executor:
         return self
 
     def __exit__(self, *exc: object) -> None:

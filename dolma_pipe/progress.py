@@ -21,7 +21,11 @@ class LogProgress:
         if now - self._last >= self.interval:
             self._last = now
             extra = ", ".join(f"{k.replace('_', '/')} {v}" for k, v in self.postfix.items())
-            print(f"dolma-pipe {self.name}: {self.n:,}/{self.total:,} {self.unit}s{', ' + extra if extra else ''}", file=self.stream, flush=True)
+            print(
+                f"dolma-pipe {self.name}: {self.n:,}/{self.total:,} {self.unit}s{', ' + extra if extra else ''}",
+                file=self.stream,
+                flush=True,
+            )
 
     def set_postfix(self, refresh: bool = False, **kv: str) -> None:
         self.postfix = kv

@@ -12,10 +12,12 @@ from __future__ import annotations
 import shutil
 import tempfile
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import IO, Any, Iterator
+from typing import IO, Any
 
 import orjson
+
 from dolma_pipe.errors import DolmaPipeError
 
 RAW_LIMIT = 2048

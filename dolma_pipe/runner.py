@@ -133,9 +133,7 @@ def execute_task(stage: Stage, phase_index: int, ctx: RunContext, fingerprint: s
 def _same_inputs(record: TaskRecord, task: Task) -> bool:
     if len(record.inputs) != len(task.inputs):
         return False
-    return all(
-        a.path == b.path and a.size == b.size and abs(a.mtime - b.mtime) <= 1e-3 for a, b in zip(record.inputs, task.inputs)
-    )
+    return all(a.path == b.path and a.size == b.size and abs(a.mtime - b.mtime) <= 1e-3 for a, b in zip(record.inputs, task.inputs))
 
 
 def _finished(path: str, task: Task, fingerprint: str) -> TaskRecord | None:
@@ -429,4 +427,3 @@ def _run_phase(
         bar.close()
         record.not_run = [t.key for t in todo if t.key not in record.tasks and t.key not in record.failures]
     return executor
-

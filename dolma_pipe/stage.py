@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import hashlib
 from abc import ABC
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 import orjson
+
 from dolma_pipe import paths, storage
 from dolma_pipe.config import RunOptions
 from dolma_pipe.manifest import InputFile, TaskRecord
@@ -170,8 +172,7 @@ class Stage(ABC, Generic[C]):
             if out is not None:
                 if out in outputs:
                     raise paths.PathError(
-                        f"inputs {outputs[out]!r} and {path!r} would both be written to {out!r}; "
-                        "rename one or convert them separately"
+                        f"inputs {outputs[out]!r} and {path!r} would both be written to {out!r}; rename one or convert them separately"
                     )
                 outputs[out] = path
             inputs.append(InputFile(path=path, rel=rel, size=info.size, mtime=info.mtime))

@@ -16,8 +16,10 @@ import glob as _glob
 import os
 import re
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import IO, Iterator
+from typing import IO
+
 from dolma_pipe.errors import DolmaPipeError
 
 
@@ -110,9 +112,7 @@ def open_read(path: str) -> IO[bytes]:
             _check_remote(path)
             import smart_open  # imported on first remote use: it loads every transport (~0.2 s)
 
-            return smart_open.open(
-                path, "rb", compression="disable", transport_params=_transport_params(path)
-            )
+            return smart_open.open(path, "rb", compression="disable", transport_params=_transport_params(path))
         return open(_local(path), "rb")
     except Exception as exc:
         raise StorageError(f"{path}: cannot open for reading ({exc})") from exc
@@ -126,9 +126,7 @@ def open_write_atomic(path: str) -> Iterator[IO[bytes]]:
         import smart_open
 
         # smart-open aborts the multipart upload if the block raises.
-        with smart_open.open(
-            path, "wb", compression="disable", transport_params=_transport_params(path)
-        ) as fh:
+        with smart_open.open(path, "wb", compression="disable", transport_params=_transport_params(path)) as fh:
             yield fh
         return
     final = _local(path)

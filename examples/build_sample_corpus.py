@@ -112,7 +112,7 @@ LICENSES = {
     "fortunes-min": "BSD-3-Clause (fortune-mod, Regents of the University of California)",
     "fortunes-de": "GPL-2.0-or-later",
     "fortunes-es": "GPL-2.0-or-later (code); fortunes presumed public domain",
-    "fortunes-it": "public domain (\"Consider this package freeware (public domain)\")",
+    "fortunes-it": 'public domain ("Consider this package freeware (public domain)")',
 }
 
 # Source name -> (number of part files, compression)
@@ -144,9 +144,7 @@ _versions: dict[str, str] = {}
 def pkg_version(pkg: str) -> str:
     if pkg not in _versions:
         try:
-            out = subprocess.run(
-                ["dpkg-query", "-W", "-f=${Version}", pkg], capture_output=True, text=True, check=True
-            ).stdout.strip()
+            out = subprocess.run(["dpkg-query", "-W", "-f=${Version}", pkg], capture_output=True, text=True, check=True).stdout.strip()
         except (OSError, subprocess.CalledProcessError):
             out = "unknown"
         _versions[pkg] = out
@@ -205,9 +203,35 @@ def make_doc(source, key, text, created, meta) -> dict:
 
 
 _BLOCK = {
-    "p", "div", "h1", "h2", "h3", "h4", "h5", "h6", "li", "pre", "tr", "dt", "dd", "table",
-    "ul", "ol", "dl", "blockquote", "section", "article", "header", "footer", "nav", "title",
-    "form", "figure", "figcaption", "caption", "hr",
+    "p",
+    "div",
+    "h1",
+    "h2",
+    "h3",
+    "h4",
+    "h5",
+    "h6",
+    "li",
+    "pre",
+    "tr",
+    "dt",
+    "dd",
+    "table",
+    "ul",
+    "ol",
+    "dl",
+    "blockquote",
+    "section",
+    "article",
+    "header",
+    "footer",
+    "nav",
+    "title",
+    "form",
+    "figure",
+    "figcaption",
+    "caption",
+    "hr",
 }
 _VOID = {"br", "img", "meta", "link", "input", "hr", "col", "area", "base", "wbr", "source"}
 
@@ -426,8 +450,7 @@ def build_linux(rng: random.Random) -> list[dict]:
         lang = "en"
         if rel.startswith("translations/"):
             lang = _LINUX_LANG.get(rel.split("/")[1], "en")
-        spdx = re.search(r"SPDX-License-Identifier:\s*([^\s*]+(?: (?:OR|AND|WITH) [^\s*]+)*)",
-                         text[:400])
+        spdx = re.search(r"SPDX-License-Identifier:\s*([^\s*]+(?: (?:OR|AND|WITH) [^\s*]+)*)", text[:400])
         meta = {
             "package": pkg,
             "package_version": pkg_version(pkg),
@@ -454,9 +477,22 @@ def build_python(rng: random.Random) -> list[dict]:
         pages += [os.path.join(root, f) for f in sorted(files) if f.endswith(".html")]
     pages.sort()
     rels = [os.path.relpath(p, PYTHON_DIR) for p in pages]
-    forced = [r for r in ("index.html", "contents.html", "genindex-A.html", "genindex-Q.html",
-                          "genindex-Symbols.html", "py-modindex.html", "search.html",
-                          "copyright.html", "license.html", "glossary.html") if r in rels]
+    forced = [
+        r
+        for r in (
+            "index.html",
+            "contents.html",
+            "genindex-A.html",
+            "genindex-Q.html",
+            "genindex-Symbols.html",
+            "py-modindex.html",
+            "search.html",
+            "copyright.html",
+            "license.html",
+            "glossary.html",
+        )
+        if r in rels
+    ]
     rest = [r for r in rels if r not in forced and not r.startswith("genindex")]
     chosen = sorted(forced + rng.sample(rest, PYTHON_DOCS - len(forced)))
     docs = []
@@ -535,17 +571,15 @@ def build_gcide(rng: random.Random) -> list[dict]:
         }
 
     # the database header: licence/boilerplate text, with a real e-mail address
-    info_text = "\n\n".join(
-        clean_text(data[o:o + n].decode("utf-8", errors="replace")) for o, n, _ in sorted(info)
-    )
+    info_text = "\n\n".join(clean_text(data[o : o + n].decode("utf-8", errors="replace")) for o, n, _ in sorted(info))
     m = meta_for("GCIDE database information")
     m["page_kind"] = "boilerplate_header"
     docs.append(make_doc("gcide", "00-database-info", info_text, created, m))
 
     for b in chosen:
         k = rng.randint(3, 10)
-        group = ordered[b * block: b * block + k]
-        texts = [clean_text(data[o:o + n].decode("utf-8", errors="replace")) for (o, n), _ in group]
+        group = ordered[b * block : b * block + k]
+        texts = [clean_text(data[o : o + n].decode("utf-8", errors="replace")) for (o, n), _ in group]
         text = "\n\n".join(t for t in texts if t)
         first, last = group[0][1], group[-1][1]
         m = meta_for(f"GCIDE entries {first} .. {last}")
@@ -558,8 +592,7 @@ def build_gcide(rng: random.Random) -> list[dict]:
 def _fortune_files() -> list[tuple[str, str, str]]:
     """(package, language, path) of every non-offensive fortune file, sorted."""
     out = []
-    lang_of = {"fortunes": "en", "fortunes-min": "en", "fortunes-de": "de",
-               "fortunes-es": "es", "fortunes-it": "it"}
+    lang_of = {"fortunes": "en", "fortunes-min": "en", "fortunes-de": "de", "fortunes-es": "es", "fortunes-it": "it"}
     for pkg, lang in lang_of.items():
         for p in pkg_files(pkg):
             if not p.startswith(FORTUNE_DIR + "/") or "/off/" in p or p.endswith("/off"):
@@ -580,13 +613,12 @@ def build_fortunes(rng: random.Random) -> list[dict]:
         i = 0
         while i < len(cookies):
             k = rng.choice([1, 3, 5, 8, 10, 12, 15])
-            groups_by_lang[lang].append((pkg, path, i, cookies[i:i + k]))
+            groups_by_lang[lang].append((pkg, path, i, cookies[i : i + k]))
             i += k
     docs = []
     for lang in sorted(groups_by_lang):
         groups = groups_by_lang[lang]
-        art = [i for i, g in enumerate(groups)
-               if os.path.relpath(g[1], FORTUNE_DIR) in FORTUNE_ASCII_ART]
+        art = [i for i, g in enumerate(groups) if os.path.relpath(g[1], FORTUNE_DIR) in FORTUNE_ASCII_ART]
         rest = [i for i in range(len(groups)) if i not in set(art)]
         picked = sorted(art + rng.sample(rest, min(FORTUNE_DOCS[lang] - len(art), len(rest))))
         for gi in picked:
@@ -626,10 +658,21 @@ PEOPLE = [
     ("Ivan Petrov", "ivan.petrov@example.ru"),
 ]
 PHONES = [
-    "+49 30 1234567", "(555) 123-4567", "+44 20 7946 0958", "+33 1 23 45 67 89",
-    "+1 415-555-0132", "030 12345678", "+81 3-1234-5678", "+34 912 345 678",
-    "+39 06 1234 5678", "+55 11 91234-5678", "+7 495 123-45-67", "+86 10 8765 4321",
-    "555.867.5309", "+49 (0)89 987654-0", "+1 (212) 555-0199",
+    "+49 30 1234567",
+    "(555) 123-4567",
+    "+44 20 7946 0958",
+    "+33 1 23 45 67 89",
+    "+1 415-555-0132",
+    "030 12345678",
+    "+81 3-1234-5678",
+    "+34 912 345 678",
+    "+39 06 1234 5678",
+    "+55 11 91234-5678",
+    "+7 495 123-45-67",
+    "+86 10 8765 4321",
+    "555.867.5309",
+    "+49 (0)89 987654-0",
+    "+1 (212) 555-0199",
 ]
 CONTACT_TEMPLATES = {
     "en": "For questions about this page, contact {name} at {email} or call {phone}.",
@@ -670,7 +713,7 @@ def inject_pii(by_source: dict[str, list[dict]], rng: random.Random) -> list[str
         for kind, val in (("email", email), ("phone", phone), ("name", name)):
             s = base + line.index(val)
             spans.append({"type": kind, "value": val, "start": s, "end": s + len(val)})
-            assert text[s:s + len(val)] == val
+            assert text[s : s + len(val)] == val
         d["text"] = text
         d["metadata"]["pii"] = sorted(spans, key=lambda x: x["start"])
         d["metadata"]["planted"] = d["metadata"].get("planted", []) + ["pii"]
@@ -694,7 +737,7 @@ def make_near_duplicate(doc: dict, rng: random.Random, n: int) -> dict:
             new = m.group(0).upper()
         else:
             new = ""
-        text = text[:m.start()] + new + text[m.end():]
+        text = text[: m.start()] + new + text[m.end() :]
         changed.append([m.group(0), new])
     nd = json.loads(json.dumps(doc))
     nd["text"] = re.sub(r"  +", " ", text)
@@ -770,8 +813,7 @@ def verify(doc_root: str) -> dict:
     short = 0
     for path in files:
         source = os.path.basename(os.path.dirname(path))
-        s = stats.setdefault(source, {"files": 0, "docs": 0, "bytes": 0, "text_bytes": 0,
-                                      "languages": collections.Counter()})
+        s = stats.setdefault(source, {"files": 0, "docs": 0, "bytes": 0, "text_bytes": 0, "languages": collections.Counter()})
         s["files"] += 1
         s["bytes"] += os.path.getsize(path)
         for n, d in read_docs(path):
@@ -782,7 +824,7 @@ def verify(doc_root: str) -> dict:
             assert d["id"] not in ids, f"{path}:{n}: duplicate id {d['id']}"
             ids.add(d["id"])
             for sp in d["metadata"].get("pii", []):
-                assert d["text"][sp["start"]:sp["end"]] == sp["value"], f"{path}:{n}: bad pii span"
+                assert d["text"][sp["start"] : sp["end"]] == sp["value"], f"{path}:{n}: bad pii span"
             s["docs"] += 1
             s["text_bytes"] += len(d["text"].encode("utf-8"))
             s["languages"][d["metadata"].get("language", "?")] += 1
@@ -808,8 +850,7 @@ _EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}")
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     here = os.path.dirname(os.path.abspath(__file__))
-    ap.add_argument("--output", default=os.path.join(here, "sample"),
-                    help="output folder (documents/ and planted.json go inside)")
+    ap.add_argument("--output", default=os.path.join(here, "sample"), help="output folder (documents/ and planted.json go inside)")
     ap.add_argument("--print-apt", action="store_true", help="print the apt-get command and exit")
     ap.add_argument("--verify-only", action="store_true", help="only verify an existing corpus")
     args = ap.parse_args(argv)
@@ -822,8 +863,7 @@ def main(argv=None) -> int:
         missing = [p for p in APT_PACKAGES if pkg_version(p) in ("", "unknown")]
         if missing:
             print("missing Debian packages: " + " ".join(missing), file=sys.stderr)
-            print("install with: apt-get install -y --no-install-recommends " + " ".join(missing),
-                  file=sys.stderr)
+            print("install with: apt-get install -y --no-install-recommends " + " ".join(missing), file=sys.stderr)
             return 2
         build(args.output, doc_root)
 
@@ -831,15 +871,16 @@ def main(argv=None) -> int:
     print(f"{'source':<17}{'files':>6}{'docs':>7}{'MB text':>9}{'KB on disk':>12}  languages")
     for src, s in summary["per_source"].items():
         langs = ",".join(f"{k}:{v}" for k, v in sorted(s["languages"].items()))
-        print(f"{src:<17}{s['files']:>6}{s['docs']:>7}{s['text_bytes'] / 1e6:>9.2f}"
-              f"{s['bytes'] / 1024:>12.0f}  {langs}")
+        print(f"{src:<17}{s['files']:>6}{s['docs']:>7}{s['text_bytes'] / 1e6:>9.2f}{s['bytes'] / 1024:>12.0f}  {langs}")
     tot_b = sum(s["bytes"] for s in summary["per_source"].values())
     tot_t = sum(s["text_bytes"] for s in summary["per_source"].values())
     print(f"{'total':<17}{summary['files']:>6}{summary['docs']:>7}{tot_t / 1e6:>9.2f}{tot_b / 1024:>12.0f}")
-    print(f"texts with exact copies: {summary['texts_with_exact_copies']} "
-          f"(redundant copies: {summary['redundant_exact_copies']}); "
-          f"paragraphs (>=40 chars) in 3+ docs: {summary['paragraphs_in_3plus_docs']}; "
-          f"docs under 200 chars: {summary['docs_under_200_chars']}")
+    print(
+        f"texts with exact copies: {summary['texts_with_exact_copies']} "
+        f"(redundant copies: {summary['redundant_exact_copies']}); "
+        f"paragraphs (>=40 chars) in 3+ docs: {summary['paragraphs_in_3plus_docs']}; "
+        f"docs under 200 chars: {summary['docs_under_200_chars']}"
+    )
     print("OK: every line parses, ids are unique, texts are non-empty, PII spans match")
     return 0
 
@@ -856,8 +897,13 @@ def build(out_dir: str, doc_root: str) -> None:
     # synthetic PII (before copies, so duplicates carry it too)
     pii_ids = inject_pii(by_source, rng)
 
-    planted = {"exact_duplicates": [], "near_duplicates": [], "pii_injected": pii_ids,
-               "low_quality": collections.defaultdict(list), "real_email_matches": 0}
+    planted = {
+        "exact_duplicates": [],
+        "near_duplicates": [],
+        "pii_injected": pii_ids,
+        "low_quality": collections.defaultdict(list),
+        "real_email_matches": 0,
+    }
     for src in LAYOUT:
         docs = by_source[src]
         nparts = LAYOUT[src][0]
@@ -874,8 +920,8 @@ def build(out_dir: str, doc_root: str) -> None:
                 nd["_part"] = d["_part"] if (j + c) % 2 == 0 else rng.randrange(nparts)
                 extra.append(nd)
                 planted["exact_duplicates"].append(
-                    {"id": nd["id"], "duplicate_of": d["id"], "source": src,
-                     "same_file": nd["_part"] == d["_part"]})
+                    {"id": nd["id"], "duplicate_of": d["id"], "source": src, "same_file": nd["_part"] == d["_part"]}
+                )
         # near duplicates: ~1.5% of the source, never of PII-injected docs
         n_near = max(5, len(docs) * 3 // 200)
         cands = [d for d in docs if "pii" not in d["metadata"] and len(d["text"]) >= 400]
@@ -884,8 +930,8 @@ def build(out_dir: str, doc_root: str) -> None:
             nd["_part"] = rng.randrange(nparts)
             extra.append(nd)
             planted["near_duplicates"].append(
-                {"id": nd["id"], "near_duplicate_of": d["id"], "source": src,
-                 "edits": len(nd["metadata"]["edits"])})
+                {"id": nd["id"], "near_duplicate_of": d["id"], "source": src, "edits": len(nd["metadata"]["edits"])}
+            )
         for nd in extra:  # insert copies at seeded positions
             docs.insert(rng.randrange(len(docs) + 1), nd)
         # keep a stable order within each part: the shuffled order
@@ -897,12 +943,10 @@ def build(out_dir: str, doc_root: str) -> None:
                 planted["low_quality"][m["page_kind"]].append(d["id"])
             if len(d["text"]) < 200:
                 planted["low_quality"]["under_200_chars"].append(d["id"])
-            planted["real_email_matches"] += len(_EMAIL.findall(d["text"])) - sum(
-                1 for p in m.get("pii", []) if p["type"] == "email")
+            planted["real_email_matches"] += len(_EMAIL.findall(d["text"])) - sum(1 for p in m.get("pii", []) if p["type"] == "email")
         write_source(doc_root, src, docs, nparts, LAYOUT[src][1])
 
-    planted["counts"] = {k: (len(v) if isinstance(v, list) else v) for k, v in planted.items()
-                         if k != "low_quality"}
+    planted["counts"] = {k: (len(v) if isinstance(v, list) else v) for k, v in planted.items() if k != "low_quality"}
     planted["counts"].update({f"low_quality.{k}": len(v) for k, v in planted["low_quality"].items()})
     planted["seed"] = SEED
     planted["packages"] = {p: pkg_version(p) for p in APT_PACKAGES}

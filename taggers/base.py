@@ -54,7 +54,7 @@ class Document:
         self.row = row if row is not None else {"id": id, "text": text, "source": source}
 
     @classmethod
-    def from_row(cls, row: dict) -> "Document":
+    def from_row(cls, row: dict) -> Document:
         return cls(row["id"], row["text"], str(row.get("source") or ""), row.get("metadata") or {}, row)
 
     def __repr__(self) -> str:
@@ -131,14 +131,14 @@ class Tagger(ABC):
             raise options_error(cls.name or cls.__qualname__, model, exc) from None
 
     @abstractmethod
-    def predict(self, doc: Document) -> "list[Span] | Grouped":
+    def predict(self, doc: Document) -> list[Span] | Grouped:
         """Spans of one document (or the already grouped mapping, see :meth:`group`)."""
 
-    def predict_batch(self, docs: list[Document]) -> "list[list[Span] | Grouped]":
+    def predict_batch(self, docs: list[Document]) -> list[list[Span] | Grouped]:
         """Spans of many documents; override when a model is faster on batches."""
         return [self.predict(doc) for doc in docs]
 
-    def group(self, spans: "list[Span] | Grouped") -> Grouped:
+    def group(self, spans: list[Span] | Grouped) -> Grouped:
         """Spans as Dolma's ``{type: [[start, end, score], ...]}`` (types not yet prefixed).
 
         ``predict`` may also return that mapping itself (scores as floats, already

@@ -16,7 +16,8 @@ import ctypes.util
 import importlib.util
 import os
 import threading
-from typing import Any, Iterator, Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 from taggers.base import TaggerError
 
@@ -69,10 +70,7 @@ def predict(model: Any, texts: Sequence[str], k: int = 1) -> list[list[tuple[str
     because fastText reads one line per example."""
     clean = [t.replace("\n", " ") for t in texts]
     labels, probs = model.predict(clean, k=k)
-    return [
-        [(label.removeprefix("__label__"), min(float(p), 1.0)) for label, p in zip(ls, ps)]
-        for ls, ps in zip(labels, probs)
-    ]
+    return [[(label.removeprefix("__label__"), min(float(p), 1.0)) for label, p in zip(ls, ps)] for ls, ps in zip(labels, probs)]
 
 
 _M_PERTURB = -6  # glibc mallopt parameter: fill allocated blocks with ~value (255 -> zeros)

@@ -20,7 +20,8 @@ import os
 import pkgutil
 import sys
 import types
-from typing import Annotated, Any, Callable, Literal, TypeVar, Union, get_args, get_origin
+from collections.abc import Callable
+from typing import Annotated, Any, Literal, TypeVar, Union, get_args, get_origin
 
 import annotated_types
 from pydantic import BaseModel
@@ -115,8 +116,10 @@ def available() -> dict[str, type[Tagger]]:
 OptionRow = tuple[str, str, str, str]  # (name, type, default, help)
 
 _CONSTRAINTS = (
-    (annotated_types.Ge, "ge", ">= {}"), (annotated_types.Gt, "gt", "> {}"),
-    (annotated_types.Le, "le", "<= {}"), (annotated_types.Lt, "lt", "< {}"),
+    (annotated_types.Ge, "ge", ">= {}"),
+    (annotated_types.Gt, "gt", "> {}"),
+    (annotated_types.Le, "le", "<= {}"),
+    (annotated_types.Lt, "lt", "< {}"),
     (annotated_types.MinLen, "min_length", "length >= {}"),
 )
 
@@ -185,7 +188,13 @@ def options_table(cls: type[Tagger]) -> list[OptionRow]:
     for param in list(inspect.signature(cls.__init__).parameters.values())[1:]:
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
             continue
-        kind = "" if param.annotation is param.empty else param.annotation if isinstance(param.annotation, str) else _type_name(param.annotation)
+        kind = (
+            ""
+            if param.annotation is param.empty
+            else param.annotation
+            if isinstance(param.annotation, str)
+            else _type_name(param.annotation)
+        )
         default = "required" if param.default is param.empty else _value(param.default)
         rows.append((param.name, kind, default, ""))
     return rows

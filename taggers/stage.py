@@ -36,9 +36,13 @@ class TagConfig(RunOptions):
     documents: list[PathStr] = Field(..., min_length=1, description="document files or globs (under a documents/ folder)")
     taggers: list[str] = Field(..., min_length=1, description="registered tagger names (see `dolma-pipe list`)")
     experiment: str | None = Field(None, description="attribute set name; defaults to the tagger's name when only one runs")
-    destination: PathStr | None = Field(None, description="write to <destination>/<experiment>/... instead of X/attributes/<experiment>/...")
+    destination: PathStr | None = Field(
+        None, description="write to <destination>/<experiment>/... instead of X/attributes/<experiment>/..."
+    )
     tagger_modules: list[str] = Field(default_factory=list, description="extra modules (files or names) that register taggers")
-    tagger_options: dict[str, dict[str, Any]] = Field(default_factory=dict, description="options per tagger name, passed to its constructor")
+    tagger_options: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="options per tagger name, passed to its constructor"
+    )
     batch_size: int = Field(256, ge=1, description="documents given to each tagger at once")
 
     @field_validator("experiment")
@@ -46,8 +50,7 @@ class TagConfig(RunOptions):
     def _experiment_is_a_name(cls, v: str | None) -> str | None:
         if v is not None and (not _NAME.match(v) or "__" in v):
             raise ValueError(
-                "must start with a letter or digit and hold letters, digits, '_', '-' or '.', "
-                "without '__' (it prefixes attribute names)"
+                "must start with a letter or digit and hold letters, digits, '_', '-' or '.', without '__' (it prefixes attribute names)"
             )
         return v
 
@@ -123,9 +126,7 @@ class TagStage(Stage[TagConfig]):
             return storage.join(self.config.destination, self.experiment)
         roots = {paths.attributes_root(p, self.experiment) for p in self.config.documents}
         if len(roots) > 1:
-            raise paths.PathError(
-                f"documents come from several trees ({', '.join(sorted(roots))}); give --destination"
-            )
+            raise paths.PathError(f"documents come from several trees ({', '.join(sorted(roots))}); give --destination")
         return roots.pop()
 
     @property
@@ -170,9 +171,7 @@ class TagStage(Stage[TagConfig]):
         return TaskOutput(docs_in=docs_in, counts=counts)
 
     @staticmethod
-    def _predict(
-        tagger: Tagger, batch: list[tuple[int, Document]], docs: list[Document], task: Task, quarantine: Quarantine
-    ) -> list[list]:
+    def _predict(tagger: Tagger, batch: list[tuple[int, Document]], docs: list[Document], task: Task, quarantine: Quarantine) -> list[list]:
         try:
             results = tagger.predict_batch(docs)
             if len(results) != len(batch):
@@ -185,6 +184,8 @@ class TagStage(Stage[TagConfig]):
             try:
                 results.append(tagger.predict(doc))
             except Exception as exc:
-                quarantine.add(task.path, lineno, "tagger_error", f"tagger {tagger.name!r} failed on id {doc.id!r}: {type(exc).__name__}: {exc}", None)
+                quarantine.add(
+                    task.path, lineno, "tagger_error", f"tagger {tagger.name!r} failed on id {doc.id!r}: {type(exc).__name__}: {exc}", None
+                )
                 results.append([])
         return results

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Iterator
+from collections.abc import Iterator
 
 NON_EMPTY_LINE = re.compile(r"[^\n]*\S[^\n]*")
 # A block runs from non-space text up to a blank line (a newline followed by spaces then another newline).

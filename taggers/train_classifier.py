@@ -30,7 +30,8 @@ import random
 import shutil
 import tempfile
 import time
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import orjson
 from pydantic import Field, field_validator, model_validator
@@ -57,9 +58,13 @@ class TrainClassifierError(TaggerError):
 class TrainClassifierConfig(StrictModel):
     positive: list[str] = Field(default_factory=list, description="globs of positive (high-quality) documents")
     negative: list[str] = Field(default_factory=list, description="globs of negative documents (e.g. random web pages)")
-    documents: list[str] = Field(default_factory=list, description="globs of documents labelled by label_field (instead of positive/negative)")
+    documents: list[str] = Field(
+        default_factory=list, description="globs of documents labelled by label_field (instead of positive/negative)"
+    )
     label_field: str | None = Field(None, description="dotted path of the label in each document, e.g. metadata.quality")
-    positive_values: list[str] = Field(default_factory=list, description="label_field values that mean positive; other values are negative, missing ones skipped")
+    positive_values: list[str] = Field(
+        default_factory=list, description="label_field values that mean positive; other values are negative, missing ones skipped"
+    )
     output: str = Field(..., description="path of the fastText model to write; the report goes to <output>.json")
     positive_label: str = Field("hq", description="fastText label of the positive class (written as __label__<name>)")
     negative_label: str = Field("lq", description="fastText label of the negative class")
@@ -89,7 +94,7 @@ class TrainClassifierConfig(StrictModel):
         return v
 
     @model_validator(mode="after")
-    def _one_way_to_label(self) -> "TrainClassifierConfig":
+    def _one_way_to_label(self) -> TrainClassifierConfig:
         by_globs = bool(self.positive or self.negative)
         by_field = bool(self.documents or self.label_field)
         if by_globs and by_field:
@@ -218,7 +223,7 @@ def _auc(truth: list[bool], scores: list[float]) -> float | None:
     return (rank_sum - pos * (pos + 1) / 2) / (pos * neg)
 
 
-def _train(fasttext: Any, path: str, hyper: dict, config: "TrainClassifierConfig", n_examples: int) -> Any:
+def _train(fasttext: Any, path: str, hyper: dict, config: TrainClassifierConfig, n_examples: int) -> Any:
     with zeroed_allocations() as zeroed:
         # Without zeroed allocations a NaN may be the wheel's bug rather than divergence: try again.
         attempts = 1 if zeroed else 3
@@ -230,7 +235,7 @@ def _train(fasttext: Any, path: str, hyper: dict, config: "TrainClassifierConfig
                     raise TrainClassifierError(f"fastText training failed: {exc}") from None
                 if attempt + 1 == attempts:
                     raise TrainClassifierError(
-                        f"fastText diverged (\"{exc}\") on {n_examples} training examples: use more (and more varied) "
+                        f'fastText diverged ("{exc}") on {n_examples} training examples: use more (and more varied) '
                         f"data, or a lower learning rate than lr={config.lr}"
                     ) from None
     raise AssertionError("unreachable")
@@ -260,8 +265,10 @@ def run(config: TrainClassifierConfig) -> dict[str, Any]:
     started = time.perf_counter()
     norm = normalisation_of(config)
     counts: dict[str, int] = {"unlabelled": 0, "too_short": 0}
-    pools = {True: _Reservoir(config.max_docs_per_class, random.Random(f"{config.seed}-pos")),
-             False: _Reservoir(config.max_docs_per_class, random.Random(f"{config.seed}-neg"))}
+    pools = {
+        True: _Reservoir(config.max_docs_per_class, random.Random(f"{config.seed}-pos")),
+        False: _Reservoir(config.max_docs_per_class, random.Random(f"{config.seed}-neg")),
+    }
     read = {True: 0, False: 0}
     quarantine = Quarantine()
     try:
@@ -313,8 +320,14 @@ def run(config: TrainClassifierConfig) -> dict[str, Any]:
         _write_lines(train_path, train_lines)
         _write_lines(valid_path, [f"{labels[k]} {t}" for k, t in heldout])
         hyper = {
-            "epoch": config.epoch, "lr": config.lr, "wordNgrams": config.word_ngrams, "dim": config.dim,
-            "minCount": config.min_count, "bucket": config.bucket, "thread": config.threads, "seed": config.seed,
+            "epoch": config.epoch,
+            "lr": config.lr,
+            "wordNgrams": config.word_ngrams,
+            "dim": config.dim,
+            "minCount": config.min_count,
+            "bucket": config.bucket,
+            "thread": config.threads,
+            "seed": config.seed,
             "loss": "softmax",
         }
         model = _train(fasttext, train_path, hyper, config, len(train_lines))

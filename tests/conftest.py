@@ -10,6 +10,7 @@ import pytest
 from dolma_pipe.documents import write_documents
 from tests.helpers import free_port, make_docs
 
+
 @pytest.fixture
 def make_corpus(tmp_path: Path):
     """Write ``files`` document files of ``docs`` documents under tmp/documents/; return the root."""

@@ -8,6 +8,9 @@ import random
 import socket
 import subprocess
 import sys
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
 
 WORDS = (
     "the of and to in a is that for it as was with be by on not he this are or his from at which but "

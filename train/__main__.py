@@ -23,8 +23,14 @@ def _rank() -> int:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m train", description="Pretrain an OLMo-2-style model on token shards.")
     ap.add_argument("--config", required=True, help="YAML config (see train/configs/)")
-    ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                    help="override a config value, e.g. --set data.seed=2 (repeatable)")
+    ap.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config value, e.g. --set data.seed=2 (repeatable)",
+    )
     args = ap.parse_args(argv)
     try:
         cfg = load_config(args.config, args.overrides)

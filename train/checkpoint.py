@@ -32,12 +32,14 @@ from torch.distributed.checkpoint.state_dict import (
     set_state_dict,
 )
 
+
 class CheckpointError(ValueError):
     """A checkpoint that cannot be loaded into this run as configured."""
 
 
 STATE_FILE = "trainer_state.json"
 _STEP_RE = re.compile(r"^step(\d+)$")
+
 
 def step_dir(save_dir: str | Path, step: int) -> Path:
     return Path(save_dir) / f"step{step}"
@@ -94,9 +96,12 @@ def check_optimizer_layout(path: str | Path, model, optimizer) -> None:
             dcp.load(sd, checkpoint_id=str(path), no_dist=not dist.is_initialized())
         saved = [sorted(g["params"]) for g in sd["optim"]["param_groups"]]
     if saved != mine:
+
         def show(groups):
-            return "; ".join(f"group {i}: {len(g)} params ({', '.join(g[:3])}{', ...' if len(g) > 3 else ''})"
-                             for i, g in enumerate(groups))
+            return "; ".join(
+                f"group {i}: {len(g)} params ({', '.join(g[:3])}{', ...' if len(g) > 3 else ''})" for i, g in enumerate(groups)
+            )
+
         raise CheckpointError(
             f"{path}: the optimizer state has {len(saved)} parameter group(s) [{show(saved)}] but this run "
             f"builds {len(mine)} [{show(mine)}]. optim.decay_embeddings / optim.decay_norms differ from the "

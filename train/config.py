@@ -266,20 +266,36 @@ def validate(cfg: Config) -> None:
     checked while building)."""
     m, d, t, s = cfg.model, cfg.data, cfg.train, cfg.schedule
     for key, value, low in [
-        ("model.vocab_size", m.vocab_size, 1), ("model.vocab_multiple", m.vocab_multiple, 1),
-        ("model.d_model", m.d_model, 1), ("model.n_layers", m.n_layers, 1), ("model.n_heads", m.n_heads, 1),
-        ("model.n_kv_heads", m.n_kv_heads, 1), ("model.mlp_hidden", m.mlp_hidden, 1),
-        ("model.mlp_multiple", m.mlp_multiple, 1), ("model.max_seq_len", m.max_seq_len, 2),
-        ("data.seq_len", d.seq_len, 2), ("data.eos_id", d.eos_id, 0), ("data.val_max_instances", d.val_max_instances, 0),
-        ("train.global_batch_size", t.global_batch_size, 1), ("train.micro_batch_size", t.micro_batch_size, 1),
-        ("train.max_steps", t.max_steps, 1), ("train.stop_at_step", t.stop_at_step, 1),
-        ("train.z_loss", t.z_loss, 0), ("train.clip_grad_norm", t.clip_grad_norm, 0),
-        ("optim.lr", cfg.optim.lr, 0), ("optim.eps", cfg.optim.eps, 0), ("optim.weight_decay", cfg.optim.weight_decay, 0),
-        ("schedule.warmup_steps", s.warmup_steps, 0), ("schedule.min_lr_ratio", s.min_lr_ratio, 0),
-        ("schedule.start_lr", s.start_lr, 0), ("schedule.total_steps", s.total_steps, 1),
-        ("checkpoint.interval", cfg.checkpoint.interval, 0), ("checkpoint.keep_last", cfg.checkpoint.keep_last, 1),
+        ("model.vocab_size", m.vocab_size, 1),
+        ("model.vocab_multiple", m.vocab_multiple, 1),
+        ("model.d_model", m.d_model, 1),
+        ("model.n_layers", m.n_layers, 1),
+        ("model.n_heads", m.n_heads, 1),
+        ("model.n_kv_heads", m.n_kv_heads, 1),
+        ("model.mlp_hidden", m.mlp_hidden, 1),
+        ("model.mlp_multiple", m.mlp_multiple, 1),
+        ("model.max_seq_len", m.max_seq_len, 2),
+        ("data.seq_len", d.seq_len, 2),
+        ("data.eos_id", d.eos_id, 0),
+        ("data.val_max_instances", d.val_max_instances, 0),
+        ("train.global_batch_size", t.global_batch_size, 1),
+        ("train.micro_batch_size", t.micro_batch_size, 1),
+        ("train.max_steps", t.max_steps, 1),
+        ("train.stop_at_step", t.stop_at_step, 1),
+        ("train.z_loss", t.z_loss, 0),
+        ("train.clip_grad_norm", t.clip_grad_norm, 0),
+        ("optim.lr", cfg.optim.lr, 0),
+        ("optim.eps", cfg.optim.eps, 0),
+        ("optim.weight_decay", cfg.optim.weight_decay, 0),
+        ("schedule.warmup_steps", s.warmup_steps, 0),
+        ("schedule.min_lr_ratio", s.min_lr_ratio, 0),
+        ("schedule.start_lr", s.start_lr, 0),
+        ("schedule.total_steps", s.total_steps, 1),
+        ("checkpoint.interval", cfg.checkpoint.interval, 0),
+        ("checkpoint.keep_last", cfg.checkpoint.keep_last, 1),
         ("checkpoint.permanent_interval", cfg.checkpoint.permanent_interval, 0),
-        ("eval.interval", cfg.eval.interval, 0), ("log.interval", cfg.log.interval, 1),
+        ("eval.interval", cfg.eval.interval, 0),
+        ("log.interval", cfg.log.interval, 1),
     ]:
         _at_least(key, value, low)
     if m.d_model % m.n_heads:
@@ -289,15 +305,15 @@ def validate(cfg: Config) -> None:
     if (m.d_model // m.n_heads) % 2:
         raise ConfigError("model.n_heads: head size must be even for RoPE")
     if d.token_dtype == "uint16" and m.vocab_size > 2**16:
-        raise ConfigError(f"data.token_dtype: uint16 cannot hold the token ids of model.vocab_size {m.vocab_size} "
-                          f"(use auto or uint32)")
+        raise ConfigError(f"data.token_dtype: uint16 cannot hold the token ids of model.vocab_size {m.vocab_size} (use auto or uint32)")
     if d.eos_id is not None and d.eos_id >= m.vocab_size:
         raise ConfigError(f"data.eos_id: {d.eos_id} is not below model.vocab_size {m.vocab_size}")
     if d.seq_len > m.max_seq_len:
         raise ConfigError(f"data.seq_len: {d.seq_len} exceeds model.max_seq_len {m.max_seq_len}")
     if t.global_batch_size % t.micro_batch_size:
-        raise ConfigError(f"train.global_batch_size: {t.global_batch_size} is not a multiple of "
-                          f"train.micro_batch_size {t.micro_batch_size}")
+        raise ConfigError(
+            f"train.global_batch_size: {t.global_batch_size} is not a multiple of train.micro_batch_size {t.micro_batch_size}"
+        )
     if s.min_lr_ratio > 1:
         raise ConfigError(f"schedule.min_lr_ratio: must be at most 1, got {s.min_lr_ratio}")
     if len(cfg.optim.betas) != 2 or not all(0 <= b < 1 for b in cfg.optim.betas):
@@ -312,8 +328,10 @@ def check_for_training(cfg: Config, world: int) -> None:
     if not cfg.data.paths:
         raise ConfigError("data.paths: empty; list the token shards (.npy files or folders) to train on")
     if t.global_batch_size % (world * t.micro_batch_size):
-        raise ConfigError(f"train.global_batch_size: {t.global_batch_size} must be a multiple of ranks ({world}) "
-                          f"x train.micro_batch_size ({t.micro_batch_size})")
+        raise ConfigError(
+            f"train.global_batch_size: {t.global_batch_size} must be a multiple of ranks ({world}) "
+            f"x train.micro_batch_size ({t.micro_batch_size})"
+        )
 
 
 def dump_config(cfg: Config) -> str:

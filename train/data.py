@@ -17,9 +17,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
@@ -87,7 +87,7 @@ class TokenDataset:
         """
         h = hashlib.sha256()
         h.update(json.dumps([str(self.dtype), self.seq_len]).encode())
-        for i, s in enumerate(self.shards):
+        for s in self.shards:
             h.update(json.dumps([s.name, s.n_tokens]).encode())
             with open(s.path, "rb") as f:
                 h.update(f.read(4096))
@@ -109,8 +109,14 @@ def scan_shard(path: Path, dtype: np.dtype, n_tokens: int) -> dict:
     return {"max": top, "sidecar": problem}
 
 
-def validate_shards(ds: "TokenDataset", vocab_size: int, cache_dir: str | Path | None = None, rank: int = 0,
-                    world: int = 1, all_gather: Callable[[dict], list[dict]] | None = None) -> None:
+def validate_shards(
+    ds: TokenDataset,
+    vocab_size: int,
+    cache_dir: str | Path | None = None,
+    rank: int = 0,
+    world: int = 1,
+    all_gather: Callable[[dict], list[dict]] | None = None,
+) -> None:
     """Check every token id is < ``vocab_size`` and every sidecar is sound; raise one
     ``DataError`` naming the first bad shard (the same on every rank).
 
@@ -130,7 +136,7 @@ def validate_shards(ds: "TokenDataset", vocab_size: int, cache_dir: str | Path |
     if results is None or set(results) != {s.name for s in ds.shards}:
         mine = {s.name: scan_shard(s.path, ds.dtype, s.n_tokens) for i, s in enumerate(ds.shards) if i % world == rank}
         results = {}
-        for part in (all_gather(mine) if all_gather else [mine]):
+        for part in all_gather(mine) if all_gather else [mine]:
             results.update(part)
         if cache is not None and rank == 0:
             cache.parent.mkdir(parents=True, exist_ok=True)
@@ -140,8 +146,10 @@ def validate_shards(ds: "TokenDataset", vocab_size: int, cache_dir: str | Path |
     for s in ds.shards:
         r = results[s.name]
         if r["max"] >= vocab_size:
-            raise DataError(f"{s.path}: token id {r['max']} >= model.vocab_size {vocab_size} "
-                            f"(shards from another tokenizer, or the wrong data.token_dtype?)")
+            raise DataError(
+                f"{s.path}: token id {r['max']} >= model.vocab_size {vocab_size} "
+                f"(shards from another tokenizer, or the wrong data.token_dtype?)"
+            )
         if r["sidecar"]:
             raise DataError(f"{s.path}: {r['sidecar']}")
 
@@ -149,8 +157,14 @@ def validate_shards(ds: "TokenDataset", vocab_size: int, cache_dir: str | Path |
 class GlobalOrder:
     """The seeded order of instances across epochs, and each rank's share of a step."""
 
-    def __init__(self, n_instances: int, seed: int, cache_dir: str | Path | None = None,
-                 is_writer: bool = True, barrier: Callable[[], None] | None = None):
+    def __init__(
+        self,
+        n_instances: int,
+        seed: int,
+        cache_dir: str | Path | None = None,
+        is_writer: bool = True,
+        barrier: Callable[[], None] | None = None,
+    ):
         """``cache_dir``: keep each epoch's permutation there as a raw file, written once (by the
         ``is_writer`` rank; ``barrier`` makes the others wait for it) and memory-mapped by every
         rank, so no rank holds or recomputes the full order. Without it, the order is computed

@@ -59,8 +59,9 @@ def empty_model(mcfg: ModelConfig, device) -> torch.nn.Module:
     return model.to_empty(device=torch.device(device))
 
 
-def evaluate_checkpoints(paths: list[str], val_paths: list[str], seq_len: int | None = None,
-                         max_instances: int = 1024, micro_batch: int = 4, device=None) -> dict[str, dict]:
+def evaluate_checkpoints(
+    paths: list[str], val_paths: list[str], seq_len: int | None = None, max_instances: int = 1024, micro_batch: int = 4, device=None
+) -> dict[str, dict]:
     """Loss/perplexity of each checkpoint on the validation shards, in this process."""
     from train.checkpoint import load_model_weights, read_state
 
@@ -90,15 +91,13 @@ def print_table(results: dict[str, dict], out=sys.stdout) -> None:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m train.evaluate", description=__doc__)
     ap.add_argument("checkpoints", nargs="+", help="checkpoint folders (step<N>/ or a soup)")
-    ap.add_argument("--val-paths", action="append", required=True, metavar="PATH",
-                    help="held-out token shards or folder (repeatable)")
+    ap.add_argument("--val-paths", action="append", required=True, metavar="PATH", help="held-out token shards or folder (repeatable)")
     ap.add_argument("--seq-len", type=int, default=None, help="default: the checkpoint's data.seq_len")
     ap.add_argument("--max-instances", type=int, default=1024)
     ap.add_argument("--device", default=None, help="cuda, cuda:1, cpu, ... (default: cuda if available, else cpu)")
     ap.add_argument("--json", action="store_true", help="print JSON instead of a table")
     args = ap.parse_args(argv)
-    results = evaluate_checkpoints(args.checkpoints, args.val_paths, args.seq_len, args.max_instances,
-                                   device=args.device)
+    results = evaluate_checkpoints(args.checkpoints, args.val_paths, args.seq_len, args.max_instances, device=args.device)
     print(json.dumps(results, indent=1)) if args.json else print_table(results)
     return 0
 

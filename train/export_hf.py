@@ -74,8 +74,9 @@ def to_hf_state_dict(model: Transformer) -> dict[str, torch.Tensor]:
     return {hf_key(k): v.detach().contiguous() for k, v in model.state_dict().items()}
 
 
-def export(model: Transformer, out: str | Path, dtype: torch.dtype = torch.float32,
-           eos_id: int | None = None, pad_id: int | None = None) -> Path:
+def export(
+    model: Transformer, out: str | Path, dtype: torch.dtype = torch.float32, eos_id: int | None = None, pad_id: int | None = None
+) -> Path:
     from safetensors.torch import save_file
 
     out = Path(out)
@@ -93,8 +94,9 @@ def export(model: Transformer, out: str | Path, dtype: torch.dtype = torch.float
     return out
 
 
-def export_checkpoint(path: str | Path, out: str | Path, dtype: torch.dtype = torch.float32,
-                      eos_id: int | None = None, pad_id: int | None = None) -> Path:
+def export_checkpoint(
+    path: str | Path, out: str | Path, dtype: torch.dtype = torch.float32, eos_id: int | None = None, pad_id: int | None = None
+) -> Path:
     state = read_state(path)
     model = Transformer(model_config_from_state(state))
     load_model_weights(path, model)
@@ -104,8 +106,9 @@ def export_checkpoint(path: str | Path, out: str | Path, dtype: torch.dtype = to
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m train.export_hf", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m train.export_hf", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("checkpoint")
     ap.add_argument("out")
     ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])

@@ -34,9 +34,9 @@ import gzip
 import io
 import os
 import uuid
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -147,8 +147,10 @@ class ShardWriter:
         self.vocab_size = int(vocab_size)
         self.dtype = dtype_for_vocab(self.vocab_size) if dtype is None else _shard_dtype(dtype)
         if self.vocab_size - 1 > np.iinfo(self.dtype).max:
-            raise ShardError(f"{self.dtype} cannot hold the token ids of a vocabulary of {self.vocab_size} "
-                             f"(largest {np.iinfo(self.dtype).max}); use uint32")
+            raise ShardError(
+                f"{self.dtype} cannot hold the token ids of a vocabulary of {self.vocab_size} "
+                f"(largest {np.iinfo(self.dtype).max}); use uint32"
+            )
         if not 0 <= eos_id < self.vocab_size:
             raise ShardError(f"eos_id {eos_id} is outside the vocabulary [0, {self.vocab_size})")
         self.eos_id = int(eos_id)
@@ -176,8 +178,7 @@ class ShardWriter:
         self.add_batch(arr, [0, len(arr)], ids=[id], srcs=[src], locs=[loc])
         return DocRecord(self.n_tokens - len(arr) - int(self.add_eos), self.n_tokens, id, src, int(loc))
 
-    def add_batch(self, tokens, offsets, *, ids: Sequence[str], srcs: Sequence[str] | str,
-                  locs: Sequence[int]) -> None:
+    def add_batch(self, tokens, offsets, *, ids: Sequence[str], srcs: Sequence[str] | str, locs: Sequence[int]) -> None:
         """Append ``len(ids)`` documents: document ``i`` is ``tokens[offsets[i]:offsets[i + 1]]``
         (``offsets`` has one more entry than there are documents, starts at 0 and ends at
         ``len(tokens)``). ``srcs`` may be one string for all of them."""
@@ -191,10 +192,8 @@ class ShardWriter:
             raise ShardError(f"token ids must be integers, got {arr.dtype}")
         off = np.asarray(offsets, dtype=np.int64)
         n = len(ids)
-        if off.ndim != 1 or len(off) != n + 1 or (n and (off[0] != 0 or off[-1] != len(arr))) \
-                or np.any(np.diff(off) < 0):
-            raise ShardError(f"offsets must be {n + 1} non-decreasing positions from 0 to {len(arr)} "
-                             f"(one more than the {n} documents)")
+        if off.ndim != 1 or len(off) != n + 1 or (n and (off[0] != 0 or off[-1] != len(arr))) or np.any(np.diff(off) < 0):
+            raise ShardError(f"offsets must be {n + 1} non-decreasing positions from 0 to {len(arr)} (one more than the {n} documents)")
         srcs = [srcs] * n if isinstance(srcs, str) else list(srcs)
         locs = [int(x) for x in locs]
         if len(srcs) != n or len(locs) != n:
@@ -209,8 +208,7 @@ class ShardWriter:
             pos = int(np.flatnonzero((arr < 0) | (arr >= self.vocab_size))[0])
             bad, doc = int(arr[pos]), int(np.searchsorted(off, pos, side="right")) - 1
             fits = "" if 0 <= bad <= np.iinfo(self.dtype).max else f" and does not fit in {self.dtype}"
-            raise ShardError(f"document {ids[doc]!r}: token id {bad} is outside the vocabulary "
-                             f"[0, {self.vocab_size}){fits}")
+            raise ShardError(f"document {ids[doc]!r}: token id {bad} is outside the vocabulary [0, {self.vocab_size}){fits}")
         if self.add_eos:
             arr = np.insert(arr, off[1:], self.eos_id)
             ends = off[1:] + np.arange(1, n + 1)
@@ -221,8 +219,9 @@ class ShardWriter:
                 ok &= arr[np.maximum(ends - 1, 0)] == self.eos_id
             if not ok.all():
                 i = int(np.flatnonzero(~ok)[0])
-                raise ShardError(f"document {ids[i]!r} does not end with EOS ({self.eos_id}) "
-                                 f"(add_eos=False: every document must bring its own)")
+                raise ShardError(
+                    f"document {ids[i]!r} does not end with EOS ({self.eos_id}) (add_eos=False: every document must bring its own)"
+                )
         starts = np.concatenate([[0], ends[:-1]]) + self.n_tokens
         self._tokens_f.write(arr.astype(self.dtype, copy=False).tobytes())
         self._rows.writerows(zip(starts.tolist(), (ends + self.n_tokens).tolist(), ids, srcs, locs))
@@ -272,7 +271,7 @@ class ShardWriter:
         for tmp in (self._tokens_tmp, self._sidecar_tmp):
             tmp.unlink(missing_ok=True)
 
-    def __enter__(self) -> "ShardWriter":
+    def __enter__(self) -> ShardWriter:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
@@ -288,8 +287,17 @@ class ShardSetWriter:
     document longer than ``max_tokens`` gets a shard of its own. ``close()`` returns the paths
     of the ``.npy`` files written."""
 
-    def __init__(self, directory: str | Path, *, vocab_size: int, eos_id: int, max_tokens: int,
-                 first_index: int = 0, dtype=None, add_eos: bool = True):
+    def __init__(
+        self,
+        directory: str | Path,
+        *,
+        vocab_size: int,
+        eos_id: int,
+        max_tokens: int,
+        first_index: int = 0,
+        dtype=None,
+        add_eos: bool = True,
+    ):
         if max_tokens <= 0:
             raise ValueError(f"max_tokens must be positive, got {max_tokens}")
         self.directory = Path(directory)
@@ -321,8 +329,7 @@ class ShardSetWriter:
         arr = np.asarray(tokens)
         return self._writer(len(arr) + self._extra).add(arr, id=id, src=src, loc=loc)
 
-    def add_batch(self, tokens, offsets, *, ids: Sequence[str], srcs: Sequence[str] | str,
-                  locs: Sequence[int]) -> None:
+    def add_batch(self, tokens, offsets, *, ids: Sequence[str], srcs: Sequence[str] | str, locs: Sequence[int]) -> None:
         off = np.asarray(offsets, dtype=np.int64)
         srcs = [srcs] * len(ids) if isinstance(srcs, str) else list(srcs)
         ids, locs = list(ids), list(locs)
@@ -335,8 +342,7 @@ class ShardSetWriter:
             # the documents i..j-1 that fit into this shard (at least one)
             room = self.max_tokens - w.n_tokens
             j = i + max(1, int(np.searchsorted(np.cumsum(sizes[i:]), room, side="right")))
-            w.add_batch(np.asarray(tokens)[off[i]:off[j]], off[i:j + 1] - off[i], ids=ids[i:j], srcs=srcs[i:j],
-                        locs=locs[i:j])
+            w.add_batch(np.asarray(tokens)[off[i] : off[j]], off[i : j + 1] - off[i], ids=ids[i:j], srcs=srcs[i:j], locs=locs[i:j])
             i = j
 
     def close(self) -> list[Path]:
@@ -349,7 +355,7 @@ class ShardSetWriter:
             self._current.abort()
             self._current = None
 
-    def __enter__(self) -> "ShardSetWriter":
+    def __enter__(self) -> ShardSetWriter:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
@@ -371,8 +377,9 @@ def find_shards(paths: Iterable[str | Path]) -> list[tuple[Path, str]]:
     for p in paths:
         root = Path(p)
         if root.is_dir():
-            files = sorted(f for f in root.rglob("*" + TOKENS_SUFFIX)
-                           if not any(part.startswith(".") for part in f.relative_to(root).parts))
+            files = sorted(
+                f for f in root.rglob("*" + TOKENS_SUFFIX) if not any(part.startswith(".") for part in f.relative_to(root).parts)
+            )
             found += [(f, str(f.relative_to(root))) for f in files]
         elif root.is_file():
             found.append((root, root.name))
@@ -425,8 +432,9 @@ def iter_sidecar(path: str | Path) -> Iterator[DocRecord]:
                     start, end = int(row[0]), int(row[1])
                     loc = int(row[4]) if len(row) > 4 and row[4] != "" else -1
                 except (ValueError, IndexError):
-                    raise ShardError(f"{path.name} line {reader.line_num}: expected start,end,id,src,loc, "
-                                     f"got {','.join(row)[:80]!r}") from None
+                    raise ShardError(
+                        f"{path.name} line {reader.line_num}: expected start,end,id,src,loc, got {','.join(row)[:80]!r}"
+                    ) from None
                 yield DocRecord(start, end, row[2] if len(row) > 2 else "", row[3] if len(row) > 3 else "", loc)
     except (OSError, EOFError, UnicodeDecodeError, csv.Error) as e:
         raise ShardError(f"{path.name}: unreadable ({e})") from None
@@ -437,15 +445,20 @@ def _check_spans(records: Iterable[DocRecord], n_tokens: int, name: str) -> int:
     count = 0
     for count, r in enumerate(records, 1):
         if not (0 <= r.start < r.end <= n_tokens):
-            raise ShardError(f"{name} row {count}: document [{r.start}, {r.end}) is outside the shard's "
-                             f"{n_tokens} tokens or empty (wrong token_dtype or a mismatched sidecar?)")
+            raise ShardError(
+                f"{name} row {count}: document [{r.start}, {r.end}) is outside the shard's "
+                f"{n_tokens} tokens or empty (wrong token_dtype or a mismatched sidecar?)"
+            )
         if r.start != prev_end:
-            raise ShardError(f"{name} row {count}: document [{r.start}, {r.end}) does not start where the "
-                             f"previous one ends ({prev_end}); the rows must be contiguous")
+            raise ShardError(
+                f"{name} row {count}: document [{r.start}, {r.end}) does not start where the "
+                f"previous one ends ({prev_end}); the rows must be contiguous"
+            )
         prev_end = r.end
     if prev_end != n_tokens:
-        raise ShardError(f"{name}: the documents cover tokens [0, {prev_end}) but the shard has {n_tokens} "
-                         f"(wrong token_dtype or a mismatched sidecar?)")
+        raise ShardError(
+            f"{name}: the documents cover tokens [0, {prev_end}) but the shard has {n_tokens} (wrong token_dtype or a mismatched sidecar?)"
+        )
     return count
 
 
@@ -495,6 +508,7 @@ def read_shard(path: str | Path, dtype, *, eos_id: int | None = None) -> Shard:
         bad = np.flatnonzero(np.asarray(tokens[ends - 1]) != eos_id)
         if len(bad):
             d = docs[int(bad[0])]
-            raise ShardError(f"{path.name}: document {d.id!r} [{d.start}, {d.end}) does not end with EOS ({eos_id}) "
-                             f"(wrong token_dtype or eos_id?)")
+            raise ShardError(
+                f"{path.name}: document {d.id!r} [{d.start}, {d.end}) does not end with EOS ({eos_id}) (wrong token_dtype or eos_id?)"
+            )
     return Shard(path, tokens, docs)

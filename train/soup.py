@@ -69,22 +69,29 @@ def soup(paths: list[str], out: str, weights: list[float] | None = None, device=
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m train.soup", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(prog="python -m train.soup", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("checkpoints", nargs="+", help="ingredient checkpoint folders")
     ap.add_argument("--out", required=True, help="folder for the souped checkpoint")
-    ap.add_argument("--weights", type=lambda s: [float(x) for x in s.split(",")], default=None,
-                    help="comma-separated weight per ingredient, e.g. 0.5,0.25,0.25 (default: uniform)")
-    ap.add_argument("--val-paths", action="append", default=None, metavar="PATH",
-                    help="evaluate ingredients and soup on these shards or folder (repeatable)")
+    ap.add_argument(
+        "--weights",
+        type=lambda s: [float(x) for x in s.split(",")],
+        default=None,
+        help="comma-separated weight per ingredient, e.g. 0.5,0.25,0.25 (default: uniform)",
+    )
+    ap.add_argument(
+        "--val-paths",
+        action="append",
+        default=None,
+        metavar="PATH",
+        help="evaluate ingredients and soup on these shards or folder (repeatable)",
+    )
     ap.add_argument("--max-instances", type=int, default=1024)
     ap.add_argument("--device", default=None, help="cuda, cpu, ... (default: cuda if available, else cpu)")
     args = ap.parse_args(argv)
     out = soup(args.checkpoints, args.out, args.weights, device=args.device)
     print(f"soup of {len(args.checkpoints)} checkpoints -> {out}")
     if args.val_paths:
-        results = evaluate_checkpoints([*args.checkpoints, str(out)], args.val_paths, max_instances=args.max_instances,
-                                       device=args.device)
+        results = evaluate_checkpoints([*args.checkpoints, str(out)], args.val_paths, max_instances=args.max_instances, device=args.device)
         print_table(results)
         (Path(out) / "eval.json").write_text(json.dumps(results, indent=1))
     return 0

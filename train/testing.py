@@ -21,8 +21,7 @@ EOS = 0
 VOCAB = 512
 
 
-def write_shard(path: str | Path, docs: list[list[int]], eos_id: int = EOS, vocab_size: int = VOCAB,
-                dtype=None, src: str = "test") -> Path:
+def write_shard(path: str | Path, docs: list[list[int]], eos_id: int = EOS, vocab_size: int = VOCAB, dtype=None, src: str = "test") -> Path:
     """One shard of ``docs`` (token lists; EOS is appended to each) through ``train.shards``;
     ids ``<stem>-<i>``, ``loc`` the document's position."""
     path = Path(path)
@@ -32,8 +31,9 @@ def write_shard(path: str | Path, docs: list[list[int]], eos_id: int = EOS, voca
     return path
 
 
-def make_shards(root: str | Path, n_train_shards: int = 3, docs_per_shard: int = 60, seed: int = 0,
-                vocab: int = VOCAB, motif_seed: int = 0) -> dict[str, str]:
+def make_shards(
+    root: str | Path, n_train_shards: int = 3, docs_per_shard: int = 60, seed: int = 0, vocab: int = VOCAB, motif_seed: int = 0
+) -> dict[str, str]:
     """Learnable token shards: documents repeat a few short motifs (fixed by ``motif_seed``,
     so a tiny model's loss falls fast and carries over between data sets); ``seed`` picks
     the documents. Returns ``{"train": dir, "val": dir}``."""
@@ -76,8 +76,15 @@ def write_config(path: str | Path, cfg: dict) -> Path:
     return path
 
 
-def launch(config: str | Path, nproc: int = 2, sets: list[str] | None = None, env: dict | None = None,
-           timeout: float = 240, module: str = "train", module_args: list[str] | None = None) -> subprocess.CompletedProcess:
+def launch(
+    config: str | Path,
+    nproc: int = 2,
+    sets: list[str] | None = None,
+    env: dict | None = None,
+    timeout: float = 240,
+    module: str = "train",
+    module_args: list[str] | None = None,
+) -> subprocess.CompletedProcess:
     """Run ``torchrun --standalone --nproc-per-node N -m train --config ...`` (or plain
     ``python -m train`` for one process) exactly as a user would. ``module`` / ``module_args``
     run another entry point instead (the tests' launcher with hooks) with these arguments

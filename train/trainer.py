@@ -25,14 +25,13 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.distributed as dist
-from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
 from train import dist as tdist
-from train.checkpoint import CheckpointError, Checkpointer, has_optimizer, latest_checkpoint, list_checkpoints
+from train.checkpoint import Checkpointer, CheckpointError, has_optimizer, latest_checkpoint, list_checkpoints
 from train.config import Config, ConfigError, check_for_training, dump_config
-from train.data import (DataError, GlobalOrder, TokenDataset, check_fingerprint, eval_indices, token_dtype,
-                        validate_shards)
+from train.data import DataError, GlobalOrder, TokenDataset, check_fingerprint, eval_indices, token_dtype, validate_shards
 from train.evaluate import evaluate_loss
 from train.model import Transformer, describe, init_weights
 from train.optim import apply_optim_config, build_optimizer, clip_grad_norm, lm_loss
@@ -40,6 +39,7 @@ from train.schedule import Schedule
 
 # Dense bf16 peak FLOP/s per device, for the MFU estimate.
 PEAK_FLOPS = {"H100": 989.5e12, "H200": 989.5e12, "A100": 312e12, "B200": 2250e12}
+
 
 def _peak_flops(cfg: Config, device: torch.device) -> float | None:
     if cfg.log.peak_flops_per_device:
@@ -72,9 +72,7 @@ class Trainer:
         dtype = token_dtype(cfg.data.token_dtype, m.vocab_size)
         self.data = TokenDataset(cfg.data.paths, cfg.data.seq_len, dtype, cfg.data.eos_id)
         self.fingerprint = self.data.fingerprint()
-        self.val_data = (
-            TokenDataset(cfg.data.val_paths, cfg.data.seq_len, dtype, cfg.data.eos_id) if cfg.data.val_paths else None
-        )
+        self.val_data = TokenDataset(cfg.data.val_paths, cfg.data.seq_len, dtype, cfg.data.eos_id) if cfg.data.val_paths else None
         # token ids < vocab_size and sound sidecars: one read of each shard, split over the
         # ranks, cached in save_dir under the dataset fingerprint
         cache = Path(cfg.checkpoint.save_dir) / "data_cache"
@@ -82,8 +80,7 @@ class Trainer:
             validate_shards(ds, m.vocab_size, cache, self.rank, self.world, self._all_gather)
         # the global order: one permutation file per epoch in save_dir (written by rank 0,
         # memory-mapped by all), not a full in-memory permutation per rank
-        self.order = GlobalOrder(self.data.n_instances, cfg.data.seed, cache_dir=cache,
-                                 is_writer=self.rank == 0, barrier=dist.barrier)
+        self.order = GlobalOrder(self.data.n_instances, cfg.data.seed, cache_dir=cache, is_writer=self.rank == 0, barrier=dist.barrier)
         self.optimizer = build_optimizer(self.model, cfg.optim, lr=0.0)
         self.ckpt = Checkpointer(
             cfg.checkpoint.save_dir, cfg.checkpoint.keep_last, cfg.checkpoint.permanent_interval, cfg.checkpoint.async_save
@@ -187,8 +184,10 @@ class Trainer:
             if warn:
                 self._print(f"WARNING: {warn}")
             if state["data"]["seed"] != self.cfg.data.seed:
-                msg = (f"data.seed is {self.cfg.data.seed} but {latest} was trained with seed "
-                       f"{state['data']['seed']}: the data order would not continue")
+                msg = (
+                    f"data.seed is {self.cfg.data.seed} but {latest} was trained with seed "
+                    f"{state['data']['seed']}: the data order would not continue"
+                )
                 if not self.cfg.data.allow_fingerprint_mismatch:
                     raise DataError(msg + ". Set data.allow_fingerprint_mismatch: true to resume anyway.")
                 self._print(f"WARNING: {msg} (accepted)")
@@ -205,10 +204,8 @@ class Trainer:
             if self.cfg.schedule.kind == "linear_decay":
                 self.peak_lr = self.cfg.schedule.start_lr if self.cfg.schedule.start_lr is not None else state["lr"]
                 if self.peak_lr <= 0:
-                    raise ConfigError(f"schedule.start_lr: {c.init_from} records no learning rate "
-                                      f"(a soup?); set schedule.start_lr")
-            self._print(f"initialised from {c.init_from} (its step {state['step']}, lr {state['lr']:.3e}); "
-                        f"starting lr {self.peak_lr:.3e}")
+                    raise ConfigError(f"schedule.start_lr: {c.init_from} records no learning rate (a soup?); set schedule.start_lr")
+            self._print(f"initialised from {c.init_from} (its step {state['step']}, lr {state['lr']:.3e}); starting lr {self.peak_lr:.3e}")
         elif self.cfg.schedule.kind == "linear_decay" and self.cfg.schedule.start_lr is not None:
             self.peak_lr = self.cfg.schedule.start_lr
 
@@ -286,12 +283,12 @@ class Trainer:
         self.step += 1
         self.instances_seen += t.global_batch_size
         # one all-reduce carries the logged losses and "some rank was asked to stop"
-        red = torch.stack([ce_sum / self.grad_accum, z_sum / self.grad_accum,
-                           torch.tensor(float(self._sigterm_received), device=self.device)])
+        red = torch.stack(
+            [ce_sum / self.grad_accum, z_sum / self.grad_accum, torch.tensor(float(self._sigterm_received), device=self.device)]
+        )
         dist.all_reduce(red)
         self.stop_requested = bool(red[2].item() > 0)  # the only writer of stop_requested
-        return {"loss": (red[0] / self.world).item(), "z_loss": (red[1] / self.world).item(),
-                "grad_norm": grad_norm.item()}
+        return {"loss": (red[0] / self.world).item(), "z_loss": (red[1] / self.world).item(), "grad_norm": grad_norm.item()}
 
     # -- the loop ----------------------------------------------------------------------
 
@@ -313,9 +310,16 @@ class Trainer:
             dt = time.perf_counter() - t0
             self.ckpt.poll()
             tps = tokens_per_step / dt
-            m.update(step=self.step, tokens=self.instances_seen * self.cfg.data.seq_len, lr=self.lr,
-                     step_time=dt, tokens_per_s=tps, ckpt_inflight=inflight, mem_gb=_memory_gb(self.device),
-                     mfu=(tps * self.stats["flops_per_token"] / (self.peak_flops * self.world)) if self.peak_flops else None)
+            m.update(
+                step=self.step,
+                tokens=self.instances_seen * self.cfg.data.seq_len,
+                lr=self.lr,
+                step_time=dt,
+                tokens_per_s=tps,
+                ckpt_inflight=inflight,
+                mem_gb=_memory_gb(self.device),
+                mfu=(tps * self.stats["flops_per_token"] / (self.peak_flops * self.world)) if self.peak_flops else None,
+            )
             if self.step % self.cfg.log.interval == 0 or self.step == end:
                 self._log(m)
             if self.stop_requested:
@@ -326,8 +330,9 @@ class Trainer:
             if c.interval and self.step % c.interval == 0 and self.step != end:
                 self.save()
             final_eval_follows = self.step == end and self.cfg.eval.at_end
-            if self.cfg.eval.interval and self.step % self.cfg.eval.interval == 0 and self.val_data \
-                    and not final_eval_follows:  # the last step is evaluated once, below
+            if (
+                self.cfg.eval.interval and self.step % self.cfg.eval.interval == 0 and self.val_data and not final_eval_follows
+            ):  # the last step is evaluated once, below
                 last_eval = self.run_eval()
         if not self.stop_requested:
             if self.saved_step != self.step:
@@ -339,8 +344,7 @@ class Trainer:
 
     def run_eval(self) -> dict:
         idx = eval_indices(self.val_data.n_instances, self.cfg.data.val_max_instances, self.rank, self.world)
-        r = evaluate_loss(self.model, self.val_data, idx, self.cfg.train.micro_batch_size, self.device,
-                          self.cfg.model.vocab_size)
+        r = evaluate_loss(self.model, self.val_data, idx, self.cfg.train.micro_batch_size, self.device, self.cfg.model.vocab_size)
         self._log({"step": self.step, "eval/loss": r["loss"], "eval/ppl": r["ppl"]})
         return r
 

@@ -18,8 +18,8 @@ from pydantic import Field
 from dolma_pipe import storage
 from dolma_pipe.config import PathStr, RunOptions
 from dolma_pipe.documents import read_documents
-from dolma_pipe.quarantine import Quarantine
 from dolma_pipe.manifest import TaskRecord
+from dolma_pipe.quarantine import Quarantine
 from dolma_pipe.stage import Stage, StepResult, Task, TaskOutput
 
 
@@ -79,9 +79,7 @@ class StatsStage(Stage[StatsConfig]):
 
 def render_table(report: dict[str, Any]) -> str:
     header = ("source", "docs", "chars", "bytes", "words")
-    rows = [
-        (name, *(f"{c.get(k, 0):,}" for k in header[1:])) for name, c in report["sources"].items()
-    ]
+    rows = [(name, *(f"{c.get(k, 0):,}" for k in header[1:])) for name, c in report["sources"].items()]
     rows.append(("TOTAL", *(f"{report['totals'].get(k, 0):,}" for k in header[1:])))
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     fmt = lambda r: "  ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w) for i, (c, w) in enumerate(zip(r, widths)))  # noqa: E731

@@ -120,7 +120,9 @@ class C4Tagger(Tagger):
     class Options(TaggerOptions):
         min_words_per_line: int = Field(3, ge=0, description="a line with fewer words is 'too few words' (Dolma: 3; the original C4: 5)")
         min_sentences: int = Field(MIN_SENTENCES, ge=0, description="fewest sentences left after C4's line removal for keep=1")
-        use_rust: bool | None = Field(None, description="use the Rust kernel (null: when the extension is built; false: the Python reference)")
+        use_rust: bool | None = Field(
+            None, description="use the Rust kernel (null: when the extension is built; false: the Python reference)"
+        )
 
     options: Options
 

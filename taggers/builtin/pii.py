@@ -144,8 +144,16 @@ _COUNTRY = re.compile(r"(?:\+|00)(\d+)")
 # Digits after the country code, for country codes whose numbers have a fixed length: the
 # "plan" a candidate must fit (a following number group or extension is not part of it).
 _NATIONAL_DIGITS = {
-    "1": (10, 10), "7": (10, 10), "33": (9, 9), "34": (9, 9), "44": (9, 10), "55": (10, 11),
-    "61": (9, 9), "81": (9, 10), "86": (10, 11), "91": (10, 10),
+    "1": (10, 10),
+    "7": (10, 10),
+    "33": (9, 9),
+    "34": (9, 9),
+    "44": (9, 10),
+    "55": (10, 11),
+    "61": (9, 9),
+    "81": (9, 10),
+    "86": (10, 11),
+    "91": (10, 10),
 }
 _CONTEXT = 24
 
@@ -245,7 +253,9 @@ def _phone_spans(text: str) -> list[Span]:
         if not ok:
             for c in reversed([c.start() for c in _CUT.finditer(s)]):
                 cand = s[:c]
-                if s[c] not in " \t" and not (cand[0] in "+0" and _COUNTRY.match(cand) and _COUNTRY.match(cand).group(1) in _NATIONAL_DIGITS):
+                if s[c] not in " \t" and not (
+                    cand[0] in "+0" and _COUNTRY.match(cand) and _COUNTRY.match(cand).group(1) in _NATIONAL_DIGITS
+                ):
                     continue
                 if _phone_ok(cand):
                     end = start + c
@@ -296,7 +306,7 @@ def _ip_spans(text: str) -> list[Span]:
     return out
 
 
-def find_pii(text: str, keep_message_ids: bool = False, types: "frozenset[str] | None" = None) -> list[Span]:
+def find_pii(text: str, keep_message_ids: bool = False, types: frozenset[str] | None = None) -> list[Span]:
     """Every e-mail, phone and IP span in ``text`` (of ``types`` only, when given), sorted by start;
     overlaps resolved in favour of the earlier, then longer, match (an IP inside a phone-looking
     run, say).  Types are filtered before overlaps are resolved, so an unwanted type never hides
@@ -322,7 +332,9 @@ class _PiiBase(Tagger):
     granularity = "both"
 
     class Options(TaggerOptions):
-        keep_message_ids: bool = Field(False, description="also tag Usenet Message-IDs (<7886@jpl-devvax.JPL.NASA.GOV>) as e-mail addresses")
+        keep_message_ids: bool = Field(
+            False, description="also tag Usenet Message-IDs (<7886@jpl-devvax.JPL.NASA.GOV>) as e-mail addresses"
+        )
         types: list[str] | None = Field(None, description=f"PII types to find, a non-empty subset of {list(TYPES)} (null: all)")
 
         @field_validator("types", mode="before")

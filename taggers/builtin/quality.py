@@ -64,15 +64,22 @@ class QualityClassifierTagger(Tagger):
         )
         # Not given: as the model was trained (its report), else the trainer's default.
         lowercase: bool = Field(
-            None, validate_default=False, json_schema_extra={"shown_default": "from the model's report"},
+            None,
+            validate_default=False,
+            json_schema_extra={"shown_default": "from the model's report"},
             description="lower-case text before scoring",
         )
         collapse_whitespace: bool = Field(
-            None, validate_default=False, json_schema_extra={"shown_default": "from the model's report"},
+            None,
+            validate_default=False,
+            json_schema_extra={"shown_default": "from the model's report"},
             description="collapse runs of whitespace to one space before scoring",
         )
         max_chars: int | None = Field(
-            None, ge=1, validate_default=False, json_schema_extra={"shown_default": "from the model's report"},
+            None,
+            ge=1,
+            validate_default=False,
+            json_schema_extra={"shown_default": "from the model's report"},
             description="characters of the text scored (null: the whole text)",
         )
 
@@ -178,6 +185,10 @@ class DclmQualityTagger(QualityClassifierTagger):
 
     def _settings(self) -> dict[str, Any]:
         return {
-            "model_path": self.options.model_path, "positive_label": "hq", "granularity": "document",
-            "lowercase": False, "collapse_whitespace": False, "max_chars": None,
+            "model_path": self.options.model_path,
+            "positive_label": "hq",
+            "granularity": "document",
+            "lowercase": False,
+            "collapse_whitespace": False,
+            "max_chars": None,
         }

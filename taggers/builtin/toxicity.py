@@ -28,9 +28,9 @@ from __future__ import annotations
 import os
 from typing import Any, ClassVar
 
-from taggers import fasttext_models
 from pydantic import Field, field_validator
 
+from taggers import fasttext_models
 from taggers.base import Document, PathOption, Span, Tagger, TaggerError, TaggerOptions
 from taggers.registry import register
 from taggers.text import line_spans
@@ -123,7 +123,8 @@ class ProfanityParagraph(_Profanity):
 class _FastTextToxicity(_UnitTagger):
     class Options(TaggerOptions):
         model_path: PathOption = Field(
-            ..., min_length=1,
+            ...,
+            min_length=1,
             description="a fastText classifier file, e.g. Dolma's jigsaw_fasttext_bigrams_hatespeech_final.bin (~ expanded)",
         )
         positive_label: str | None = Field(
@@ -155,7 +156,9 @@ class _FastTextToxicity(_UnitTagger):
         else:
             candidates = [lb for lb in labels if not lb.lower().startswith(_NEGATIVE_PREFIXES)]
             if len(candidates) != 1:
-                raise TaggerError(f"tagger {self.name!r}: cannot tell the positive label of {model_path} among {labels}; set option positive_label")
+                raise TaggerError(
+                    f"tagger {self.name!r}: cannot tell the positive label of {model_path} among {labels}; set option positive_label"
+                )
             positive_label = candidates[0]
         self.positive = positive_label
         others = [lb for lb in labels if lb != positive_label]

@@ -17,10 +17,11 @@ from taggers import registry
 from taggers.base import Document, TaggerError
 from taggers.stage import TagConfig, TagStage
 from taggers.train_classifier import TrainClassifierConfig, TrainClassifierError, normalise, run
+from tests.helpers import REPO_ROOT
 
 pytest.importorskip("fasttext")
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO_ROOT
 SAMPLE = ROOT / "examples/sample/documents"
 # Small and quick: the sample corpus is ~3,000 documents.
 FAST = {"epoch": 20, "lr": 0.2, "dim": 32, "bucket": 100_000, "max_chars": 3000}
@@ -182,7 +183,14 @@ def test_label_field_bad_records_and_determinism(tmp_path):
     pattern = _synthetic_corpus(tmp_path)
     # One malformed line and one document without the label: quarantined / skipped, not fatal.
     (tmp_path / "documents" / "c.jsonl").write_text('{"id": "x", "text": "no label here", "source": "s"}\n{not json\n')
-    common = dict(documents=[pattern, str(tmp_path / "documents" / "c.jsonl")], label_field="metadata.grade", positive_values=["A"], dim=16, bucket=10_000, epoch=10)
+    common = dict(
+        documents=[pattern, str(tmp_path / "documents" / "c.jsonl")],
+        label_field="metadata.grade",
+        positive_values=["A"],
+        dim=16,
+        bucket=10_000,
+        epoch=10,
+    )
     first = run(TrainClassifierConfig(output=str(tmp_path / "m1.bin"), **common))
     second = run(TrainClassifierConfig(output=str(tmp_path / "m2.bin"), **common))
     assert first["documents"]["positive"]["read"] == 300 and first["documents"]["negative"]["read"] == 300
@@ -199,19 +207,49 @@ def test_label_field_bad_records_and_determinism(tmp_path):
 
 def test_max_docs_per_class_and_no_balance(tmp_path):
     pattern = _synthetic_corpus(tmp_path)
-    report = run(TrainClassifierConfig(documents=[pattern], label_field="metadata.grade", positive_values=["A"], output=str(tmp_path / "m.bin"),
-                                       max_docs_per_class=100, heldout_fraction=0.2, dim=16, bucket=10_000, epoch=10))
+    report = run(
+        TrainClassifierConfig(
+            documents=[pattern],
+            label_field="metadata.grade",
+            positive_values=["A"],
+            output=str(tmp_path / "m.bin"),
+            max_docs_per_class=100,
+            heldout_fraction=0.2,
+            dim=16,
+            bucket=10_000,
+            epoch=10,
+        )
+    )
     assert report["documents"]["positive"]["train"] == 80 and report["documents"]["positive"]["heldout"] == 20
     # Balance off: each class keeps its own (capped) size.
-    report = run(TrainClassifierConfig(documents=[pattern], label_field="metadata.grade", positive_values=["A"], output=str(tmp_path / "n.bin"),
-                                       max_docs_per_class=200, balance=False, heldout_fraction=0.5, dim=16, bucket=10_000, epoch=10))
+    report = run(
+        TrainClassifierConfig(
+            documents=[pattern],
+            label_field="metadata.grade",
+            positive_values=["A"],
+            output=str(tmp_path / "n.bin"),
+            max_docs_per_class=200,
+            balance=False,
+            heldout_fraction=0.5,
+            dim=16,
+            bucket=10_000,
+            epoch=10,
+        )
+    )
     assert report["documents"]["positive"]["train"] == report["documents"]["negative"]["train"] == 100
 
 
 def test_unbalanced_classes_are_balanced_by_default(tmp_path):
     write_documents(str(tmp_path / "documents" / "g.jsonl"), [d for d in _synthetic(400, 3) if d["metadata"]["grade"] == "A"])
     write_documents(str(tmp_path / "documents" / "b.jsonl"), [d for d in _synthetic(100, 4) if d["metadata"]["grade"] == "C"])
-    common = dict(positive=[str(tmp_path / "documents" / "g.jsonl")], negative=[str(tmp_path / "documents" / "b.jsonl")], dim=16, bucket=10_000, epoch=10, heldout_fraction=0.2)
+    common = dict(
+        positive=[str(tmp_path / "documents" / "g.jsonl")],
+        negative=[str(tmp_path / "documents" / "b.jsonl")],
+        dim=16,
+        bucket=10_000,
+        epoch=10,
+        heldout_fraction=0.2,
+    )
     balanced = run(TrainClassifierConfig(output=str(tmp_path / "m.bin"), **common))["documents"]
     assert balanced["positive"]["read"] == 200 and balanced["negative"]["read"] == 50
     assert balanced["positive"]["train"] + balanced["positive"]["heldout"] == 50

@@ -15,7 +15,7 @@ from dolma_pipe.runner import run_stage
 from taggers import registry
 from taggers.base import TaggerError
 from taggers.stage import TagConfig, TagStage
-from tests.helpers import run_cli
+from tests.helpers import REPO_ROOT, run_cli
 
 MODULE = str(Path(__file__).parent / "data" / "user_taggers.py")
 DOCS = [
@@ -34,8 +34,17 @@ def corpus(tmp_path):
 
 def test_cli_tag_writes_dolma_attributes(corpus):
     proc = run_cli(
-        "tag", "--documents", f"{corpus}/documents/**/*", "--taggers", "test_upper_lines",
-        "--tagger-modules", MODULE, "--tagger_options.test_upper_lines.min_letters", "3", "--processes", "2",
+        "tag",
+        "--documents",
+        f"{corpus}/documents/**/*",
+        "--taggers",
+        "test_upper_lines",
+        "--tagger-modules",
+        MODULE,
+        "--tagger_options.test_upper_lines.min_letters",
+        "3",
+        "--processes",
+        "2",
     )
     assert proc.returncode == 0, proc.stderr
     attr = corpus / "attributes" / "test_upper_lines" / "sub" / "p0.jsonl.gz"
@@ -55,10 +64,18 @@ def test_cli_tag_writes_dolma_attributes(corpus):
 
 
 def test_failing_tagger_quarantines_the_document_and_keeps_rows_aligned(corpus, tmp_path):
-    cfg = load_config(TagConfig, None, {
-        "documents": [f"{corpus}/documents/sub/*"], "taggers": ["test_fragile", "test_upper_lines"],
-        "experiment": "exp", "tagger_modules": [MODULE], "destination": str(tmp_path / "attrs"), "processes": 1,
-    })
+    cfg = load_config(
+        TagConfig,
+        None,
+        {
+            "documents": [f"{corpus}/documents/sub/*"],
+            "taggers": ["test_fragile", "test_upper_lines"],
+            "experiment": "exp",
+            "tagger_modules": [MODULE],
+            "destination": str(tmp_path / "attrs"),
+            "processes": 1,
+        },
+    )
     summary = run_stage(TagStage(cfg))
     assert summary.errors == {"tagger_error": 1}
     rows = [r for _, r in read_attribute_rows(str(tmp_path / "attrs" / "exp" / "sub" / "p0.jsonl.gz"))]
@@ -73,10 +90,21 @@ def test_failing_tagger_quarantines_the_document_and_keeps_rows_aligned(corpus, 
 def test_tagger_errors_are_clear(corpus, tmp_path):
     proc = run_cli("tag", "--documents", f"{corpus}/documents/**/*", "--taggers", "test_uper_lines", "--tagger-modules", MODULE)
     assert proc.returncode == 1 and "unknown tagger 'test_uper_lines'" in proc.stderr and "test_upper_lines" in proc.stderr
-    proc = run_cli("tag", "--documents", f"{corpus}/documents/**/*", "--taggers", "test_upper_lines", "test_fragile", "--tagger-modules", MODULE)
+    proc = run_cli(
+        "tag", "--documents", f"{corpus}/documents/**/*", "--taggers", "test_upper_lines", "test_fragile", "--tagger-modules", MODULE
+    )
     assert proc.returncode == 1 and "--experiment" in proc.stderr
-    proc = run_cli("tag", "--documents", f"{corpus}/documents/**/*", "--taggers", "test_upper_lines", "--tagger-modules", MODULE,
-                   "--tagger_options.test_upper_lines.bogus", "1")
+    proc = run_cli(
+        "tag",
+        "--documents",
+        f"{corpus}/documents/**/*",
+        "--taggers",
+        "test_upper_lines",
+        "--tagger-modules",
+        MODULE,
+        "--tagger_options.test_upper_lines.bogus",
+        "1",
+    )
     assert proc.returncode == 1 and "bad options" in proc.stderr and "Traceback" not in proc.stderr
     proc = run_cli("tag", "--documents", f"{corpus}/documents/**/*", "--taggers", "x", "--tagger-modules", str(tmp_path / "nope.py"))
     assert proc.returncode == 1 and "nope.py does not exist" in proc.stderr
@@ -96,42 +124,76 @@ def test_registry_refuses_a_taken_name():
     from taggers.base import Tagger
 
     with pytest.raises(TaggerError, match="is taken"):
+
         @registry.register("test_upper_lines")
-        class Other(Tagger):  # noqa: F841
+        class Other(Tagger):
             def predict(self, doc):
                 return []
 
 
 @pytest.mark.ray
 def test_tag_on_ray(corpus, tmp_path, ray_address):
-    cfg = load_config(TagConfig, None, {
-        "documents": [f"{corpus}/documents/**/*"], "taggers": ["test_upper_lines"], "tagger_modules": [MODULE],
-        "destination": str(tmp_path / "attrs"),
-    })
+    cfg = load_config(
+        TagConfig,
+        None,
+        {
+            "documents": [f"{corpus}/documents/**/*"],
+            "taggers": ["test_upper_lines"],
+            "tagger_modules": [MODULE],
+            "destination": str(tmp_path / "attrs"),
+        },
+    )
     with RayExecutor(2, ray_address) as ex:
         summary = run_stage(TagStage(cfg), executor=ex)
     assert summary.status == "complete" and summary.totals["docs_out"] == 5
 
 
 def test_cli_train_classifier_then_quality_tagger(tmp_path):
-    sample = Path(__file__).parent.parent / "examples" / "sample" / "documents"
+    sample = REPO_ROOT / "examples" / "sample" / "documents"
     model = tmp_path / "q" / "model.bin"
     proc = run_cli(
-        "train-classifier", "--positive", f"{sample}/python-doc/*", f"{sample}/linux-doc/*",
-        "--negative", f"{sample}/fortunes/*", f"{sample}/gcide/*", "--output", str(model),
-        "--epoch", "20", "--lr", "0.2", "--dim", "16", "--bucket", "20000",
+        "train-classifier",
+        "--positive",
+        f"{sample}/python-doc/*",
+        f"{sample}/linux-doc/*",
+        "--negative",
+        f"{sample}/fortunes/*",
+        f"{sample}/gcide/*",
+        "--output",
+        str(model),
+        "--epoch",
+        "20",
+        "--lr",
+        "0.2",
+        "--dim",
+        "16",
+        "--bucket",
+        "20000",
     )
     assert proc.returncode == 0, proc.stderr
     report = orjson.loads(Path(str(model) + ".json").read_bytes())
     assert report["heldout"]["precision"] > 0.9 and report["heldout"]["recall"] > 0.9
     assert "held-out precision" in proc.stdout
-    proc = run_cli("tag", "--documents", f"{sample}/python-doc/part-0000.jsonl.gz", f"{sample}/fortunes/part-0000.jsonl.zst",
-                   "--taggers", "quality", "--tagger_options.quality.model_path", str(model),
-                   "--destination", str(tmp_path / "attrs"), "--processes", "1")
+    proc = run_cli(
+        "tag",
+        "--documents",
+        f"{sample}/python-doc/part-0000.jsonl.gz",
+        f"{sample}/fortunes/part-0000.jsonl.zst",
+        "--taggers",
+        "quality",
+        "--tagger_options.quality.model_path",
+        str(model),
+        "--destination",
+        str(tmp_path / "attrs"),
+        "--processes",
+        "1",
+    )
     assert proc.returncode == 0, proc.stderr
+
     def mean_score(rel):
         rows = [r for _, r in read_attribute_rows(str(tmp_path / "attrs" / "quality" / rel))]
         return sum(r["attributes"]["quality__quality__score"][0][2] for r in rows) / len(rows)
+
     assert mean_score("python-doc/part-0000.jsonl.gz") > 0.8 > 0.2 > mean_score("fortunes/part-0000.jsonl.zst")
 
 
@@ -211,9 +273,14 @@ def test_bad_option_values_become_tagger_errors(corpus):
         def predict(self, doc):
             return []
 
-    cfg = load_config(TagConfig, None, {
-        "documents": [f"{corpus}/documents/**/*"], "taggers": ["test_validating"],
-        "tagger_options": {"test_validating": {"size": "x"}},
-    })
+    cfg = load_config(
+        TagConfig,
+        None,
+        {
+            "documents": [f"{corpus}/documents/**/*"],
+            "taggers": ["test_validating"],
+            "tagger_options": {"test_validating": {"size": "x"}},
+        },
+    )
     with pytest.raises(TaggerError, match="test_validating.*size must be an integer"):
         build_taggers(cfg)

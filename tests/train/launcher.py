@@ -6,7 +6,7 @@ It is launched once (torchrun, 2 gloo ranks) and cached here, so the whole train
 pays for it once.
 
 The hooks (a SIGTERM at a chosen step, slow checkpoint writes) are not in ``train/``: the
-trainer has no test switch. ``python -m tests.train_helpers [hooks] --config ...`` patches
+trainer has no test switch. ``python -m tests.train.launcher [hooks] --config ...`` patches
 them in from outside (a wrapper around ``Trainer.train_step``, a slower storage writer class
 on ``Checkpointer``) and then runs ``python -m train``'s own ``main``; ``launch_with_hooks``
 starts it under torchrun like ``train.testing.launch``.
@@ -28,8 +28,7 @@ _cache: dict[str, SimpleNamespace] = {}
 WRITE_DELAY_S = 1.0
 
 
-def launch_with_hooks(config, nproc: int = 2, sigterm_at: str | None = None, write_delay: float | None = None,
-                      **kw):
+def launch_with_hooks(config, nproc: int = 2, sigterm_at: str | None = None, write_delay: float | None = None, **kw):
     """``train.testing.launch`` through this module's hooks.
 
     ``sigterm_at``: rank 0 sends itself SIGTERM during step N (``"N"`` or ``"N:before"``:
@@ -45,7 +44,7 @@ def launch_with_hooks(config, nproc: int = 2, sigterm_at: str | None = None, wri
         args += ["--sigterm-at", sigterm_at]
     if write_delay is not None:
         args += ["--write-delay", str(write_delay)]
-    return launch(config, nproc=nproc, module="tests.train_helpers", module_args=args, **kw)
+    return launch(config, nproc=nproc, module="tests.train.launcher", module_args=args, **kw)
 
 
 def stage1(tmp_path_factory) -> SimpleNamespace:
@@ -60,8 +59,9 @@ def stage1(tmp_path_factory) -> SimpleNamespace:
         cfg = write_config(root / "a.yaml", raw)
         result = launch_with_hooks(cfg, nproc=2, write_delay=WRITE_DELAY_S)
         assert result.returncode == 0, result.stdout + result.stderr
-        _cache["stage1"] = SimpleNamespace(root=root, data=data, raw=raw, config=cfg,
-                                           save_dir=Path(raw["checkpoint"]["save_dir"]), result=result)
+        _cache["stage1"] = SimpleNamespace(
+            root=root, data=data, raw=raw, config=cfg, save_dir=Path(raw["checkpoint"]["save_dir"]), result=result
+        )
     return _cache["stage1"]
 
 
@@ -127,8 +127,9 @@ def _say(msg: str) -> None:
 
 
 def main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(prog="python -m tests.train_helpers",
-                                 description="python -m train with test hooks; other arguments go to it")
+    ap = argparse.ArgumentParser(
+        prog="python -m tests.train.launcher", description="python -m train with test hooks; other arguments go to it"
+    )
     ap.add_argument("--sigterm-at", metavar="N[:before|:after]")
     ap.add_argument("--write-delay", type=float, metavar="SECONDS")
     hooks, rest = ap.parse_known_args(argv)

@@ -17,10 +17,10 @@ from dolma_pipe.documents import read_attribute_rows, write_documents
 from dolma_pipe.executors import RayExecutor
 from dolma_pipe.manifest import read_manifest
 from dolma_pipe.runner import run_stage
-from tests.helpers import make_docs, run_cli
-from tests.phased_stage import make_stage
+from tests.dolma_pipe.phased_stage import make_stage
+from tests.helpers import REPO_ROOT, make_docs, run_cli
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO_ROOT
 FILES = 5
 BUCKETS = 6
 
@@ -115,8 +115,12 @@ def _kill_in_bucket_phase(overrides: dict, out: Path) -> int:
     """Start the stage in a subprocess, SIGKILL it once some (not all) bucket tasks are done."""
     env = {**os.environ, "PHASED_STAGE_DELAY": "0.4", "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.phased_stage", orjson.dumps(overrides).decode()],
-        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
+        [sys.executable, "-m", "tests.dolma_pipe.phased_stage", orjson.dumps(overrides).decode()],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
     )
     markers = out / "_done" / "bucket"
     deadline = time.time() + 120

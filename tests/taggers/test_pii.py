@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from taggers import registry
 from taggers.base import Document, TaggerError
-from tests.helpers import sample_rows
 from taggers.builtin.pii import find_pii
+from tests.helpers import REPO_ROOT, sample_rows
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO_ROOT
 SAMPLE = ROOT / "examples" / "sample"
 
 
@@ -20,7 +19,7 @@ def found(text: str) -> list[tuple[str, str]]:
     return [(s.type, text[s.start : s.end]) for s in find_pii(text)]
 
 
-E, P, I = "EMAIL_ADDRESS", "PHONE_NUMBER", "IP_ADDRESS"
+E, P, I = "EMAIL_ADDRESS", "PHONE_NUMBER", "IP_ADDRESS"  # noqa: E741 - the span types, short as in the tables below
 
 
 @pytest.mark.parametrize(
@@ -123,7 +122,10 @@ def test_exact_spans(text, expected):
         "00000010  48 65 6c 6c 6f 20 57 6f  72 6c 64",
         "0010: 0123 4567 89ab cdef",
         # dates, tables, plain digit runs, other numbers
-        "2023-10-05", "05.10.2023", "05/10/2023", "on 10-05-2023",
+        "2023-10-05",
+        "05.10.2023",
+        "05/10/2023",
+        "on 10-05-2023",
         "12345678901234",
         "| 1234 | 5678 | 9012 |",
         "row 012 013 023 123",
@@ -132,7 +134,10 @@ def test_exact_spans(text, expected):
         "1,234,567.89 and 3.14159265",
         "x = +1 2",
         # code and times are not IPv6
-        "std::vector<int> and a::b", "12:34:56", "00:1a:2b:3c:4d:5e", "Usage::",
+        "std::vector<int> and a::b",
+        "12:34:56",
+        "00:1a:2b:3c:4d:5e",
+        "Usage::",
         # not e-mails
         "x@y and a@b.c and user@localhost and @user",
         # Usenet Message-IDs in fortunes

@@ -46,12 +46,33 @@ def two_node_cluster(tmp_path):
     common = ["--node-ip-address", "127.0.0.1", "--disable-usage-stats"]
     try:
         subprocess.run(
-            [str(RAY), "start", "--head", "--port", str(port), "--num-cpus", "0", "--include-dashboard", "false", "--temp-dir", f"{base}/h", *common],
-            cwd=head_dir, env=env, check=True, capture_output=True, timeout=120,
+            [
+                str(RAY),
+                "start",
+                "--head",
+                "--port",
+                str(port),
+                "--num-cpus",
+                "0",
+                "--include-dashboard",
+                "false",
+                "--temp-dir",
+                f"{base}/h",
+                *common,
+            ],
+            cwd=head_dir,
+            env=env,
+            check=True,
+            capture_output=True,
+            timeout=120,
         )
         subprocess.run(
             [str(RAY), "start", "--address", f"127.0.0.1:{port}", "--num-cpus", "2", "--temp-dir", f"{base}/n", *common],
-            cwd=node_dir, env=env, check=True, capture_output=True, timeout=120,
+            cwd=node_dir,
+            env=env,
+            check=True,
+            capture_output=True,
+            timeout=120,
         )
         yield f"127.0.0.1:{port}", env
     finally:
@@ -82,7 +103,14 @@ def test_relative_paths_on_a_two_node_cluster_match_a_local_run(two_node_cluster
     (work / "data" / "documents" / "bad.jsonl").write_bytes(b'{"id": "1", "text": "ok"}\n{nope\n')
     common = ["--documents", "data/documents/*", "--processes", "2", "--no-progress"]
     cli = [sys.executable, "-m", "dolma_pipe", "convert"]
-    ray_run = subprocess.run([*cli, *common, "--destination", "out-ray", "--ray-address", address], cwd=work, env=env, capture_output=True, text=True, timeout=300)
+    ray_run = subprocess.run(
+        [*cli, *common, "--destination", "out-ray", "--ray-address", address],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert ray_run.returncode == 0, ray_run.stderr[-3000:]
     local = subprocess.run([*cli, *common, "--destination", "out-local"], cwd=work, env=env, capture_output=True, text=True, timeout=300)
     assert local.returncode == 0, local.stderr[-3000:]
@@ -102,8 +130,22 @@ def test_joining_without_the_token_is_one_clear_line(two_node_cluster, tmp_path,
     root = make_corpus(files=1, docs=2)
     no_token = {k: v for k, v in env.items() if not k.startswith("RAY_AUTH")}
     proc = subprocess.run(
-        [sys.executable, "-m", "dolma_pipe", "convert", "--documents", f"{root}/documents/*", "--destination", str(tmp_path / "o"), "--ray-address", address],
-        env=no_token, capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "dolma_pipe",
+            "convert",
+            "--documents",
+            f"{root}/documents/*",
+            "--destination",
+            str(tmp_path / "o"),
+            "--ray-address",
+            address,
+        ],
+        env=no_token,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     ours = [line for line in proc.stderr.splitlines() if line.startswith("dolma-pipe")]

@@ -13,7 +13,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.train
 
-from tests.train_helpers import stage1  # noqa: E402
+from tests.train.launcher import stage1  # noqa: E402
 from train.testing import launch, make_shards, read_metrics, tiny_config, train_losses, write_config  # noqa: E402
 
 SEEDS = (1, 2, 3)
@@ -29,7 +29,8 @@ def stage2(tmp_path_factory):
     runs = {}
     for seed in SEEDS:
         raw = tiny_config(
-            root / f"seed{seed}", data,
+            root / f"seed{seed}",
+            data,
             data={"seed": seed},
             train={"max_steps": STAGE2_STEPS},
             schedule={"kind": "linear_decay", "warmup_steps": 0},
@@ -83,8 +84,11 @@ def test_soup_of_three_runs_averages_weights_and_is_evaluated(stage2):
     _, root, data, runs = stage2
     ingredients = [str(runs[s] / "step3") for s in SEEDS]
     out = root / "soup"
-    r = subprocess.run([sys.executable, "-m", "train.soup", "--out", str(out), *ingredients,
-                        "--val-paths", data["val"], "--max-instances", "60"], capture_output=True, text=True)
+    r = subprocess.run(
+        [sys.executable, "-m", "train.soup", "--out", str(out), *ingredients, "--val-paths", data["val"], "--max-instances", "60"],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     assert "soup of 3 checkpoints" in r.stdout
     # the soup is a checkpoint like any other: same loader, weights are the mean
@@ -110,8 +114,9 @@ def test_soup_of_three_runs_averages_weights_and_is_evaluated(stage2):
     for seed, path in zip(SEEDS, ingredients):
         in_training = [x["eval/loss"] for x in read_metrics(runs[seed]) if "eval/loss" in x][-1]
         assert results[path]["loss"] == pytest.approx(in_training, rel=1e-5)
-    assert evaluate_checkpoints([str(out)], [data["val"]], max_instances=60, device="cpu")[str(out)]["loss"] == \
-        pytest.approx(results[str(out)]["loss"], rel=1e-6)
+    assert evaluate_checkpoints([str(out)], [data["val"]], max_instances=60, device="cpu")[str(out)]["loss"] == pytest.approx(
+        results[str(out)]["loss"], rel=1e-6
+    )
 
 
 def test_weighted_soup_is_a_float32_running_mean(stage2, tmp_path):

@@ -30,9 +30,7 @@ def big_corpus(tmp_path_factory) -> Path:
         docs = make_docs(12000, seed=f, words=80)
         write_documents(str(root / "documents" / f"part-{f:04d}.jsonl.gz"), docs)
     # A bad line in one file, so the quarantine is part of what must resume identically.
-    (root / "documents" / "part-0003.jsonl.gz").write_bytes(
-        (root / "documents" / "part-0003.jsonl.gz").read_bytes()
-    )
+    (root / "documents" / "part-0003.jsonl.gz").write_bytes((root / "documents" / "part-0003.jsonl.gz").read_bytes())
     bad = root / "documents" / "part-0010.jsonl"
     bad.write_bytes(b'{"id": 1, "text": "int id"}\n{nope\n')
     return root
@@ -63,7 +61,9 @@ def reference(big_corpus, tmp_path_factory) -> dict[str, bytes]:
 
 
 def _kill_midway(args: list[str], out: Path) -> int:
-    proc = subprocess.Popen([sys.executable, "-m", "dolma_pipe", *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dolma_pipe", *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
+    )
     deadline = time.time() + 120
     try:
         while time.time() < deadline:
@@ -133,7 +133,9 @@ def test_kill_and_resume_ray(big_corpus, reference, tmp_path, ray_address):
 @pytest.mark.ray
 def test_ray_executor_in_process(make_corpus, tmp_path, ray_address):
     root = make_corpus(files=4, docs=25)
-    cfg = load_config(ConvertConfig, None, {"documents": [f"{root}/documents/*"], "destination": str(tmp_path / "o"), "ray_address": ray_address})
+    cfg = load_config(
+        ConvertConfig, None, {"documents": [f"{root}/documents/*"], "destination": str(tmp_path / "o"), "ray_address": ray_address}
+    )
     with RayExecutor(2, ray_address) as ex:
         summary = run_stage(ConvertStage(cfg), executor=ex)
     assert summary.status == "complete" and summary.totals["docs_out"] == 100

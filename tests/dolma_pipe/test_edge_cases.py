@@ -135,7 +135,9 @@ class _DyingStage(ConvertStage):
 
 def test_a_killed_worker_fails_the_run_cleanly(make_corpus, tmp_path):
     root = make_corpus(files=6, docs=5)
-    cfg = load_config(ConvertConfig, None, {"documents": [f"{root}/documents/*"], "destination": str(tmp_path / "o"), "processes": 2, "progress": False})
+    cfg = load_config(
+        ConvertConfig, None, {"documents": [f"{root}/documents/*"], "destination": str(tmp_path / "o"), "processes": 2, "progress": False}
+    )
     with pytest.raises(RunFailed, match="failed"):
         run_stage(_DyingStage(cfg))
     manifest = orjson.loads((tmp_path / "o" / "_manifest.json").read_bytes())

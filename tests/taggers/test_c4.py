@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
+import taggers.builtin.c4 as c4_module
 from taggers import registry
 from taggers.base import Document, TaggerError
-from tests.helpers import sample_rows
 from taggers.builtin.c4 import BAD_WORDS, C4Tagger, has_bad_word
+from tests.helpers import REPO_ROOT, sample_rows
 
 
 def spans_by_type(text: str, **options) -> dict[str, list[tuple[int, int, float]]]:
@@ -116,17 +119,13 @@ def test_option_types_are_checked(options, name):
 
 # -- the Rust kernel against the Python reference ------------------------------------------------
 
-import json
-import os
 
-import taggers.builtin.c4 as c4_module
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = str(REPO_ROOT)
 EDGE_TEXTS = [
     "",
     "\n",
     "one two three.\n\n",
-    "What a dumb-ass idea. Truly! Really?\"\nx",
+    'What a dumb-ass idea. Truly! Really?"\nx',
     "a&blue waffle here. and more. and more.",
     "The blue waffle. Then blue waffles. x-blue waffle -blue waffle.",
     "İstanbul JAVASCRIPT enabled. Uses Cookies. Lorem Ipsum dolor.\nTerms of Use apply here now.",

@@ -59,6 +59,7 @@ def test_single_process_model_checkpoint_round_trip(tmp_path):
 
 # -- a real (one-rank, in-process) trainer against an existing save_dir ------------------
 
+
 @pytest.fixture(scope="module")
 def two_step_run(tmp_path_factory):
     """A finished 2-step run (checkpoint step2, optimizer state saved with the default
@@ -67,8 +68,13 @@ def two_step_run(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("two_step")
     data = make_shards(root / "data", n_train_shards=1)
-    raw = tiny_config(root / "run", data, train={"max_steps": 2, "global_batch_size": 4},
-                      checkpoint={"interval": 0, "async_save": False}, eval={"at_end": False})
+    raw = tiny_config(
+        root / "run",
+        data,
+        train={"max_steps": 2, "global_batch_size": 4},
+        checkpoint={"interval": 0, "async_save": False},
+        eval={"at_end": False},
+    )
     r = launch(write_config(root / "a.yaml", raw), nproc=1)
     assert r.returncode == 0, r.stdout + r.stderr
     return root, data, raw
@@ -86,11 +92,10 @@ def _copy_run(two_step_run, dst):
 
 
 def test_resume_applies_the_configured_optimizer_settings(two_step_run, tmp_path, monkeypatch, capsys):
-    from tests.train_helpers import one_rank_trainer
+    from tests.train.launcher import one_rank_trainer
 
     raw = _copy_run(two_step_run, tmp_path / "run")
-    t = one_rank_trainer(monkeypatch, raw, ["optim.weight_decay=0.5", "optim.betas=[0.8,0.99]", "optim.eps=1e-6",
-                                            "train.max_steps=3"])
+    t = one_rank_trainer(monkeypatch, raw, ["optim.weight_decay=0.5", "optim.betas=[0.8,0.99]", "optim.eps=1e-6", "train.max_steps=3"])
     try:
         assert t.step == 2  # resumed, optimizer state loaded ...
         assert all(len(t.optimizer.state[p]) for p in t.params)
@@ -105,7 +110,7 @@ def test_resume_applies_the_configured_optimizer_settings(two_step_run, tmp_path
 
 
 def test_resume_refuses_a_different_optimizer_group_layout(two_step_run, tmp_path, monkeypatch):
-    from tests.train_helpers import one_rank_trainer
+    from tests.train.launcher import one_rank_trainer
 
     raw = _copy_run(two_step_run, tmp_path / "run")
     # decaying the embeddings too: one group instead of (decay, no decay)
@@ -114,7 +119,7 @@ def test_resume_refuses_a_different_optimizer_group_layout(two_step_run, tmp_pat
 
 
 def test_a_fresh_run_refuses_a_save_dir_with_checkpoints(two_step_run, tmp_path, monkeypatch):
-    from tests.train_helpers import one_rank_trainer
+    from tests.train.launcher import one_rank_trainer
 
     raw = _copy_run(two_step_run, tmp_path / "run")
     with pytest.raises(ConfigError, match=r"^checkpoint.resume: false, but .* already holds checkpoints \(step2\)"):

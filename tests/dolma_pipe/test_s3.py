@@ -56,12 +56,32 @@ def test_cli_convert_s3_to_s3(s3_bucket, s3_server):
         write_documents(f"s3://{s3_bucket}/in/documents/p{i}.jsonl.gz", make_docs(30, seed=i))
     env = {"AWS_ENDPOINT_URL": s3_server}
     dest = f"s3://{s3_bucket}/out"
-    proc = run_cli("convert", "--documents", f"s3://{s3_bucket}/in/documents/*.jsonl.gz", "--destination", dest,
-                   "--format", "jsonl.zst", "--processes", "2", env=env)
+    proc = run_cli(
+        "convert",
+        "--documents",
+        f"s3://{s3_bucket}/in/documents/*.jsonl.gz",
+        "--destination",
+        dest,
+        "--format",
+        "jsonl.zst",
+        "--processes",
+        "2",
+        env=env,
+    )
     assert proc.returncode == 0, proc.stderr
     assert [d for _, d in read_documents(f"{dest}/documents/p1.jsonl.zst")] == make_docs(30, seed=1)
     manifest = orjson.loads(storage.read_bytes(f"{dest}/_manifest.json"))
     assert manifest["status"] == "complete" and len(manifest["inputs"]) == 3
-    again = run_cli("convert", "--documents", f"s3://{s3_bucket}/in/documents/*.jsonl.gz", "--destination", dest,
-                    "--format", "jsonl.zst", "--processes", "2", env=env)
+    again = run_cli(
+        "convert",
+        "--documents",
+        f"s3://{s3_bucket}/in/documents/*.jsonl.gz",
+        "--destination",
+        dest,
+        "--format",
+        "jsonl.zst",
+        "--processes",
+        "2",
+        env=env,
+    )
     assert "3 already done" in again.stderr

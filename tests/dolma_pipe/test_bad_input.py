@@ -113,10 +113,10 @@ def test_cli_quarantines_and_summarises(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr
     assert "bad records" in proc.stderr and "malformed_json" in proc.stderr and "empty_file 1" in proc.stderr
-    errors = [orjson.loads(l) for l in (out / "_errors" / "a.jsonl.jsonl").read_bytes().splitlines()]
+    errors = [orjson.loads(line) for line in (out / "_errors" / "a.jsonl.jsonl").read_bytes().splitlines()]
     assert [(e["line"], e["kind"]) for e in errors] == [(2, "malformed_json"), (3, "missing_text")]
     assert all(e["file"] == str(docs_dir / "a.jsonl") for e in errors)
-    kinds = {orjson.loads(l)["kind"] for l in (out / "_errors" / "c.jsonl.gz.jsonl").read_bytes().splitlines()}
+    kinds = {orjson.loads(line)["kind"] for line in (out / "_errors" / "c.jsonl.gz.jsonl").read_bytes().splitlines()}
     assert "truncated_archive" in kinds
     manifest = orjson.loads((out / "_manifest.json").read_bytes())
     assert manifest["status"] == "complete"

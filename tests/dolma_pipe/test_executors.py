@@ -62,7 +62,9 @@ class _DyingStage(ConvertStage):
 
 def test_every_input_is_in_the_manifest_after_a_worker_dies(make_corpus, tmp_path):
     root = make_corpus(files=8, docs=5)
-    cfg = load_config(ConvertConfig, None, {"documents": [f"{root}/documents/*"], "destination": str(tmp_path / "o"), "processes": 2, "progress": False})
+    cfg = load_config(
+        ConvertConfig, None, {"documents": [f"{root}/documents/*"], "destination": str(tmp_path / "o"), "processes": 2, "progress": False}
+    )
     with pytest.raises(RunFailed):
         run_stage(_DyingStage(cfg))
     phase = read_manifest(str(tmp_path / "o")).phases[0]
@@ -77,7 +79,9 @@ def test_max_errors_summary_counts_every_file_written(tmp_path):
     for i in range(8):
         (d / f"f{i}.jsonl").write_bytes(b"{bad\n" * (i + 1) + b'{"id": "1", "text": "x"}\n')
     out = tmp_path / "out"
-    cfg = load_config(ConvertConfig, None, {"documents": [f"{d}/*"], "destination": str(out), "processes": 2, "max_errors": 2, "progress": False})
+    cfg = load_config(
+        ConvertConfig, None, {"documents": [f"{d}/*"], "destination": str(out), "processes": 2, "max_errors": 2, "progress": False}
+    )
     with pytest.raises(RunFailed, match="exceed --max-errors 2"):
         run_stage(ConvertStage(cfg))
     manifest = read_manifest(str(out))
@@ -120,8 +124,21 @@ def slow_corpus(tmp_path_factory) -> Path:
 
 def _start_run(corpus: Path, out: Path) -> tuple[subprocess.Popen, list[int]]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "dolma_pipe", "convert", "--documents", f"{corpus}/documents/*", "--destination", str(out), "--processes", "2"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
+        [
+            sys.executable,
+            "-m",
+            "dolma_pipe",
+            "convert",
+            "--documents",
+            f"{corpus}/documents/*",
+            "--destination",
+            str(out),
+            "--processes",
+            "2",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
     )
     deadline = time.time() + 60
     kids: list[int] = []

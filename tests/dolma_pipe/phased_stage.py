@@ -5,7 +5,7 @@ files (buckets), phases reading what earlier phases wrote, a driver-side step,
 a global "first copy wins" rule (input order, then line) that must give the same
 bytes for any process count and executor, and resuming in any phase.
 
-``python -m tests.phased_stage CONFIG_JSON`` runs it (for kill-and-resume tests);
+``python -m tests.dolma_pipe.phased_stage CONFIG_JSON`` runs it (for kill-and-resume tests);
 ``PHASED_STAGE_DELAY`` (seconds) slows each bucket task so a test can kill it there.
 """
 
@@ -25,7 +25,7 @@ from dolma_pipe.documents import JsonlWriter, read_documents
 from dolma_pipe.manifest import TaskRecord
 from dolma_pipe.quarantine import Quarantine
 from dolma_pipe.runner import run_stage
-from dolma_pipe.stage import Phase, RunContext, Stage, StepResult, Task, TaskOutput, file_task
+from dolma_pipe.stage import Phase, RunContext, Stage, StepResult, Task, TaskOutput
 
 
 class PhasedConfig(RunOptions):
@@ -112,10 +112,7 @@ class PhasedStage(Stage[PhasedConfig]):
     def _mark(self, task: Task, quarantine: Quarantine, ctx: RunContext) -> TaskOutput:
         index = [f.rel for f in ctx.inputs].index(task.rel)
         dups = {
-            line
-            for b in range(self.config.buckets)
-            for i, line in orjson.loads(storage.read_bytes(self._bucket_path(b)))
-            if i == index
+            line for b in range(self.config.buckets) for i, line in orjson.loads(storage.read_bytes(self._bucket_path(b))) if i == index
         }
         marked = 0
         # Bad records were counted in the hash phase; reading the file again must not count them twice.

@@ -72,12 +72,27 @@ def _lines(rng: random.Random, n: int) -> list[str]:
     rows = []
     for _ in range(n):
         if rng.random() < 0.5:
-            words = [rng.choice(["you", "your", "what a"]), rng.choice(INSULTS), rng.choice(INSULTS),
-                     "i", rng.choice(VERBS), "you", rng.choice(NEUTRAL)]
+            words = [
+                rng.choice(["you", "your", "what a"]),
+                rng.choice(INSULTS),
+                rng.choice(INSULTS),
+                "i",
+                rng.choice(VERBS),
+                "you",
+                rng.choice(NEUTRAL),
+            ]
             label = "toxic"
         else:
-            words = ["the", rng.choice(POSITIVE), rng.choice(NEUTRAL), "and", "the", rng.choice(NEUTRAL),
-                     rng.choice(["was", "is", "looks"]), rng.choice(POSITIVE)]
+            words = [
+                "the",
+                rng.choice(POSITIVE),
+                rng.choice(NEUTRAL),
+                "and",
+                "the",
+                rng.choice(NEUTRAL),
+                rng.choice(["was", "is", "looks"]),
+                rng.choice(POSITIVE),
+            ]
             label = "non-toxic"
         rng.shuffle(words)
         rows.append(f"__label__{label} " + " ".join(words))

@@ -10,6 +10,7 @@ import pytest
 pytest.importorskip("torch")
 pytestmark = pytest.mark.train
 
+from tests.helpers import REPO_ROOT  # noqa: E402
 from train.config import ConfigError, from_dict, load_config  # noqa: E402
 
 CONFIGS = ["tiny.yaml", "olmo2-1b-stage1.yaml", "olmo2-1b-stage2.yaml", "olmo2-7b-stage1.yaml", "olmo2-7b-stage2.yaml"]
@@ -48,9 +49,8 @@ def test_overrides_are_validated_too():
 
 @pytest.mark.parametrize("name", CONFIGS)
 def test_example_configs_load(name):
-    from pathlib import Path
 
-    cfg = load_config(Path(__file__).parent.parent / "train" / "configs" / name)
+    cfg = load_config(REPO_ROOT / "train" / "configs" / name)
     assert cfg.train.global_batch_size > 0
 
 
@@ -86,19 +86,26 @@ def test_enumerations_are_literal_types_checked_at_load():
     assert from_dict({"train": {"precision": "bf16"}, "schedule": {"kind": "constant"}}).train.precision == "bf16"
 
 
-@pytest.mark.parametrize("raw, message", [
-    ({"log": {"interval": 0}}, r"^log\.interval: must be at least 1, got 0$"),
-    ({"train": {"max_steps": 0}}, r"^train\.max_steps: must be at least 1"),
-    ({"optim": {"lr": -1}}, r"^optim\.lr: must be at least 0"),
-    ({"checkpoint": {"keep_last": 0}}, r"^checkpoint\.keep_last: must be at least 1"),
-    ({"model": {"vocab_size": 100278}, "data": {"token_dtype": "uint16"}},
-     r"^data\.token_dtype: uint16 cannot hold the token ids of model\.vocab_size 100278"),
-    ({"data": {"eos_id": 512}}, r"^data\.eos_id: 512 is not below model\.vocab_size 512"),
-    ({"train": {"global_batch_size": 6, "micro_batch_size": 4}},
-     r"^train\.global_batch_size: 6 is not a multiple of train\.micro_batch_size 4"),
-    ({"optim": {"betas": [0.9, 1.5]}}, r"^optim\.betas: expected two numbers in \[0, 1\)"),
-    ({"schedule": {"min_lr_ratio": 2}}, r"^schedule\.min_lr_ratio: must be at most 1"),
-])
+@pytest.mark.parametrize(
+    "raw, message",
+    [
+        ({"log": {"interval": 0}}, r"^log\.interval: must be at least 1, got 0$"),
+        ({"train": {"max_steps": 0}}, r"^train\.max_steps: must be at least 1"),
+        ({"optim": {"lr": -1}}, r"^optim\.lr: must be at least 0"),
+        ({"checkpoint": {"keep_last": 0}}, r"^checkpoint\.keep_last: must be at least 1"),
+        (
+            {"model": {"vocab_size": 100278}, "data": {"token_dtype": "uint16"}},
+            r"^data\.token_dtype: uint16 cannot hold the token ids of model\.vocab_size 100278",
+        ),
+        ({"data": {"eos_id": 512}}, r"^data\.eos_id: 512 is not below model\.vocab_size 512"),
+        (
+            {"train": {"global_batch_size": 6, "micro_batch_size": 4}},
+            r"^train\.global_batch_size: 6 is not a multiple of train\.micro_batch_size 4",
+        ),
+        ({"optim": {"betas": [0.9, 1.5]}}, r"^optim\.betas: expected two numbers in \[0, 1\)"),
+        ({"schedule": {"min_lr_ratio": 2}}, r"^schedule\.min_lr_ratio: must be at most 1"),
+    ],
+)
 def test_ranges_and_contradictions_are_named(raw, message):
     with pytest.raises(ConfigError, match=message):
         from_dict(raw)
@@ -109,8 +116,11 @@ def test_checks_that_need_the_launch():
 
     cfg = from_dict({"data": {"paths": ["x"]}, "train": {"global_batch_size": 8, "micro_batch_size": 2}})
     check_for_training(cfg, 4)
-    with pytest.raises(ConfigError, match=r"^train\.global_batch_size: 8 must be a multiple of ranks \(3\) x "
-                                          r"train\.micro_batch_size \(2\)"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^train\.global_batch_size: 8 must be a multiple of ranks \(3\) x "
+        r"train\.micro_batch_size \(2\)",
+    ):
         check_for_training(cfg, 3)
     with pytest.raises(ConfigError, match=r"^data\.paths: empty"):
         check_for_training(from_dict({}), 1)
@@ -119,12 +129,11 @@ def test_checks_that_need_the_launch():
 def _cli(config, *args, env=None):
     import os
 
-    from pathlib import Path
-
-    repo = str(Path(__file__).resolve().parent.parent)
+    repo = str(REPO_ROOT)
     full_env = {**os.environ, "PYTHONPATH": repo, **(env or {})}
-    return subprocess.run([sys.executable, "-m", "train", "--config", str(config), *args], capture_output=True,
-                          text=True, env=full_env, cwd=repo, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "train", "--config", str(config), *args], capture_output=True, text=True, env=full_env, cwd=repo, timeout=120
+    )
 
 
 def test_cli_config_errors_are_one_line_before_training(tmp_path):
@@ -166,19 +175,18 @@ def test_slurm_template_gives_ranks_time_to_save():
     torch's torchrun accepts."""
     import re
     import shlex
-    from pathlib import Path
 
     pytest.importorskip("torch")
     from torch.distributed.run import get_args_parser
 
-    text = (Path(__file__).resolve().parent.parent / "train" / "launch" / "slurm.sbatch").read_text()
+    text = (REPO_ROOT / "train" / "launch" / "slurm.sbatch").read_text()
     lead = int(re.search(r"#SBATCH --signal=TERM@(\d+)", text).group(1))
     timeout = int(re.search(r"SHUTDOWN_TIMEOUT=\$\{SHUTDOWN_TIMEOUT:-(\d+)\}", text).group(1))
     assert 60 <= timeout < lead
     assert '--shutdown-timeout "$SHUTDOWN_TIMEOUT"' in text
     assert "export SRUN_CPUS_PER_TASK=${SLURM_CPUS_PER_TASK" in text and "mkdir -p logs" in text
     # the torchrun command line of the template parses with this torch
-    cmd = text[text.index("srun --kill-on-bad-exit=1 torchrun"):].replace("\\\n", " ").split("\n")[0]
+    cmd = text[text.index("srun --kill-on-bad-exit=1 torchrun") :].replace("\\\n", " ").split("\n")[0]
     cmd = cmd.replace('"$SHUTDOWN_TIMEOUT"', str(timeout)).replace('"$@"', "")
     argv = shlex.split(cmd)[3:]
     args = get_args_parser().parse_args([a if not a.startswith("$") else "1" for a in argv])

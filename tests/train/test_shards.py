@@ -12,12 +12,23 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from train.shards import (DocRecord, ShardError, ShardSetWriter, ShardWriter, check_sidecar, dtype_for_vocab,
-                          find_shards, read_shard, shard_name, sidecar_path)
+from tests.helpers import REPO_ROOT
+from train.shards import (
+    DocRecord,
+    ShardError,
+    ShardSetWriter,
+    ShardWriter,
+    check_sidecar,
+    dtype_for_vocab,
+    find_shards,
+    read_shard,
+    shard_name,
+    sidecar_path,
+)
 
 
 def test_module_imports_only_numpy_and_the_standard_library():
-    tree = ast.parse((Path(__file__).resolve().parent.parent / "train" / "shards.py").read_text())
+    tree = ast.parse((REPO_ROOT / "train" / "shards.py").read_text())
     roots = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -44,16 +55,19 @@ def test_round_trip_single_documents_and_batches(tmp_path):
         assert rec == DocRecord(0, 4, "d0", "a.jsonl.gz", 0)
         w.add([], id="empty", src="a.jsonl.gz", loc=1)  # an empty document is just its EOS
         # a batch: three documents concatenated, with offsets
-        w.add_batch(np.array([1, 2, 3, 4, 5], dtype=np.int32), [0, 2, 2, 5], ids=["x", "y", "z"],
-                    srcs="b.jsonl", locs=[7, 8, 9])
+        w.add_batch(np.array([1, 2, 3, 4, 5], dtype=np.int32), [0, 2, 2, 5], ids=["x", "y", "z"], srcs="b.jsonl", locs=[7, 8, 9])
     assert w.n_docs == 5 and w.n_tokens == 4 + 1 + 3 + 1 + 4
     raw = np.fromfile(path, dtype=np.uint32)  # headerless: the file is the tokens, nothing else
     assert raw.tolist() == [70000, 5, 6, 100257, 100257, 1, 2, 100257, 100257, 3, 4, 5, 100257]
     shard = read_shard(path, np.uint32, eos_id=100257)
     assert shard.n_tokens == 13 and isinstance(shard.tokens, np.memmap)
     assert [(d.start, d.end, d.id, d.src, d.loc) for d in shard.docs] == [
-        (0, 4, "d0", "a.jsonl.gz", 0), (4, 5, "empty", "a.jsonl.gz", 1), (5, 8, "x", "b.jsonl", 7),
-        (8, 9, "y", "b.jsonl", 8), (9, 13, "z", "b.jsonl", 9)]
+        (0, 4, "d0", "a.jsonl.gz", 0),
+        (4, 5, "empty", "a.jsonl.gz", 1),
+        (5, 8, "x", "b.jsonl", 7),
+        (8, 9, "y", "b.jsonl", 8),
+        (9, 13, "z", "b.jsonl", 9),
+    ]
     assert shard.document(2).tolist() == [1, 2, 100257]
     # the sidecar is plain OLMo/Dolma CSV: no header, start,end,id,src,loc
     assert gzip.open(sidecar_path(path), "rt").read().splitlines()[:2] == ["0,4,d0,a.jsonl.gz,0", "4,5,empty,a.jsonl.gz,1"]
@@ -82,8 +96,11 @@ def test_token_ids_must_fit_the_vocabulary_and_the_dtype(tmp_path):
     with ShardWriter(tmp_path / "part-00000.npy", vocab_size=50280, eos_id=0) as w:
         w.add([1, 2], id="ok", src="s", loc=0)
         # an id past uint16 would wrap silently in a plain astype: the writer names it
-        with pytest.raises(ShardError, match=r"document 'big': token id 70000 is outside the vocabulary "
-                                             r"\[0, 50280\) and does not fit in uint16"):
+        with pytest.raises(
+            ShardError,
+            match=r"document 'big': token id 70000 is outside the vocabulary "
+            r"\[0, 50280\) and does not fit in uint16",
+        ):
             w.add_batch(np.array([1, 2, 70000]), [0, 1, 3], ids=["fine", "big"], srcs="s", locs=[1, 2])
         with pytest.raises(ShardError, match=r"document 'neg': token id -1 is outside"):
             w.add([-1], id="neg", src="s", loc=3)
@@ -96,7 +113,7 @@ def test_token_ids_must_fit_the_vocabulary_and_the_dtype(tmp_path):
 
 
 def test_sidecar_quotes_odd_ids_and_sources(tmp_path):
-    odd = ['a,b', 'say "hi"', "line\nbreak", " spaced ", "", "ünïcödé,🙂", "tab\there", "cr\rx"]
+    odd = ["a,b", 'say "hi"', "line\nbreak", " spaced ", "", "ünïcödé,🙂", "tab\there", "cr\rx"]
     path = tmp_path / "part-00000.npy"
     with ShardWriter(path, vocab_size=512, eos_id=0) as w:
         for i, doc_id in enumerate(odd):

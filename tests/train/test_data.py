@@ -10,16 +10,16 @@ import pytest
 pytest.importorskip("torch")
 pytestmark = pytest.mark.train
 
-from train.data import (DataError, GlobalOrder, TokenDataset, check_fingerprint, eval_indices, token_dtype,  # noqa: E402
-                        validate_shards)
+from train.data import DataError, GlobalOrder, TokenDataset, check_fingerprint, eval_indices, token_dtype, validate_shards  # noqa: E402
 from train.testing import write_shard  # noqa: E402
 
 
 def shards(tmp_path, sizes=(50, 70, 33), dtype=np.uint16):
     for i, n in enumerate(sizes):
         # one document per shard: tokens 1000*i + 1 .. (EOS appended by write_shard)
-        write_shard(tmp_path / "d" / f"part-{i:05d}.npy", [list(range(1000 * i + 1, 1000 * i + n))], eos_id=0,
-                    vocab_size=2**16, dtype=dtype)
+        write_shard(
+            tmp_path / "d" / f"part-{i:05d}.npy", [list(range(1000 * i + 1, 1000 * i + n))], eos_id=0, vocab_size=2**16, dtype=dtype
+        )
     return str(tmp_path / "d")
 
 
@@ -138,8 +138,7 @@ def test_token_ids_and_sidecars_are_checked_once_per_dataset(tmp_path, monkeypat
         validate_shards(ds, 2032, cache_dir=tmp_path / "cache")
     monkeypatch.undo()
     # ranks split the shards; the gathered results are the same
-    parts = [{s.name: data.scan_shard(s.path, ds.dtype, s.n_tokens) for i, s in enumerate(ds.shards) if i % 2 == r}
-             for r in range(2)]
+    parts = [{s.name: data.scan_shard(s.path, ds.dtype, s.n_tokens) for i, s in enumerate(ds.shards) if i % 2 == r} for r in range(2)]
     validate_shards(ds, 2033, rank=1, world=2, all_gather=lambda mine: parts)
     # sidecars: a row past the shard's end, a gap, rows that stop short, garbage, or none at all
     side = tmp_path / "d" / "part-00001.csv.gz"

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import json
+import math
+import os
+
 import pytest
 
+import taggers.builtin.gopher as gopher_module
 from taggers import registry
 from taggers.base import Document, TaggerError
-from tests.helpers import sample_rows
 from taggers.builtin.gopher import GopherTagger, ngram_fractions, normalize_lang
+from tests.helpers import REPO_ROOT, sample_rows
 
 # Plain English prose (81 words, 11 stop words): passes every rule.
 GOOD_EN = (
@@ -171,13 +176,43 @@ def test_language_from_metadata_row_or_model():
 
 def test_language_names_and_codes_are_normalised():
     for value, code in [
-        ("en", "en"), ("eng", "en"), ("English", "en"), ("en-US", "en"), ("en_GB", "en"), ("ENGLISH", "en"),
-        ("deu", "de"), ("ger", "de"), ("German", "de"), ("Deutsch", "de"), ("de-DE", "de"),
-        ("fra", "fr"), ("French", "fr"), ("spa", "es"), ("Spanish", "es"), ("por", "pt"), ("Portuguese (Brazil)", "pt"),
-        ("nld", "nl"), ("swe", "sv"), ("dan", "da"), ("pol", "pl"), ("rus", "ru"), ("Russian", "ru"), ("ita", "it"),
-        ("zho", "zh"), ("chi", "zh"), ("Chinese", "zh"), ("cmn-Hans-CN", "zh"), ("zh_Hans", "zh"),
-        ("jpn", "ja"), ("Japanese", "ja"), ("kor", "ko"), ("Korean", "ko"), ("tha", "th"), ("Thai", "th"),
-        ("__label__en", "en"), ("__label__pt", "pt"),
+        ("en", "en"),
+        ("eng", "en"),
+        ("English", "en"),
+        ("en-US", "en"),
+        ("en_GB", "en"),
+        ("ENGLISH", "en"),
+        ("deu", "de"),
+        ("ger", "de"),
+        ("German", "de"),
+        ("Deutsch", "de"),
+        ("de-DE", "de"),
+        ("fra", "fr"),
+        ("French", "fr"),
+        ("spa", "es"),
+        ("Spanish", "es"),
+        ("por", "pt"),
+        ("Portuguese (Brazil)", "pt"),
+        ("nld", "nl"),
+        ("swe", "sv"),
+        ("dan", "da"),
+        ("pol", "pl"),
+        ("rus", "ru"),
+        ("Russian", "ru"),
+        ("ita", "it"),
+        ("zho", "zh"),
+        ("chi", "zh"),
+        ("Chinese", "zh"),
+        ("cmn-Hans-CN", "zh"),
+        ("zh_Hans", "zh"),
+        ("jpn", "ja"),
+        ("Japanese", "ja"),
+        ("kor", "ko"),
+        ("Korean", "ko"),
+        ("tha", "th"),
+        ("Thai", "th"),
+        ("__label__en", "en"),
+        ("__label__pt", "pt"),
     ]:
         assert normalize_lang(value) == code, value
     for value in ("und", "fin", "Klingon", "", "  ", None, 3, ["en"]):
@@ -258,14 +293,24 @@ def test_sample_corpus_runs_through_the_tag_stage(tmp_path):
     import json
     import subprocess
     import sys
-    import os
 
     docs = sorted(glob.glob("examples/sample/documents/debian-handbook/*"))
     out = tmp_path / "out"
     subprocess.run(
-        [os.path.join(os.path.dirname(sys.executable), "dolma-pipe"), "tag", "--documents", *docs,
-         "--taggers", "gopher_v1", "--destination", str(out), "--processes", "1"],
-        check=True, capture_output=True,
+        [
+            os.path.join(os.path.dirname(sys.executable), "dolma-pipe"),
+            "tag",
+            "--documents",
+            *docs,
+            "--taggers",
+            "gopher_v1",
+            "--destination",
+            str(out),
+            "--processes",
+            "1",
+        ],
+        check=True,
+        capture_output=True,
     )
     rows = [json.loads(line) for f in sorted(glob.glob(str(out / "gopher_v1" / "*" / "*.jsonl.gz"))) for line in gzip.open(f, "rt")]
     assert len(rows) == 193
@@ -274,7 +319,7 @@ def test_sample_corpus_runs_through_the_tag_stage(tmp_path):
 
 
 def test_stop_words_same_on_ascii_and_unicode_paths():
-    text = "The, the_x the2 (of) to-do THAT; have\"with\" be... x-and-y " * 3
+    text = 'The, the_x the2 (of) to-do THAT; have"with" be... x-and-y ' * 3
     ascii_count = attrs(text)["required_word_count"]
     assert ascii_count == 3 * 8  # The of to THAT have with be and; not the_x, the2, do
     assert attrs(text + " é")["required_word_count"] == ascii_count
@@ -282,13 +327,8 @@ def test_stop_words_same_on_ascii_and_unicode_paths():
 
 # -- the Rust kernel against the Python reference ------------------------------------------------
 
-import json
-import math
-import os
 
-import taggers.builtin.gopher as gopher_module
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = str(REPO_ROOT)
 EDGE_TEXTS = [
     "",
     "   \n\n  ",

@@ -12,7 +12,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.train
 
-from tests.train_helpers import WRITE_DELAY_S, launch_with_hooks, stage1  # noqa: E402
+from tests.train.launcher import WRITE_DELAY_S, launch_with_hooks, stage1  # noqa: E402
 from train.testing import launch, read_metrics, tiny_config, train_losses, write_config  # noqa: E402
 
 
