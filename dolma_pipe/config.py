@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import difflib
 import os
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
@@ -53,6 +53,9 @@ class RunOptions(StrictModel):
     force: bool = Field(False, description="redo input files already marked complete")
     max_errors: int | None = Field(None, ge=0, description="fail the run when more bad records than this are quarantined")
     progress: bool = Field(True, description="show a progress bar on a terminal")
+    duplicate_ids: Literal["warn", "fail", "ignore"] = Field(
+        "warn", description="documents sharing an id, within a file or across a run: warn, fail the run, or ignore (no check)"
+    )
 
 
 def read_config_file(path: str) -> dict[str, Any]:

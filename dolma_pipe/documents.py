@@ -196,6 +196,8 @@ def _read_jsonl(path: str, quarantine: Quarantine, require_text: bool) -> Iterat
     try:
         for lineno, line in iter_lines(path):
             if not line or line.isspace():  # blank lines carry nothing (and isspace() copies nothing)
+                if require_text:
+                    quarantine.notes["blank_lines"] += 1
                 continue
             lines += 1
             try:
@@ -302,9 +304,16 @@ def read_documents(path: str, quarantine: Quarantine | None = None) -> Iterator[
     :class:`~dolma_pipe.quarantine.QuarantinedRecordError` naming the file and line.
     """
     q = quarantine if quarantine is not None else Quarantine(strict=True)
-    if compression_of(path) == "parquet":
-        return _read_parquet(path, q)
-    return _read_jsonl(path, q, require_text=True)
+    docs = _read_parquet(path, q) if compression_of(path) == "parquet" else _read_jsonl(path, q, require_text=True)
+    return _noting_ids(docs, q) if quarantine is not None else docs
+
+
+def _noting_ids(docs: Iterator[tuple[int, dict]], quarantine: Quarantine) -> Iterator[tuple[int, dict]]:
+    """Pass documents through, noting each id (the runner counts duplicate ids from these)."""
+    saw = quarantine.saw_document
+    for lineno, doc in docs:
+        saw(doc["id"])
+        yield lineno, doc
 
 
 def read_attribute_rows(path: str, quarantine: Quarantine | None = None) -> Iterator[tuple[int, dict]]:

@@ -51,6 +51,11 @@ class TaskRecord(BaseModel):
     docs_in: int = 0
     counts: dict[str, int] = Field(default_factory=dict)
     errors: dict[str, int] = Field(default_factory=dict)
+    # Not errors, but worth knowing: blank lines, duplicate document ids within the task's files.
+    warnings: dict[str, int] = Field(default_factory=dict)
+    # Where (relative to the output root) the task's sorted unique 128-bit id hashes are, for the run's
+    # duplicate-id check.
+    ids_file: str | None = None
     data: dict[str, Any] = Field(default_factory=dict)
     seconds: float = 0.0
     fingerprint: str = ""
@@ -80,6 +85,8 @@ class PhaseRecord(BaseModel):
     failures: dict[str, str] = Field(default_factory=dict)
     # Tasks never started because the run stopped first (--max-errors, an interruption).
     not_run: list[str] = Field(default_factory=list)
+    # Documents whose id an earlier document of another task's files already had.
+    duplicate_ids_across_tasks: int = 0
     # The driver-side step's result (e.g. summed token counts), recorded as it was used.
     step: dict[str, Any] = Field(default_factory=dict)
     seconds: float = 0.0
@@ -99,6 +106,14 @@ class PhaseRecord(BaseModel):
             total.update(r.errors)
         return total
 
+    def warnings(self) -> Counter:
+        total: Counter = Counter()
+        for r in self.tasks.values():
+            total.update(r.warnings)
+        if self.duplicate_ids_across_tasks:
+            total["duplicate_ids"] += self.duplicate_ids_across_tasks
+        return total
+
 
 class Manifest(BaseModel):
     stage: str
@@ -115,6 +130,7 @@ class Manifest(BaseModel):
     # Sums over every phase: documents and counts, quarantined records by kind, failed tasks.
     totals: dict[str, int] = Field(default_factory=dict)
     errors: dict[str, int] = Field(default_factory=dict)
+    warnings: dict[str, int] = Field(default_factory=dict)
     failures: dict[str, str] = Field(default_factory=dict)
     # Why a failed run stopped (error limit, interruption, unreadable inputs), when not a task failure.
     stopped: str | None = None

@@ -9,6 +9,7 @@ result so that the run can summarise them and enforce ``--max-errors``.
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 import tempfile
 from collections import Counter
@@ -52,6 +53,10 @@ class Quarantine:
     def __init__(self, strict: bool = False):
         self.strict = strict
         self.counts: Counter = Counter()
+        # Observations that are not errors (blank lines), reported as warnings.
+        self.notes: Counter = Counter()
+        # 128-bit hashes of the ids of the good documents read, for the duplicate-id check.
+        self.id_hashes: list[bytes] = []
         self._spool = tempfile.SpooledTemporaryFile(max_size=self.SPOOL_BYTES)
         self._file_errors: set[str] = set()
 
@@ -66,6 +71,9 @@ class Quarantine:
         self.counts[kind] += 1
         if kind in FILE_KINDS:
             self._file_errors.add(file)
+
+    def saw_document(self, doc_id: str) -> None:
+        self.id_hashes.append(hashlib.blake2b(doc_id.encode("utf-8", "surrogatepass"), digest_size=16).digest())
 
     def has_file_error(self, file: str) -> bool:
         return file in self._file_errors

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TextIO
 
+import numpy as np
 import orjson
 from pydantic import ValidationError
 
@@ -59,6 +60,11 @@ def _phase_dir(phases: list[Phase], index: int) -> str:
 
 def marker_path(root: str, key: str, phase_dir: str = "") -> str:
     return storage.join(root, "_done", *([phase_dir] if phase_dir else []), key + ".done")
+
+
+def ids_name(key: str, phase_dir: str = "") -> str:
+    """Where a task's id hashes go, relative to the output root (markers must not name the root)."""
+    return "/".join(["_ids", *([phase_dir] if phase_dir else []), key + ".ids"])
 
 
 def errors_path(root: str, key: str, phase_dir: str = "") -> str:
@@ -94,6 +100,29 @@ def _check_visible(root: str, task: Task) -> None:
             raise PathError(f"worker {socket.gethostname()} cannot see input {f.path} that the driver listed; {hint}")
 
 
+_ID_HASH = np.dtype("V16")
+
+
+def _write_unique_ids(path: str, hashes: list[bytes]) -> int:
+    """Write the sorted unique id hashes of one task; return how many ids repeated within it."""
+    ids = np.frombuffer(b"".join(hashes), dtype=_ID_HASH)
+    unique = np.unique(ids)
+    storage.write_bytes(path, unique.tobytes())
+    return len(ids) - len(unique)
+
+
+def _duplicate_ids_across(root: str, records: list[TaskRecord]) -> int:
+    """Documents whose id appears in another task's files too (each task's ids are unique already).
+
+    Holds 16 bytes per document of the phase in the driver; ``duplicate_ids: ignore`` skips it.
+    """
+    parts = [np.frombuffer(storage.read_bytes(storage.join(root, r.ids_file)), dtype=_ID_HASH) for r in records if r.ids_file]
+    if len(parts) < 2:
+        return 0
+    ids = np.concatenate(parts)
+    return len(ids) - len(np.unique(ids))
+
+
 def execute_task(stage: Stage, phase_index: int, ctx: RunContext, fingerprint: str, task: Task) -> TaskRecord:
     """Worker side: run one task, then write its errors and its marker (in that order)."""
     phases = stage.phases()
@@ -113,6 +142,13 @@ def execute_task(stage: Stage, phase_index: int, ctx: RunContext, fingerprint: s
             quarantine.write_to(fh)
     else:
         storage.remove(err_path)
+    warnings = dict(quarantine.notes)
+    ids_file = None
+    if quarantine.id_hashes and stage.config.duplicate_ids != "ignore":
+        ids_file = ids_name(task.key, sub)
+        within = _write_unique_ids(storage.join(root, ids_file), quarantine.id_hashes)
+        if within:
+            warnings["duplicate_ids"] = within
     quarantine.close()
     record = TaskRecord(
         phase=phase.name,
@@ -122,6 +158,8 @@ def execute_task(stage: Stage, phase_index: int, ctx: RunContext, fingerprint: s
         docs_in=out.docs_in,
         counts=dict(out.counts),
         errors=dict(quarantine.counts),
+        warnings=warnings,
+        ids_file=ids_file,
         data=out.data,
         seconds=time.perf_counter() - start,
         fingerprint=fingerprint,
@@ -207,6 +245,9 @@ class RunSummary:
             rows.append(("bad records", f"{err_total:,} ({kinds}); see {storage.join(self.root, '_errors')}/"))
         else:
             rows.append(("bad records", "0"))
+        if m.warnings:
+            noted = ", ".join(f"{k.replace('_', ' ')} {v:,}" for k, v in sorted(m.warnings.items()))
+            rows.append(("warnings", f"{noted} (not errors; see the manifest's task records)"))
         docs = sum(r.docs_in for r in m.phases[0].tasks.values() if not r.skipped) if m.phases else 0
         rate = docs / self.seconds if self.seconds > 0 else 0.0
         rows.append(("time", f"{self.seconds:,.2f} s ({rate:,.0f} docs/s)"))
@@ -221,6 +262,7 @@ class RunSummary:
 def _refresh_totals(manifest: Manifest) -> None:
     totals: dict[str, int] = {}
     errors: dict[str, int] = {}
+    warnings: dict[str, int] = {}
     failures: dict[str, str] = {}
     single = len(manifest.phases) == 1
     for p in manifest.phases:
@@ -228,9 +270,11 @@ def _refresh_totals(manifest: Manifest) -> None:
             totals[k] = totals.get(k, 0) + v
         for k, v in p.errors().items():
             errors[k] = errors.get(k, 0) + v
+        for k, v in p.warnings().items():
+            warnings[k] = warnings.get(k, 0) + v
         for key, msg in p.failures.items():
             failures[key if single else f"{p.name}:{key}"] = msg
-    manifest.totals, manifest.errors, manifest.failures = totals, errors, failures
+    manifest.totals, manifest.errors, manifest.warnings, manifest.failures = totals, errors, warnings, failures
 
 
 def _done_markers(root: str, sub: str, force: bool) -> set[str]:
@@ -330,6 +374,16 @@ def run_stage(stage: Stage, executor: Executor | None = None, stream: TextIO = s
                 record.status = "failed"
                 manifest.stopped = unreadable
                 break
+            if cfg.duplicate_ids != "ignore":
+                record.duplicate_ids_across_tasks = _duplicate_ids_across(root, records)
+                repeated = record.warnings().get("duplicate_ids", 0)
+                if repeated and cfg.duplicate_ids == "fail":
+                    record.status = "failed"
+                    manifest.stopped = (
+                        f"{repeated:,} document(s) repeat an earlier document's id in phase {phase.name!r} "
+                        f"(duplicate_ids: fail); the manifest's task records say which files"
+                    )
+                    break
             if phase.after is not None:
                 step = phase.after(records, ctx)
                 ctx.steps[phase.name] = step

@@ -136,3 +136,35 @@ def test_cli_max_errors_fails_the_run(tmp_path):
     assert orjson.loads((out / "_manifest.json").read_bytes())["status"] == "failed"
     ok = run_cli("convert", "--documents", f"{docs_dir}/*", "--destination", str(out), "--max_errors", "100", "--processes", "1")
     assert ok.returncode == 0, ok.stderr
+
+
+def _ids_corpus(tmp_path):
+    d = tmp_path / "in" / "documents"
+    d.mkdir(parents=True)
+    (d / "a.jsonl").write_bytes(b'{"id": "1", "text": "x"}\n\n{"id": "2", "text": "y"}\n   \n{"id": "1", "text": "again"}\n')
+    (d / "b.jsonl").write_bytes(b'{"id": "2", "text": "other file"}\n{"id": "3", "text": "z"}\n')
+    return d
+
+
+def test_duplicate_ids_and_blank_lines_are_reported_not_errors(tmp_path):
+    d = _ids_corpus(tmp_path)
+    out = tmp_path / "out"
+    proc = run_cli("convert", "--documents", f"{d}/*", "--destination", str(out), "--processes", "2")
+    assert proc.returncode == 0, proc.stderr
+    assert "warnings     blank lines 2, duplicate ids 2" in proc.stderr
+    manifest = orjson.loads((out / "_manifest.json").read_bytes())
+    assert manifest["warnings"] == {"blank_lines": 2, "duplicate_ids": 2}
+    assert manifest["errors"] == {} and manifest["totals"]["docs_out"] == 5
+    phase = manifest["phases"][0]
+    assert phase["tasks"]["a.jsonl"]["warnings"] == {"blank_lines": 2, "duplicate_ids": 1}
+    assert phase["duplicate_ids_across_tasks"] == 1
+
+
+def test_duplicate_ids_can_fail_the_run_or_go_unchecked(tmp_path):
+    d = _ids_corpus(tmp_path)
+    proc = run_cli("convert", "--documents", f"{d}/*", "--destination", str(tmp_path / "o1"), "--duplicate_ids", "fail")
+    assert proc.returncode == 1 and "2 document(s) repeat an earlier document's id" in proc.stderr
+    assert orjson.loads((tmp_path / "o1" / "_manifest.json").read_bytes())["status"] == "failed"
+    proc = run_cli("convert", "--documents", f"{d}/*", "--destination", str(tmp_path / "o2"), "--duplicate_ids", "ignore")
+    assert proc.returncode == 0 and "duplicate ids" not in proc.stderr
+    assert not (tmp_path / "o2" / "_ids").exists()
