@@ -6,7 +6,7 @@ PY      = $(VENV)/bin/python
 PIP     = $(PY) -m pip --disable-pip-version-check -q
 export PIP_NO_INPUT = 1
 
-.PHONY: demo test setup setup-train cargo-test lint-rust clean
+.PHONY: demo test setup setup-train cargo-test lint lint-python lint-rust clean
 
 $(VENV)/.core-installed: pyproject.toml Cargo.toml rust_bloom/Cargo.toml
 	$(PYTHON) -m venv $(VENV)
@@ -39,7 +39,15 @@ lint-rust:
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets -- -D warnings
 
-test: setup-train rebuild cargo-test
+# Python: ruff (lint and format) and mypy on the packages (config in pyproject.toml).
+lint-python: setup-train
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+
+lint: lint-python lint-rust
+
+test: setup-train rebuild lint cargo-test
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 clean:
