@@ -19,7 +19,7 @@ from __future__ import annotations
 import inspect
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, ClassVar, Literal, NamedTuple
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, ValidationError
@@ -95,8 +95,9 @@ class Tagger(ABC):
     name: ClassVar[str] = ""
     description: ClassVar[str] = ""
     granularity: ClassVar[Granularity] = "document"
-    # Span types written for every document, even with no span (Dolma's "defaults").
-    defaults: ClassVar[tuple[str, ...]] = ()
+    # Span types written for every document, even with no span (Dolma's "defaults").  Not a
+    # ClassVar: a tagger whose options select the types it writes narrows it in ``__init__``.
+    defaults: tuple[str, ...] = ()
     # The options model (see TaggerOptions); the base one has no fields: no options.
     Options: ClassVar[type[TaggerOptions]] = TaggerOptions
     options: TaggerOptions
@@ -134,8 +135,9 @@ class Tagger(ABC):
     def predict(self, doc: Document) -> list[Span] | Grouped:
         """Spans of one document (or the already grouped mapping, see :meth:`group`)."""
 
-    def predict_batch(self, docs: list[Document]) -> list[list[Span] | Grouped]:
-        """Spans of many documents; override when a model is faster on batches."""
+    def predict_batch(self, docs: list[Document]) -> Sequence[list[Span] | Grouped]:
+        """Spans of many documents, one result per document in order; override when a model is
+        faster on batches (an override may return a narrower type, e.g. ``list[list[Span]]``)."""
         return [self.predict(doc) for doc in docs]
 
     def group(self, spans: list[Span] | Grouped) -> Grouped:

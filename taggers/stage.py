@@ -12,6 +12,7 @@ written with that tagger's defaults, so rows still line up with documents.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import orjson
@@ -24,7 +25,7 @@ from dolma_pipe.manifest import InputFile
 from dolma_pipe.quarantine import Quarantine
 from dolma_pipe.stage import Stage, Task, TaskOutput
 from taggers import registry
-from taggers.base import Document, Tagger, TaggerError
+from taggers.base import Document, Grouped, Span, Tagger, TaggerError
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
 # Attribute files are intermediates, rewritten whenever taggers change: gzip level 3 costs
@@ -144,6 +145,7 @@ class TagStage(Stage[TagConfig]):
         taggers = build_taggers(self.config)
         prefixes = [f"{self.experiment}__{t.name}__" for t in taggers]
         out_path = self.output_path(task.rel)
+        assert out_path is not None  # output_name names an output for every input
         counts = {"docs_out": 0, "spans": 0}
         docs_in = 0
         batch: list[tuple[int, Document]] = []
@@ -171,7 +173,9 @@ class TagStage(Stage[TagConfig]):
         return TaskOutput(docs_in=docs_in, counts=counts)
 
     @staticmethod
-    def _predict(tagger: Tagger, batch: list[tuple[int, Document]], docs: list[Document], task: Task, quarantine: Quarantine) -> list[list]:
+    def _predict(
+        tagger: Tagger, batch: list[tuple[int, Document]], docs: list[Document], task: Task, quarantine: Quarantine
+    ) -> Sequence[list[Span] | Grouped]:
         try:
             results = tagger.predict_batch(docs)
             if len(results) != len(batch):
@@ -179,13 +183,13 @@ class TagStage(Stage[TagConfig]):
             return results
         except Exception:
             pass  # find the documents at fault one by one
-        results = []
+        one_by_one: list[list[Span] | Grouped] = []
         for lineno, doc in batch:
             try:
-                results.append(tagger.predict(doc))
+                one_by_one.append(tagger.predict(doc))
             except Exception as exc:
                 quarantine.add(
                     task.path, lineno, "tagger_error", f"tagger {tagger.name!r} failed on id {doc.id!r}: {type(exc).__name__}: {exc}", None
                 )
-                results.append([])
-        return results
+                one_by_one.append([])
+        return one_by_one

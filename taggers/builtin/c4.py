@@ -43,7 +43,7 @@ from pydantic import Field
 # The Rust kernel (rust_bloom/src/text_stats/), which the Python code below mirrors as the
 # reference, and the keep rule, defined once in Rust and used by both paths.
 from dolma_pipe._rust import C4Kernel, c4_keep
-from taggers.base import Document, Grouped, Span, Tagger, TaggerError, TaggerOptions
+from taggers.base import Document, Grouped, Span, Tagger, TaggerOptions
 from taggers.registry import register
 
 END_MARKS = (".", "?", "!", '"')
@@ -68,9 +68,10 @@ def _load_bad_words(path: str) -> tuple[frozenset[str], dict[str, list[tuple[str
 BAD_WORDS, BAD_PHRASES = _load_bad_words(_BAD_WORDS_FILE)
 with open(_BAD_WORDS_FILE, encoding="utf-8") as _fh:
     BAD_WORD_ENTRIES = [line.strip().lower() for line in _fh if line.strip()]
-# Whether taggers use the Rust kernel by default (``use_rust`` overrides it per tagger); the
-# Python ``predict_python`` is the reference the parity tests compare it with.
-USE_RUST = C4Kernel is not None
+# Whether taggers use the Rust kernel by default (``use_rust`` overrides it per tagger; the
+# tests switch it to run every case on both); the Python ``predict_python`` is the reference
+# the parity tests compare it with.
+USE_RUST = True
 _LINE_TYPES = (
     "lines_with_no_ending_punctuation",
     "lines_with_too_few_words",
@@ -120,9 +121,7 @@ class C4Tagger(Tagger):
     class Options(TaggerOptions):
         min_words_per_line: int = Field(3, ge=0, description="a line with fewer words is 'too few words' (Dolma: 3; the original C4: 5)")
         min_sentences: int = Field(MIN_SENTENCES, ge=0, description="fewest sentences left after C4's line removal for keep=1")
-        use_rust: bool | None = Field(
-            None, description="use the Rust kernel (null: when the extension is built; false: the Python reference)"
-        )
+        use_rust: bool | None = Field(None, description="use the Rust kernel (null: the default, the kernel; false: the Python reference)")
 
     options: Options
 
@@ -133,14 +132,12 @@ class C4Tagger(Tagger):
         self.min_sentences = min_sentences
         if use_rust is None:
             use_rust = USE_RUST
-        if use_rust and C4Kernel is None:
-            raise TaggerError("c4: use_rust=True but the Rust extension is not available")
         self.kernel = C4Kernel(BAD_WORD_ENTRIES, min_words_per_line) if use_rust else None
 
     def predict(self, doc: Document) -> list[Span]:
         return self.predict_spans([doc])[0]
 
-    def predict_batch(self, docs: list[Document]) -> list[list[Span] | Grouped]:
+    def predict_batch(self, docs: list[Document]) -> list[list[Span]] | list[Grouped]:
         if self.kernel is None:
             return [self.predict_python(d) for d in docs]
         # Hundreds of line spans per page: the kernel builds the grouped mapping itself.

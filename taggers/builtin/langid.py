@@ -46,13 +46,14 @@ prunes the rest, ~6x faster), so an ``en`` score below 0.01 is written as 0.0.
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator
 
 from taggers import fasttext_models
-from taggers.base import Document, PathOption, Span, Tagger, TaggerOptions
+from taggers.base import Document, Granularity, PathOption, Span, Tagger, TaggerOptions
 from taggers.registry import register
 from taggers.text import line_spans
 
@@ -126,6 +127,10 @@ class _LidTagger(Tagger):
     def predict(self, doc: Document) -> list[Span]:
         return self.predict_batch([doc])[0]
 
+    @abstractmethod
+    def predict_batch(self, docs: list[Document]) -> list[list[Span]]:
+        """Spans of many documents in one batched fastText call (``predict`` is a batch of one)."""
+
     def _paragraphs(self, docs: list[Document]) -> tuple[list[list[tuple[int, int]]], list[str]]:
         spans = [list(line_spans(d.text)) for d in docs]
         texts = [d.text[a:b] for d, ss in zip(docs, spans) for a, b in ss]
@@ -166,10 +171,10 @@ class FastTextLanguageTagger(_LidTagger):
                 out[i].extend(Span("doc_" + lang, 0, end, p) for lang, p in preds)
         if self.mode != "document":
             spans, texts = self._paragraphs(docs)
-            preds = iter(_predict(self.model, texts, self.top_k, self.min_score))
+            paragraph_preds = iter(_predict(self.model, texts, self.top_k, self.min_score))
             for i, ss in enumerate(spans):
                 for a, b in ss:
-                    out[i].extend(Span(lang, a, b, p) for lang, p in next(preds))
+                    out[i].extend(Span(lang, a, b, p) for lang, p in next(paragraph_preds))
         return out
 
 
@@ -198,8 +203,9 @@ class FastTextEnglishDocumentTagger(_LidTagger):
 @register("ft_lang_id_en_paragraph_v2")
 class FastTextEnglishParagraphTagger(_LidTagger):
     description = "Dolma's ft_lang_id_en_paragraph_v2: probability each paragraph is English (en, not_en)"
-    granularity = "paragraph"
-    defaults = ("en", "not_en")
+    # Annotated: the subclass below sets other values (unannotated, mypy would infer these literals).
+    granularity: ClassVar[Granularity] = "paragraph"
+    defaults: tuple[str, ...] = ("en", "not_en")
 
     def predict_batch(self, docs: list[Document]) -> list[list[Span]]:
         spans, texts = self._paragraphs(docs)

@@ -220,7 +220,9 @@ def _phone_ok(s: str) -> bool:
             digits -= 2  # the international prefix is no digit of the number
         if not 8 <= digits <= 15:  # E.164: at most 15 digits; fewer than 8 is no full number
             return False
-        cc = _COUNTRY.match(s).group(1)
+        country = _COUNTRY.match(s)
+        assert country is not None  # _PHONE_RE puts digits after a leading "+" or "00"
+        cc = country.group(1)
         plan = _NATIONAL_DIGITS.get(cc)
         if plan is not None:
             national = digits - len(cc) - (s.count("(0)"))
@@ -254,7 +256,7 @@ def _phone_spans(text: str) -> list[Span]:
             for c in reversed([c.start() for c in _CUT.finditer(s)]):
                 cand = s[:c]
                 if s[c] not in " \t" and not (
-                    cand[0] in "+0" and _COUNTRY.match(cand) and _COUNTRY.match(cand).group(1) in _NATIONAL_DIGITS
+                    cand[0] in "+0" and (country := _COUNTRY.match(cand)) is not None and country.group(1) in _NATIONAL_DIGITS
                 ):
                     continue
                 if _phone_ok(cand):
@@ -287,7 +289,7 @@ def _ipv4_ok(text: str, m: re.Match) -> bool:
 
 
 def _ip_spans(text: str) -> list[Span]:
-    out = []
+    out: list[Span] = []
     if _IPV4_PRE.search(text):
         out.extend(Span(IP, m.start(), m.end(), 1.0) for m in _IPV4_RE.finditer(text) if _ipv4_ok(text, m))
     if "::" in text or text.count(":") >= 7:

@@ -23,6 +23,7 @@ defaults are ``hq`` and the trainer's defaults.
 from __future__ import annotations
 
 import os
+from abc import abstractmethod
 from typing import Any, Literal
 
 import orjson
@@ -35,6 +36,10 @@ from taggers.text import line_spans
 from taggers.train_classifier import LABEL_PREFIX, REPORT_SUFFIX, TrainClassifierConfig, normalise
 
 _FROM_REPORT: Any = object()  # "not given": take the value from the model's report, else the trainer's default
+# The default of an option that, when not given, comes from the model's report: None, never
+# validated and never read (``_settings`` reads only the options given); typed Any so that the
+# field keeps the type of a value given (a null given is refused, as for any bool).
+_NOT_GIVEN: Any = None
 _TRAINER_DEFAULTS = {name: TrainClassifierConfig.model_fields[name].default for name in ("lowercase", "collapse_whitespace", "max_chars")}
 
 
@@ -50,50 +55,20 @@ def _report(model_path: str) -> dict:
     return report if isinstance(report, dict) else {}
 
 
-@register("quality")
-class QualityClassifierTagger(Tagger):
-    description = "fastText quality classifier (train-classifier): P(positive label) per document (score) / paragraph"
-    granularity = "both"
-    defaults = ("score",)
+class _ClassifierTagger(Tagger):
+    """A fastText classifier's P(positive label) per document and/or paragraph; a subclass maps its
+    options to ``_setup``'s arguments (``_settings``)."""
 
-    class Options(TaggerOptions):
-        model_path: PathOption = Field(..., min_length=1, description="the fastText classifier, e.g. from `dolma-pipe train-classifier`")
-        positive_label: str | None = Field(None, description="label whose probability is the score (null: the model report's, else hq)")
-        granularity: Literal["document", "paragraph", "both"] = Field(
-            "document", description="document: score; paragraph: paragraph_score per line; both"
-        )
-        # Not given: as the model was trained (its report), else the trainer's default.
-        lowercase: bool = Field(
-            None,
-            validate_default=False,
-            json_schema_extra={"shown_default": "from the model's report"},
-            description="lower-case text before scoring",
-        )
-        collapse_whitespace: bool = Field(
-            None,
-            validate_default=False,
-            json_schema_extra={"shown_default": "from the model's report"},
-            description="collapse runs of whitespace to one space before scoring",
-        )
-        max_chars: int | None = Field(
-            None,
-            ge=1,
-            validate_default=False,
-            json_schema_extra={"shown_default": "from the model's report"},
-            description="characters of the text scored (null: the whole text)",
-        )
-
-    options: Options
+    # Annotated: ``_setup`` sets the types the granularity asked for (unannotated, mypy would infer this one).
+    defaults: tuple[str, ...] = ("score",)
 
     def __init__(self, **options: Any):
         super().__init__(**options)
         self._setup(**self._settings())
 
+    @abstractmethod
     def _settings(self) -> dict[str, Any]:
-        """The constructor's settings from the options; normalisation not given comes from the model's report."""
-        o = self.options
-        given = {k: getattr(o, k) if k in o.model_fields_set else _FROM_REPORT for k in ("lowercase", "collapse_whitespace", "max_chars")}
-        return {"model_path": o.model_path, "positive_label": o.positive_label, "granularity": o.granularity, **given}
+        """``_setup``'s arguments from the options."""
 
     def _setup(
         self,
@@ -109,7 +84,7 @@ class QualityClassifierTagger(Tagger):
         report = _report(model_path)
         trained = {**_TRAINER_DEFAULTS, **report.get("normalisation", {})}
         given = {"lowercase": lowercase, "collapse_whitespace": collapse_whitespace, "max_chars": max_chars}
-        self.norm = {k: trained[k] if v is _FROM_REPORT else v for k, v in given.items()}
+        self.norm: dict[str, Any] = {k: trained[k] if v is _FROM_REPORT else v for k, v in given.items()}
         # The options are checked by Options; what comes from the report is checked here.
         for key in ("lowercase", "collapse_whitespace"):
             if not isinstance(self.norm[key], bool):
@@ -165,8 +140,49 @@ class QualityClassifierTagger(Tagger):
         return out
 
 
+@register("quality")
+class QualityClassifierTagger(_ClassifierTagger):
+    description = "fastText quality classifier (train-classifier): P(positive label) per document (score) / paragraph"
+    granularity = "both"
+
+    class Options(TaggerOptions):
+        model_path: PathOption = Field(..., min_length=1, description="the fastText classifier, e.g. from `dolma-pipe train-classifier`")
+        positive_label: str | None = Field(None, description="label whose probability is the score (null: the model report's, else hq)")
+        granularity: Literal["document", "paragraph", "both"] = Field(
+            "document", description="document: score; paragraph: paragraph_score per line; both"
+        )
+        # Not given: as the model was trained (its report), else the trainer's default.
+        lowercase: bool = Field(
+            _NOT_GIVEN,
+            validate_default=False,
+            json_schema_extra={"shown_default": "from the model's report"},
+            description="lower-case text before scoring",
+        )
+        collapse_whitespace: bool = Field(
+            _NOT_GIVEN,
+            validate_default=False,
+            json_schema_extra={"shown_default": "from the model's report"},
+            description="collapse runs of whitespace to one space before scoring",
+        )
+        max_chars: int | None = Field(
+            None,
+            ge=1,
+            validate_default=False,
+            json_schema_extra={"shown_default": "from the model's report"},
+            description="characters of the text scored (null: the whole text)",
+        )
+
+    options: Options
+
+    def _settings(self) -> dict[str, Any]:
+        """The constructor's settings from the options; normalisation not given comes from the model's report."""
+        o = self.options
+        given = {k: getattr(o, k) if k in o.model_fields_set else _FROM_REPORT for k in ("lowercase", "collapse_whitespace", "max_chars")}
+        return {"model_path": o.model_path, "positive_label": o.positive_label, "granularity": o.granularity, **given}
+
+
 @register("dclm-oh-eli5")
-class DclmQualityTagger(QualityClassifierTagger):
+class DclmQualityTagger(_ClassifierTagger):
     """DCLM's OpenHermes + ELI5 vs RefinedWeb bigram classifier, as Dolma runs it.
 
     Dolma feeds it the whole document with lines joined by spaces, case kept,
@@ -181,7 +197,7 @@ class DclmQualityTagger(QualityClassifierTagger):
     class Options(TaggerOptions):
         model_path: PathOption = Field(..., min_length=1, description="DCLM's openhermes_reddit_eli5_vs_rw_v2_bigram_200k_train.bin")
 
-    options: Options  # type: ignore[assignment]
+    options: Options
 
     def _settings(self) -> dict[str, Any]:
         return {

@@ -63,7 +63,7 @@ class _UnitTagger(Tagger):
         scores = iter(self._score(texts) if texts else [])
         out = []
         for us in units:
-            spans = []
+            spans: list[Span] = []
             for start, end in us:
                 spans.extend(Span(t, start, end, p) for t, p in next(scores))
             out.append(spans)
@@ -166,13 +166,13 @@ class _FastTextToxicity(_UnitTagger):
         self.k = len(labels)  # every label's probability: the positive one may not be the top one
 
     def _score(self, texts: list[str]) -> list[list[tuple[str, float]]]:
-        pos_type = "__label__" + self.positive
-        neg_type = "__label__" + self.negative if self.negative is not None else None
         pos, neg = self.positive, self.negative
+        pos_type = "__label__" + pos
+        neg_type = "__label__" + neg if neg is not None else ""
         out = []
         for preds in fasttext_models.predict(self.model, texts, k=self.k):
             probs = dict(preds)
-            if neg_type is None:
+            if neg is None:
                 out.append([(pos_type, probs.get(pos, 0.0))])
             else:
                 out.append([(pos_type, probs.get(pos, 0.0)), (neg_type, probs.get(neg, 0.0))])
