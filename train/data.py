@@ -20,10 +20,11 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from train.shards import ShardError, check_sidecar, dtype_for_vocab, find_shards, max_token_id, open_tokens, token_count
+from train.shards import ShardError, check_sidecar, dtype_for_vocab, find_shards, open_tokens, sidecar_path, token_count
 
 
 class DataError(ValueError):
@@ -44,11 +45,18 @@ class ShardFile:
 
 
 class TokenDataset:
-    """Fixed-length instances over a list of shards; ``instance(i)`` is an int64 array."""
+    """Fixed-length instances over a list of shards; ``instance(i)`` is an int64 array.
 
-    def __init__(self, paths: list[str], seq_len: int, dtype: np.dtype, eos_id: int | None = None):
+    With ``vocab_size``, every instance read is checked to hold only ids below it: the
+    start-up check (``validate_shards``) covers the shards as they were then, this covers a
+    shard rewritten while the run goes on (a ``DataError`` naming the shard and the token
+    instead of an index error deep in the model).
+    """
+
+    def __init__(self, paths: list[str], seq_len: int, dtype: np.dtype, eos_id: int | None = None, vocab_size: int | None = None):
         self.seq_len = seq_len
         self.dtype = np.dtype(dtype)
+        self.vocab_size = vocab_size
         self.shards: list[ShardFile] = []
         try:
             for path, name in find_shards(paths):
@@ -74,7 +82,14 @@ class TokenDataset:
     def instance(self, index: int) -> np.ndarray:
         shard = int(np.searchsorted(self._starts, index, side="right") - 1)
         off = (index - int(self._starts[shard])) * self.seq_len
-        return np.asarray(self._map(shard)[off : off + self.seq_len], dtype=np.int64)
+        out = np.asarray(self._map(shard)[off : off + self.seq_len], dtype=np.int64)
+        if self.vocab_size is not None and int(out.max()) >= self.vocab_size:
+            pos = int(np.argmax(out >= self.vocab_size))
+            raise DataError(
+                f"{self.shards[shard].path}: token id {int(out[pos])} at token {off + pos} >= model.vocab_size "
+                f"{self.vocab_size} (the shard changed after the start-up check?)"
+            )
+        return out
 
     def batch(self, indices: np.ndarray) -> np.ndarray:
         return np.stack([self.instance(int(i)) for i in indices]) if len(indices) else np.zeros((0, self.seq_len), np.int64)
@@ -96,17 +111,126 @@ class TokenDataset:
         return h.hexdigest()[:16]
 
 
+# Bumped when the checks or the cache layout change: older cache files are then ignored.
+CHECKS_VERSION = 3
+_READ_CHUNK = 16 << 20  # bytes read at a time by the scan (memory stays flat)
+
+
+def _file_stamp(path: Path) -> list[int] | None:
+    """What the cache compares to decide that a file is unchanged without reading it: size,
+    modification time and inode-change time (in ns). The change time cannot be set back by
+    ``touch`` or a time-preserving copy, so any rewrite of the bytes changes the stamp."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return None
+    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+
+
+def _shard_stamp(path: Path) -> list:
+    return [_file_stamp(path), _file_stamp(sidecar_path(path))]
+
+
 def scan_shard(path: Path, dtype: np.dtype, n_tokens: int) -> dict:
-    """One pass over a shard: its largest token id and the problem of its ``.csv.gz`` sidecar
-    (missing, unreadable, rows outside the shard, not contiguous or not covering it), as
-    ``{"max": int, "sidecar": str | None}``."""
-    top = max_token_id(open_tokens(path, dtype)) if n_tokens else 0
+    """One pass over every byte of a shard: its largest token id, a hash of its content and of
+    its ``.csv.gz`` sidecar, and the sidecar's problem (missing, unreadable, rows outside the
+    shard, not contiguous or not covering it), as ``{"max", "sha1", "sidecar_sha1",
+    "sidecar", "stamp"}``. ``stamp`` (size and times of both files) is taken before reading,
+    so a file that changes during the scan is scanned again next time."""
+    stamp = _shard_stamp(path)
+    tokens = open_tokens(path, dtype)
+    h = hashlib.sha1(usedforsecurity=False)
+    top = 0
+    step = max(1, _READ_CHUNK // tokens.dtype.itemsize)
+    for i in range(0, len(tokens), step):  # whole tokens per block, each byte read once
+        block = np.ascontiguousarray(tokens[i : i + step])
+        h.update(block.data)
+        top = max(top, int(block.max()))
+    side = sidecar_path(path)
+    side_sha1 = hashlib.sha1(side.read_bytes(), usedforsecurity=False).hexdigest() if side.exists() else None
     try:
         check_sidecar(path, n_tokens)
         problem = None
     except ShardError as e:
         problem = str(e)
-    return {"max": top, "sidecar": problem}
+    return {"max": top, "sha1": h.hexdigest(), "sidecar_sha1": side_sha1, "sidecar": problem, "stamp": stamp}
+
+
+def _checks_cache_path(ds: TokenDataset, cache_dir: str | Path) -> Path:
+    # one file per dataset (the train and the validation shards each have theirs), named by
+    # the shards' absolute paths and dtype; its entries are keyed by shard name
+    key = hashlib.sha256(json.dumps([str(ds.dtype), [str(s.path.resolve()) for s in ds.shards]]).encode()).hexdigest()[:16]
+    return Path(cache_dir) / f"shard-checks-v{CHECKS_VERSION}-{key}.json"
+
+
+def _read_checks_cache(cache: Path) -> dict[str, dict]:
+    try:
+        raw = json.loads(cache.read_text())
+    except (OSError, ValueError):  # none yet, or cut off by a kill: start afresh
+        return {}
+    if not isinstance(raw, dict) or raw.get("version") != CHECKS_VERSION or not isinstance(raw.get("shards"), dict):
+        return {}
+    # an entry without every field is left out (its shard is scanned again)
+    fields = {"max", "sidecar", "stamp"}
+    return {k: v for k, v in raw["shards"].items() if isinstance(v, dict) and fields <= v.keys()}
+
+
+def shard_checks(
+    ds: TokenDataset,
+    cache: Path | None = None,
+    rank: int = 0,
+    world: int = 1,
+    all_gather: Callable[[Any], list[Any]] | None = None,
+) -> tuple[dict[str, dict], set[str]]:
+    """The scan result of every shard of ``ds``, and the names of those that were read now
+    (the others came from ``cache``).
+
+    A cached result is used only while the shard's and its sidecar's size, modification time
+    and change time are those recorded when it was scanned; any other shard is scanned again
+    (its full hash is recorded with the result). Ranks agree on what to scan (``all_gather``
+    of each one's list), split it between them, and gather the results; rank 0 writes the
+    cache.
+    """
+    cached = _read_checks_cache(cache) if cache is not None else {}
+    stale = [s.name for s in ds.shards if cached.get(s.name, {}).get("stamp") != _shard_stamp(s.path)]
+    if all_gather is not None:  # one rank seeing a change is enough (e.g. stale NFS attributes)
+        stale = sorted(set().union(*all_gather(stale)))
+    results = {s.name: cached[s.name] for s in ds.shards if s.name not in stale}
+    if stale:
+        by_name = {s.name: s for s in ds.shards}
+        mine = {name: scan_shard(by_name[name].path, ds.dtype, by_name[name].n_tokens) for i, name in enumerate(stale) if i % world == rank}
+        for part in all_gather(mine) if all_gather is not None else [mine]:
+            results.update(part)
+        if cache is not None and rank == 0:
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            tmp = cache.with_name(f".{cache.name}.tmp{os.getpid()}")
+            tmp.write_text(json.dumps({"version": CHECKS_VERSION, "dtype": str(ds.dtype), "shards": results}))
+            tmp.replace(cache)
+    return results, set(stale)
+
+
+def check_shard_results(
+    ds: TokenDataset, results: dict[str, dict], vocab_size: int, cache: Path | None = None, fresh: set[str] | None = None
+) -> None:
+    """Raise one ``DataError`` naming the first bad shard: a token id ``>= vocab_size`` or a
+    sidecar problem. A verdict that comes from ``cache`` (the shard is not in ``fresh``) says
+    so and names the file."""
+    for s in ds.shards:
+        r = results[s.name]
+        if cache is not None and fresh is not None and s.name not in fresh:
+            where = (
+                f" [cached result of an earlier check in {cache}: the shard and its sidecar have the size and times "
+                f"recorded then; delete the file to check again]"
+            )
+        else:
+            where = ""
+        if r["max"] >= vocab_size:
+            raise DataError(
+                f"{s.path}: token id {r['max']} >= model.vocab_size {vocab_size} "
+                f"(shards from another tokenizer, or the wrong data.token_dtype?){where}"
+            )
+        if r["sidecar"]:
+            raise DataError(f"{s.path}: {r['sidecar']}{where}")
 
 
 def validate_shards(
@@ -115,43 +239,19 @@ def validate_shards(
     cache_dir: str | Path | None = None,
     rank: int = 0,
     world: int = 1,
-    all_gather: Callable[[dict], list[dict]] | None = None,
+    all_gather: Callable[[Any], list[Any]] | None = None,
 ) -> None:
     """Check every token id is < ``vocab_size`` and every sidecar is sound; raise one
     ``DataError`` naming the first bad shard (the same on every rank).
 
     The scan reads each shard once: ranks split the shards between them (``all_gather``
-    collects the results), and the per-shard results are cached in ``cache_dir`` under the
-    dataset fingerprint, so a restart on the same data reads nothing.
+    collects the results), and the per-shard results are cached in ``cache_dir`` (see
+    ``shard_checks``), so a restart on unchanged data reads nothing and a changed shard is
+    read again.
     """
-    fp = ds.fingerprint()
-    # "v2": the checks of train.shards (contiguous rows covering the shard)
-    cache = Path(cache_dir) / f"shard-checks-v2-{fp}.json" if cache_dir else None
-    results: dict[str, dict] | None = None
-    if cache is not None and cache.exists():
-        try:
-            results = json.loads(cache.read_text())
-        except ValueError:
-            results = None
-    if results is None or set(results) != {s.name for s in ds.shards}:
-        mine = {s.name: scan_shard(s.path, ds.dtype, s.n_tokens) for i, s in enumerate(ds.shards) if i % world == rank}
-        results = {}
-        for part in all_gather(mine) if all_gather else [mine]:
-            results.update(part)
-        if cache is not None and rank == 0:
-            cache.parent.mkdir(parents=True, exist_ok=True)
-            tmp = cache.with_suffix(f".tmp{os.getpid()}")
-            tmp.write_text(json.dumps(results))
-            tmp.replace(cache)
-    for s in ds.shards:
-        r = results[s.name]
-        if r["max"] >= vocab_size:
-            raise DataError(
-                f"{s.path}: token id {r['max']} >= model.vocab_size {vocab_size} "
-                f"(shards from another tokenizer, or the wrong data.token_dtype?)"
-            )
-        if r["sidecar"]:
-            raise DataError(f"{s.path}: {r['sidecar']}")
+    cache = _checks_cache_path(ds, cache_dir) if cache_dir is not None else None
+    results, fresh = shard_checks(ds, cache, rank, world, all_gather)
+    check_shard_results(ds, results, vocab_size, cache, fresh)
 
 
 class GlobalOrder:

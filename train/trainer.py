@@ -70,11 +70,17 @@ class Trainer:
         self.stats = describe(m, cfg.data.seq_len)
 
         dtype = token_dtype(cfg.data.token_dtype, m.vocab_size)
-        self.data = TokenDataset(cfg.data.paths, cfg.data.seq_len, dtype, cfg.data.eos_id)
+        # every instance read is also checked against the vocabulary (a shard changed after
+        # the start-up check below is a data error, not an index error in the embedding)
+        self.data = TokenDataset(cfg.data.paths, cfg.data.seq_len, dtype, cfg.data.eos_id, vocab_size=m.vocab_size)
         self.fingerprint = self.data.fingerprint()
-        self.val_data = TokenDataset(cfg.data.val_paths, cfg.data.seq_len, dtype, cfg.data.eos_id) if cfg.data.val_paths else None
+        self.val_data = (
+            TokenDataset(cfg.data.val_paths, cfg.data.seq_len, dtype, cfg.data.eos_id, vocab_size=m.vocab_size)
+            if cfg.data.val_paths
+            else None
+        )
         # token ids < vocab_size and sound sidecars: one read of each shard, split over the
-        # ranks, cached in save_dir under the dataset fingerprint
+        # ranks, cached in save_dir (a shard is read again when its size or times change)
         cache = Path(cfg.checkpoint.save_dir) / "data_cache"
         for ds in filter(None, (self.data, self.val_data)):
             validate_shards(ds, m.vocab_size, cache, self.rank, self.world, self._all_gather)

@@ -137,9 +137,30 @@ def test_token_ids_and_sidecars_are_checked_once_per_dataset(tmp_path, monkeypat
     with pytest.raises(DataError, match="token id 2032"):
         validate_shards(ds, 2032, cache_dir=tmp_path / "cache")
     monkeypatch.undo()
-    # ranks split the shards; the gathered results are the same
-    parts = [{s.name: data.scan_shard(s.path, ds.dtype, s.n_tokens) for i, s in enumerate(ds.shards) if i % 2 == r} for r in range(2)]
-    validate_shards(ds, 2033, rank=1, world=2, all_gather=lambda mine: parts)
+    # two ranks (threads with a real all_gather) split the shards and share the results
+    import threading
+
+    barrier, slots, scanned = threading.Barrier(2), [None, None], {0: [], 1: []}
+    real_scan = data.scan_shard
+
+    def rank_main(rank):
+        def all_gather(obj):
+            slots[rank] = obj
+            barrier.wait()
+            out = list(slots)
+            barrier.wait()
+            return out
+
+        validate_shards(TokenDataset([root], 16, np.uint16), 2033, tmp_path / "cache2", rank, 2, all_gather)
+
+    monkeypatch.setattr(data, "scan_shard", lambda p, *a: scanned[int(threading.current_thread().name)].append(p.name) or real_scan(p, *a))
+    threads = [threading.Thread(target=rank_main, args=(r,), name=str(r)) for r in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert scanned == {0: ["part-00000.npy", "part-00002.npy"], 1: ["part-00001.npy"]}
+    monkeypatch.undo()
     # sidecars: a row past the shard's end, a gap, rows that stop short, garbage, or none at all
     side = tmp_path / "d" / "part-00001.csv.gz"
     with gzip.open(side, "wt") as f:
@@ -161,3 +182,84 @@ def test_token_ids_and_sidecars_are_checked_once_per_dataset(tmp_path, monkeypat
     side.unlink()
     with pytest.raises(DataError, match="part-00001.csv.gz is missing"):
         validate_shards(TokenDataset([root], 16, np.uint16), 4000)
+
+
+def _big_shard(root, n=12_000, bad_at=None, bad=1500):
+    """One uint16 shard of ``n`` tokens (ids 1..499 then EOS): past the first and last 4 KiB,
+    so a change in the middle is outside what a head/tail fingerprint reads."""
+    tokens = [1 + i % 499 for i in range(n - 1)]
+    if bad_at is not None:
+        tokens[bad_at] = bad
+    write_shard(root / "part-00000.npy", [tokens], eos_id=0, vocab_size=2**16, dtype=np.uint16)
+    return str(root)
+
+
+def _poke(path, pos, value):
+    """Rewrite one token in place (as a bad copy or a fix by hand would)."""
+    m = np.memmap(path, dtype=np.uint16, mode="r+")
+    m[pos] = value
+    m.flush()
+    del m
+
+
+def test_shard_check_cache_sees_a_shard_fixed_in_the_middle(tmp_path):
+    root = _big_shard(tmp_path / "d", bad_at=6000)
+    ds = TokenDataset([root], 16, np.uint16)
+    cache = tmp_path / "cache"
+    with pytest.raises(DataError, match=r"part-00000.npy: token id 1500 >= model.vocab_size 512") as first:
+        validate_shards(ds, 512, cache_dir=cache)
+    assert str(cache) not in str(first.value)  # a fresh scan: nothing to say about a cache
+    # the same shard again, unchanged: the failure comes from the cache, and says where it is
+    (cache_file,) = cache.glob("shard-checks-*.json")
+    with pytest.raises(DataError, match="token id 1500") as again:
+        validate_shards(TokenDataset([root], 16, np.uint16), 512, cache_dir=cache)
+    assert str(cache_file) in str(again.value) and "\n" not in str(again.value)
+    # fixed in the middle (the first and last 4 KiB and the size are unchanged): checked again
+    _poke(tmp_path / "d" / "part-00000.npy", 6000, 7)
+    validate_shards(TokenDataset([root], 16, np.uint16), 512, cache_dir=cache)
+
+
+def test_shard_check_cache_sees_a_shard_corrupted_in_the_middle(tmp_path, monkeypatch):
+    import train.data as data
+
+    root = _big_shard(tmp_path / "d")
+    cache = tmp_path / "cache"
+    validate_shards(TokenDataset([root], 16, np.uint16), 512, cache_dir=cache)  # clean, cached
+    scans = []
+    real_scan = data.scan_shard
+    monkeypatch.setattr(data, "scan_shard", lambda *a: scans.append(a[0]) or real_scan(*a))
+    validate_shards(TokenDataset([root], 16, np.uint16), 512, cache_dir=cache)
+    assert scans == []  # unchanged: a restart reads no shard
+    _poke(tmp_path / "d" / "part-00000.npy", 6000, 1500)
+    with pytest.raises(DataError, match=r"part-00000.npy: token id 1500 >= model.vocab_size 512"):
+        validate_shards(TokenDataset([root], 16, np.uint16), 512, cache_dir=cache)
+    assert len(scans) == 1
+
+
+def test_a_token_outside_the_vocabulary_is_a_data_error_when_read(tmp_path):
+    """A shard changed after the start-up check fails as a data error naming the shard, not as
+    an IndexError in the embedding."""
+    root = _big_shard(tmp_path / "d")
+    ds = TokenDataset([root], 16, np.uint16, vocab_size=512)
+    ds.batch(np.arange(ds.n_instances))  # all fine
+    _poke(tmp_path / "d" / "part-00000.npy", 6000, 1500)
+    ds = TokenDataset([root], 16, np.uint16, vocab_size=512)
+    ds.batch(np.array([0, 1]))  # instances that do not hold it are still read
+    with pytest.raises(DataError, match=r"part-00000.npy: token id 1500 at token 6000 >= model.vocab_size 512"):
+        ds.batch(np.array([0, 6000 // 16]))
+
+
+def test_trainer_start_up_catches_a_shard_corrupted_after_a_clean_run(tmp_path, monkeypatch):
+    """The start-up check of a real (one-rank, in-process) trainer: a clean start caches the
+    results in save_dir; a token rewritten in the middle of a shard afterwards is a data error
+    at the next start, not an IndexError in the embedding later."""
+    from tests.train.launcher import one_rank_trainer
+    from train.testing import tiny_config
+
+    data = {"train": _big_shard(tmp_path / "train"), "val": _big_shard(tmp_path / "val", n=500)}
+    raw = tiny_config(tmp_path / "run", data, train={"max_steps": 1})
+    one_rank_trainer(monkeypatch, raw).close()
+    assert len(list((tmp_path / "run" / "data_cache").glob("shard-checks-*.json"))) == 2
+    _poke(tmp_path / "train" / "part-00000.npy", 6000, 1500)
+    with pytest.raises(DataError, match=r"part-00000.npy: token id 1500 >= model.vocab_size 512"):
+        one_rank_trainer(monkeypatch, raw)
