@@ -346,8 +346,15 @@ def check_fingerprint(saved: str | None, current: str, allow_mismatch: bool) -> 
 
 
 def eval_indices(n_instances: int, max_instances: int, rank: int, world: int) -> np.ndarray:
-    """Validation instances for one rank; every rank gets the same count (FSDP needs every
-    rank in every forward), so the tail that does not divide evenly is left out."""
+    """Validation instances for one rank: the first ``min(n_instances, max_instances)``,
+    dealt round-robin, so that together the ranks evaluate every one of them.
+
+    Every rank gets the same number of slots (FSDP needs every rank in every forward): the
+    ranks short of it get trailing ``-1`` slots, which ``evaluate_loss`` fills with a real
+    instance and leaves out of the loss. So 1, 2 or 4 ranks report the same loss.
+    """
     n = min(n_instances, max_instances)
-    n -= n % world
-    return np.arange(rank, n, world, dtype=np.int64)
+    per_rank = -(-n // world)
+    idx = np.arange(rank, per_rank * world, world, dtype=np.int64)
+    idx[idx >= n] = -1
+    return idx

@@ -24,16 +24,27 @@ from train.data import TokenDataset, eval_indices, token_dtype
 
 
 @torch.no_grad()
-def evaluate_loss(model, dataset: TokenDataset, indices: np.ndarray, micro_batch: int, device, vocab_size: int) -> dict:
-    """Mean next-token cross entropy over ``indices`` (summed over all ranks if distributed)."""
+def evaluate_loss(
+    model: torch.nn.Module, dataset: TokenDataset, indices: np.ndarray, micro_batch: int, device: torch.device | str, vocab_size: int
+) -> dict:
+    """Mean next-token cross entropy over ``indices`` (summed over all ranks if distributed).
+
+    A ``-1`` index is a padding slot (see ``train.data.eval_indices``): it runs through the
+    model like any instance, so every rank makes the same forwards, and counts for nothing.
+    """
     was_training = model.training
     model.eval()
     total = torch.zeros(2, dtype=torch.float64, device=device)  # (sum of losses, token count)
     for i in range(0, len(indices), micro_batch):
-        tokens = torch.from_numpy(dataset.batch(indices[i : i + micro_batch])).to(device)
+        chunk = indices[i : i + micro_batch]
+        real = torch.from_numpy(chunk >= 0).to(device)
+        tokens = torch.from_numpy(dataset.batch(np.where(chunk >= 0, chunk, 0))).to(device)
         logits = model(tokens)[:, :-1, :vocab_size].float()
-        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tokens[:, 1:].reshape(-1), reduction="sum")
-        total += torch.stack([loss.double(), torch.tensor(tokens[:, 1:].numel(), dtype=torch.float64, device=device)])
+        targets = tokens[:, 1:]
+        per_token = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), reduction="none")
+        per_instance = per_token.view(targets.shape).double().sum(dim=1)
+        total[0] += per_instance[real].sum()
+        total[1] += real.sum() * targets.shape[1]
     if dist.is_initialized() and dist.get_world_size() > 1:
         dist.all_reduce(total)
     model.train(was_training)

@@ -349,6 +349,9 @@ class Trainer:
         return {"step": self.step, "preempted": self.stop_requested, "eval": last_eval}
 
     def run_eval(self) -> dict:
+        if self.val_data is None:
+            raise RuntimeError("run_eval without data.val_paths")
+        # every validation instance, on any number of ranks (the tail is padded and masked)
         idx = eval_indices(self.val_data.n_instances, self.cfg.data.val_max_instances, self.rank, self.world)
         r = evaluate_loss(self.model, self.val_data, idx, self.cfg.train.micro_batch_size, self.device, self.cfg.model.vocab_size)
         self._log({"step": self.step, "eval/loss": r["loss"], "eval/ppl": r["ppl"]})

@@ -94,11 +94,18 @@ def test_fingerprint_tracks_the_data_not_its_location(tmp_path):
     assert check_fingerprint(a.fingerprint(), a.fingerprint(), allow_mismatch=False) is None
 
 
-def test_eval_indices_are_equal_per_rank_and_disjoint():
-    parts = [eval_indices(11, 100, r, 2) for r in range(2)]
-    assert len(parts[0]) == len(parts[1]) == 5
-    assert sorted(np.concatenate(parts).tolist()) == list(range(10))
-    assert len(eval_indices(11, 4, 0, 2)) == 2
+def test_eval_indices_cover_every_instance_on_any_rank_count():
+    """Every rank gets the same number of slots (FSDP needs every rank in every forward); the
+    ranks short of it get -1 slots (masked out of the loss); no instance is left out."""
+    for n, world in [(11, 1), (11, 2), (11, 3), (11, 4), (12, 4), (3, 4)]:
+        parts = [eval_indices(n, 100, r, world) for r in range(world)]
+        assert {len(p) for p in parts} == {-(-n // world)}, (n, world)
+        flat = np.concatenate(parts)
+        assert sorted(flat[flat >= 0].tolist()) == list(range(n)), (n, world)
+        assert (flat < 0).sum() == len(flat) - n
+    assert eval_indices(11, 100, 1, 4).tolist() == [1, 5, 9]
+    assert eval_indices(11, 100, 3, 4).tolist() == [3, 7, -1]
+    assert eval_indices(11, 4, 0, 2).tolist() == [0, 2]  # val_max_instances caps it
 
 
 def test_order_is_uint32_and_cached_once_as_a_file(tmp_path, monkeypatch):

@@ -16,6 +16,18 @@ from tests.train.launcher import WRITE_DELAY_S, launch_with_hooks, stage1  # noq
 from train.testing import launch, read_metrics, tiny_config, train_losses, write_config  # noqa: E402
 
 
+def _assert_eval_matches_the_cli(save_dir, val, step=6):
+    """The in-trainer evaluation at the end of the run reports the loss that
+    ``python -m train.evaluate`` reports for the checkpoint of the same step (all 61
+    validation instances, whatever the rank count)."""
+    from train.evaluate import evaluate_checkpoints
+
+    (in_training,) = [m for m in read_metrics(save_dir) if "eval/loss" in m and m["step"] == step]
+    cli = evaluate_checkpoints([str(save_dir / f"step{step}")], [val], device="cpu")[str(save_dir / f"step{step}")]
+    assert cli["tokens"] == 61 * 31
+    assert in_training["eval/loss"] == pytest.approx(cli["loss"], rel=1e-6, abs=0)
+
+
 def _copy_checkpoint(src_run, step, dst_dir):
     dst_dir.mkdir(parents=True)
     shutil.copytree(src_run / f"step{step}", dst_dir / f"step{step}")
@@ -58,6 +70,7 @@ def test_eval_every_interval_and_once_at_the_end(tmp_path_factory):
     s1 = stage1(tmp_path_factory)  # eval.interval 3 of 6 steps, eval.at_end
     evals = [m["step"] for m in read_metrics(s1.save_dir) if "eval/loss" in m]
     assert evals == [3, 6]  # step 6 is both an interval step and the end: evaluated once
+    _assert_eval_matches_the_cli(s1.save_dir, s1.data["val"])  # 2 ranks, 61 instances
 
 
 def test_data_order_and_shard_checks_are_cached_in_save_dir(tmp_path_factory):
@@ -127,6 +140,7 @@ def test_checkpoint_from_two_ranks_resumes_on_one(tmp_path_factory, tmp_path):
     assert sorted(one) == [4, 5, 6]
     for step in (4, 5, 6):  # same math, different reduction order: equal to float precision
         assert one[step] == pytest.approx(two[step], rel=1e-5, abs=1e-6)
+    _assert_eval_matches_the_cli(tmp_path / "C", s1.data["val"])
 
 
 def test_checkpoint_from_two_ranks_resumes_on_four(tmp_path_factory, tmp_path):
@@ -138,6 +152,7 @@ def test_checkpoint_from_two_ranks_resumes_on_four(tmp_path_factory, tmp_path):
     four, two = train_losses(tmp_path / "D"), train_losses(s1.save_dir)
     for step in (4, 5, 6):
         assert four[step] == pytest.approx(two[step], rel=1e-5, abs=1e-6)
+    _assert_eval_matches_the_cli(tmp_path / "D", s1.data["val"])  # 61 instances on 4 ranks
 
 
 def test_resume_with_a_larger_global_batch_continues_the_token_count(tmp_path_factory, tmp_path):
