@@ -14,17 +14,21 @@ Retention keeps the newest ``keep_last`` folders plus "permanent" ones.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import shutil
 import warnings
 from concurrent.futures import Future
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint import FileSystemReader, FileSystemWriter
+from torch.distributed.checkpoint.api import CheckpointException
+from torch.distributed.checkpoint.metadata import Metadata, TensorStorageMetadata
 from torch.distributed.checkpoint.state_dict import (
     get_model_state_dict,
     get_state_dict,
@@ -68,13 +72,94 @@ def latest_checkpoint(save_dir: str | Path) -> Path | None:
     return ckpts[-1][1] if ckpts else None
 
 
+def require_checkpoint(path: str | Path) -> Path:
+    """``path`` as a ``Path`` if it is a complete checkpoint folder, else a ``CheckpointError``
+    that names it and says what is wrong (the tools print it as one line)."""
+    p = Path(path)
+    if not p.exists():
+        raise CheckpointError(f"{p}: does not exist")
+    if not p.is_dir():
+        raise CheckpointError(f"{p}: not a checkpoint folder (a file)")
+    if not (p / STATE_FILE).exists():
+        steps = list_checkpoints(p)
+        hint = f"; it holds a run's checkpoints: name one of them, e.g. {steps[-1][1]}" if steps else ""
+        raise CheckpointError(f"{p}: not a checkpoint folder (no {STATE_FILE}){hint}")
+    if not (p / ".metadata").exists():
+        raise CheckpointError(f"{p}: incomplete checkpoint (no .metadata: a save that was cut off?)")
+    return p
+
+
 def read_state(path: str | Path) -> dict:
-    return json.loads((Path(path) / STATE_FILE).read_text())
+    p = require_checkpoint(path)
+    try:
+        state = json.loads((p / STATE_FILE).read_text())
+    except ValueError as e:
+        raise CheckpointError(f"{p / STATE_FILE}: not valid JSON ({e})") from None
+    if not isinstance(state, dict):
+        raise CheckpointError(f"{p / STATE_FILE}: expected a JSON object")
+    return state
+
+
+def _metadata(path: str | Path) -> Metadata:
+    return FileSystemReader(str(require_checkpoint(path))).read_metadata()
 
 
 def has_optimizer(path: str | Path) -> bool:
-    meta = FileSystemReader(str(path)).read_metadata()
-    return any(k.startswith("optim.") for k in meta.state_dict_metadata)
+    return any(k.startswith("optim.") for k in _metadata(path).state_dict_metadata)
+
+
+def _config_diff(path: str | Path, model: torch.nn.Module) -> str:
+    """``model.d_model: 64 in the checkpoint, 128 in the config; ...`` (empty if unknown)."""
+    mine = getattr(model, "cfg", None)
+    try:
+        saved = read_state(path).get("config", {}).get("model")
+    except CheckpointError:
+        return ""
+    if not dataclasses.is_dataclass(mine) or isinstance(mine, type) or not isinstance(saved, dict):
+        return ""
+    now = dataclasses.asdict(mine)
+    diff = [f"model.{k}: {saved[k]} in the checkpoint, {now[k]} in the config" for k in now if k in saved and saved[k] != now[k]]
+    return "; ".join(diff)
+
+
+def check_model_shapes(path: str | Path, model: torch.nn.Module) -> None:
+    """Refuse a checkpoint whose ``model.*`` tensors do not fit ``model`` (another size of
+    model), naming the checkpoint, the first tensor and the model keys that differ, before
+    DCP fails deep inside its load plan. Reads only the checkpoint's metadata."""
+    saved = {
+        k.removeprefix("model."): tuple(md.size)
+        for k, md in _metadata(path).state_dict_metadata.items()
+        if k.startswith("model.") and isinstance(md, TensorStorageMetadata)
+    }
+    mine = {k: tuple(v.shape) for k, v in model.state_dict().items()}
+    bad = [(k, saved[k], shape) for k, shape in mine.items() if k in saved and saved[k] != shape]
+    missing = [k for k in mine if k not in saved]
+    if not bad and not missing:
+        return
+    parts = []
+    if bad:
+        k, a, b = bad[0]
+        more = f" (and {len(bad) - 1} more tensors)" if len(bad) > 1 else ""
+        parts.append(f"model.{k} is {list(a)} in the checkpoint but {list(b)} in this run{more}")
+    if missing:
+        parts.append(f"{len(missing)} tensor(s) of this model are not in it (model.{missing[0]}{', ...' if len(missing) > 1 else ''})")
+    diff = _config_diff(path, model)
+    raise CheckpointError(
+        f"{path}: {'; '.join(parts)}: not the model this run builds"
+        + (f" ({diff})" if diff else "")
+        + "; the model config must be the one the checkpoint was trained with"
+    )
+
+
+def _dcp_load(state_dict: dict, path: str | Path, **kw: Any) -> None:
+    """``dcp.load`` whose failure (a truncated or foreign file) is one ``CheckpointError`` line
+    naming the checkpoint, not a traceback per rank."""
+    try:
+        dcp.load(state_dict, checkpoint_id=str(path), **kw)
+    except CheckpointException as e:
+        first = next(iter(e.failures.values()), None)
+        cause = f"{type(first[0]).__name__}: {first[0]}" if first else str(e).splitlines()[0]
+        raise CheckpointError(f"{path}: cannot be loaded ({cause})") from None
 
 
 def check_optimizer_layout(path: str | Path, model, optimizer) -> None:
@@ -86,14 +171,14 @@ def check_optimizer_layout(path: str | Path, model, optimizer) -> None:
     """
     names = {id(p): n for n, p in model.named_parameters()}
     mine = [sorted(names[id(p)] for p in g["params"]) for g in optimizer.param_groups]
-    meta = FileSystemReader(str(path)).read_metadata()
+    meta = _metadata(path)
     n_saved = len({k.split(".")[2] for k in meta.state_dict_metadata if k.startswith("optim.param_groups.")})
     saved: list = []
     if n_saved:
         sd = {"optim": {"param_groups": [{"params": []} for _ in range(n_saved)]}}
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
-            dcp.load(sd, checkpoint_id=str(path), no_dist=not dist.is_initialized())
+            _dcp_load(sd, path, no_dist=not dist.is_initialized())
         saved = [sorted(g["params"]) for g in sd["optim"]["param_groups"]]
     if saved != mine:
 
@@ -194,17 +279,17 @@ class Checkpointer:
     @staticmethod
     def load(path: str | Path, model, optimizer, load_optimizer: bool = True) -> dict:
         """Load model (and optimizer) state from ``path`` into a sharded model; any rank count."""
-        path = Path(path)
+        path = require_checkpoint(path)
+        check_model_shapes(path, model)
         if load_optimizer and has_optimizer(path):
             check_optimizer_layout(path, model, optimizer)
             model_sd, optim_sd = get_state_dict(model, optimizer)
-            sd = {"model": model_sd, "optim": optim_sd}
-            dcp.load(sd, checkpoint_id=str(path))
+            sd: dict[str, Any] = {"model": model_sd, "optim": optim_sd}
+            _dcp_load(sd, path)
             set_state_dict(model, optimizer, model_state_dict=sd["model"], optim_state_dict=sd["optim"])
         else:
-            model_sd = get_model_state_dict(model)
-            sd = {"model": model_sd}
-            dcp.load(sd, checkpoint_id=str(path))
+            sd = {"model": get_model_state_dict(model)}
+            _dcp_load(sd, path)
             set_model_state_dict(model, sd["model"])
         return read_state(path)
 
@@ -214,12 +299,14 @@ def load_model_weights(path: str | Path, model: torch.nn.Module) -> dict:
 
     Used by the soup, evaluation and the Hugging Face export; works without a process group.
     """
+    state = read_state(path)
+    check_model_shapes(path, model)
     sd = {"model": model.state_dict()}
     with warnings.catch_warnings():  # "assuming the intent is to load in a single process": it is
         warnings.simplefilter("ignore", UserWarning)
-        dcp.load(sd, checkpoint_id=str(path), no_dist=not dist.is_initialized())
+        _dcp_load(sd, path, no_dist=not dist.is_initialized())
     model.load_state_dict(sd["model"])
-    return read_state(path)
+    return state
 
 
 def save_model_weights(path: str | Path, model_sd: dict, state: dict) -> Path:
@@ -241,6 +328,7 @@ __all__ = [
     "list_checkpoints",
     "load_model_weights",
     "read_state",
+    "require_checkpoint",
     "save_model_weights",
     "step_dir",
 ]

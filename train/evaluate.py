@@ -19,8 +19,9 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
+from train.checkpoint import CheckpointError
 from train.config import ModelConfig
-from train.data import TokenDataset, eval_indices, token_dtype
+from train.data import DataError, TokenDataset, check_shard_results, eval_indices, shard_checks, token_dtype
 
 
 @torch.no_grad()
@@ -71,23 +72,41 @@ def empty_model(mcfg: ModelConfig, device) -> torch.nn.Module:
 
 
 def evaluate_checkpoints(
-    paths: list[str], val_paths: list[str], seq_len: int | None = None, max_instances: int = 1024, micro_batch: int = 4, device=None
+    paths: list[str],
+    val_paths: list[str],
+    seq_len: int | None = None,
+    max_instances: int = 1024,
+    micro_batch: int = 4,
+    device: torch.device | str | None = None,
 ) -> dict[str, dict]:
-    """Loss/perplexity of each checkpoint on the validation shards, in this process."""
+    """Loss/perplexity of each checkpoint on the validation shards, in this process.
+
+    The shards get the trainer's checks first (token ids below the checkpoint's vocabulary,
+    sound sidecars, EOS at the end if the run set ``data.eos_id``): a wrong path or shards
+    from another tokenizer are a ``DataError`` naming the file, a wrong checkpoint a
+    ``CheckpointError`` naming it.
+    """
     from train.checkpoint import load_model_weights, read_state
 
-    device = torch.device(device) if device is not None else default_device()
+    dev = torch.device(device) if device is not None else default_device()
+    states = {str(p): read_state(p) for p in paths}  # every path checked before any work
+    scans: dict[tuple, tuple[TokenDataset, dict[str, dict]]] = {}
     results = {}
-    for path in paths:
-        state = read_state(path)
+    for path, state in states.items():
         mcfg = model_config_from_state(state)
         dcfg = state["config"]["data"]
         sl = seq_len or dcfg["seq_len"]
-        data = TokenDataset(val_paths, sl, token_dtype(dcfg["token_dtype"], mcfg.vocab_size))
-        model = empty_model(mcfg, device)
+        dtype = token_dtype(dcfg["token_dtype"], mcfg.vocab_size)
+        key = (sl, str(dtype), dcfg.get("eos_id"))
+        if key not in scans:  # one read of the shards for all checkpoints that read them alike
+            data = TokenDataset(val_paths, sl, dtype, dcfg.get("eos_id"))
+            scans[key] = (data, shard_checks(data)[0])
+        data, checks = scans[key]
+        check_shard_results(data, checks, mcfg.vocab_size)
+        model = empty_model(mcfg, dev)
         load_model_weights(path, model)
         idx = eval_indices(data.n_instances, max_instances, 0, 1)
-        results[str(path)] = evaluate_loss(model, data, idx, micro_batch, device, mcfg.vocab_size)
+        results[path] = evaluate_loss(model, data, idx, micro_batch, dev, mcfg.vocab_size)
         del model
     return results
 
@@ -108,9 +127,25 @@ def main(argv=None) -> int:
     ap.add_argument("--device", default=None, help="cuda, cuda:1, cpu, ... (default: cuda if available, else cpu)")
     ap.add_argument("--json", action="store_true", help="print JSON instead of a table")
     args = ap.parse_args(argv)
-    results = evaluate_checkpoints(args.checkpoints, args.val_paths, args.seq_len, args.max_instances, device=args.device)
-    print(json.dumps(results, indent=1)) if args.json else print_table(results)
+    try:
+        results = evaluate_checkpoints(args.checkpoints, args.val_paths, args.seq_len, args.max_instances, device=args.device)
+    except (CheckpointError, DataError) as e:
+        return report_error(e)
+    if args.json:
+        print(json.dumps(results, indent=1))
+    else:
+        print_table(results)
     return 0
+
+
+def report_error(e: CheckpointError | DataError) -> int:
+    """A user mistake as one line on stderr and the status ``python -m train`` gives the same
+    kind of mistake: 3 for a data error, 2 for a checkpoint error."""
+    if isinstance(e, DataError):
+        print(f"data error: {e}", file=sys.stderr)
+        return 3
+    print(f"checkpoint error: {e}", file=sys.stderr)
+    return 2
 
 
 if __name__ == "__main__":

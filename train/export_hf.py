@@ -17,9 +17,9 @@ from pathlib import Path
 
 import torch
 
-from train.checkpoint import load_model_weights, read_state
+from train.checkpoint import CheckpointError, load_model_weights, read_state
 from train.config import ModelConfig
-from train.evaluate import model_config_from_state
+from train.evaluate import model_config_from_state, report_error
 from train.model import Transformer, mlp_hidden, padded_vocab
 
 _BLOCK_RENAMES = {
@@ -115,7 +115,10 @@ def main(argv=None) -> int:
     ap.add_argument("--eos-id", type=int, default=None)
     ap.add_argument("--pad-id", type=int, default=None)
     args = ap.parse_args(argv)
-    out = export_checkpoint(args.checkpoint, args.out, getattr(torch, args.dtype), args.eos_id, args.pad_id)
+    try:
+        out = export_checkpoint(args.checkpoint, args.out, getattr(torch, args.dtype), args.eos_id, args.pad_id)
+    except CheckpointError as e:
+        return report_error(e)
     print(f"exported {args.checkpoint} -> {out}")
     return 0
 

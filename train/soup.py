@@ -21,25 +21,51 @@ from pathlib import Path
 
 import torch
 
-from train.checkpoint import load_model_weights, read_state, save_model_weights
-from train.evaluate import default_device, empty_model, evaluate_checkpoints, model_config_from_state, print_table
+from train.checkpoint import STATE_FILE, CheckpointError, load_model_weights, read_state, save_model_weights
+from train.data import DataError
+from train.evaluate import default_device, empty_model, evaluate_checkpoints, model_config_from_state, print_table, report_error
 
 
-def soup(paths: list[str], out: str, weights: list[float] | None = None, device=None) -> Path:
+class SoupError(ValueError):
+    """Ingredients or arguments that do not make a soup (the message says which)."""
+
+
+def _model_diff(a: dict, b: dict) -> str:
+    return ", ".join(f"model.{k}: {b[k]} vs {a.get(k)}" for k in b if a.get(k) != b[k])
+
+
+def _check_out(out: Path, paths: list[str]) -> None:
+    """``out`` is deleted and rewritten: refuse an ingredient, or a folder that a soup did
+    not write (a run's save_dir, say)."""
+    if any(out.resolve() == Path(p).resolve() for p in paths):
+        raise SoupError(f"--out {out}: is one of the ingredients")
+    if not out.exists() or (out.is_dir() and not any(out.iterdir())):
+        return
+    try:
+        kind = json.loads((out / STATE_FILE).read_text()).get("kind")
+    except (OSError, ValueError, AttributeError):
+        kind = None
+    if kind != "soup":
+        raise SoupError(f"--out {out}: exists and is not a soup written by train.soup (it would be deleted); choose a new folder")
+
+
+def soup(paths: list[str], out: str, weights: list[float] | None = None, device: torch.device | str | None = None) -> Path:
     if len(paths) < 2:
-        raise ValueError("a soup needs at least two checkpoints")
+        raise SoupError("a soup needs at least two checkpoints")
     weights = weights or [1.0] * len(paths)
     if len(weights) != len(paths):
-        raise ValueError("--weights needs one number per checkpoint")
+        raise SoupError(f"--weights needs one number per checkpoint ({len(weights)} for {len(paths)})")
     if any(w < 0 for w in weights) or sum(weights) <= 0:
-        raise ValueError("--weights must be non-negative with a positive sum")
+        raise SoupError("--weights must be non-negative with a positive sum")
+    _check_out(Path(out), paths)
     states = [read_state(p) for p in paths]
     mcfg = model_config_from_state(states[0])
     for p, s in zip(paths[1:], states[1:]):
         if model_config_from_state(s) != mcfg:
-            raise ValueError(f"{p}: model shape differs from {paths[0]}; only same-shape models can be souped")
-    device = torch.device(device) if device is not None else default_device()
-    model = empty_model(mcfg, device)  # storage only: every value comes from a checkpoint
+            diff = _model_diff(states[0]["config"]["model"], s["config"]["model"])
+            raise SoupError(f"{p}: model shape differs from {paths[0]} ({diff}); only same-shape models can be souped")
+    dev = torch.device(device) if device is not None else default_device()
+    model = empty_model(mcfg, dev)  # storage only: every value comes from a checkpoint
     mean: dict[str, torch.Tensor] = {}
     seen_w = 0.0
     for p, w in zip(paths, weights):
@@ -88,12 +114,20 @@ def main(argv=None) -> int:
     ap.add_argument("--max-instances", type=int, default=1024)
     ap.add_argument("--device", default=None, help="cuda, cpu, ... (default: cuda if available, else cpu)")
     args = ap.parse_args(argv)
-    out = soup(args.checkpoints, args.out, args.weights, device=args.device)
-    print(f"soup of {len(args.checkpoints)} checkpoints -> {out}")
-    if args.val_paths:
-        results = evaluate_checkpoints([*args.checkpoints, str(out)], args.val_paths, max_instances=args.max_instances, device=args.device)
-        print_table(results)
-        (Path(out) / "eval.json").write_text(json.dumps(results, indent=1))
+    try:
+        out = soup(args.checkpoints, args.out, args.weights, device=args.device)
+        print(f"soup of {len(args.checkpoints)} checkpoints -> {out}")
+        if args.val_paths:
+            results = evaluate_checkpoints(
+                [*args.checkpoints, str(out)], args.val_paths, max_instances=args.max_instances, device=args.device
+            )
+            print_table(results)
+            (Path(out) / "eval.json").write_text(json.dumps(results, indent=1))
+    except SoupError as e:
+        print(f"soup error: {e}", file=sys.stderr)
+        return 2
+    except (CheckpointError, DataError) as e:
+        return report_error(e)
     return 0
 
 

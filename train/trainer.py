@@ -204,9 +204,12 @@ class Trainer:
             self.saved_step = self.step
             self._print(f"resumed from {latest} (step {self.step}, {state['tokens_seen']} tokens)")
         elif c.init_from:
-            if c.load_optimizer and not has_optimizer(c.init_from):
-                self._print(f"note: {c.init_from} holds no optimizer state (a soup?): starting with a fresh AdamW")
-            state = Checkpointer.load(c.init_from, self.model, self.optimizer, load_optimizer=c.load_optimizer)
+            try:
+                if c.load_optimizer and not has_optimizer(c.init_from):
+                    self._print(f"note: {c.init_from} holds no optimizer state (a soup?): starting with a fresh AdamW")
+                state = Checkpointer.load(c.init_from, self.model, self.optimizer, load_optimizer=c.load_optimizer)
+            except CheckpointError as e:
+                raise ConfigError(f"checkpoint.init_from: {e}") from None
             if self.cfg.schedule.kind == "linear_decay":
                 self.peak_lr = self.cfg.schedule.start_lr if self.cfg.schedule.start_lr is not None else state["lr"]
                 if self.peak_lr <= 0:

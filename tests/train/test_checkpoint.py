@@ -131,3 +131,31 @@ def test_a_fresh_run_refuses_a_save_dir_with_checkpoints(two_step_run, tmp_path,
         assert not (tmp_path / "run" / "metrics.jsonl").exists()
     finally:
         t.close()
+
+
+def test_resume_with_another_model_shape_is_one_config_error(two_step_run, tmp_path, monkeypatch):
+    """Not a DCP traceback ending in "Size mismatch": one line naming the checkpoint, the first
+    tensor that does not fit, and the model keys that differ."""
+    from tests.train.launcher import one_rank_trainer
+
+    raw = _copy_run(two_step_run, tmp_path / "run")
+    with pytest.raises(ConfigError) as e:
+        one_rank_trainer(monkeypatch, raw, ["model.d_model=128", "train.max_steps=3"])
+    msg = str(e.value)
+    assert "\n" not in msg and msg.startswith(f"{tmp_path / 'run' / 'step2'}: ")
+    assert "model.embed.weight is [512, 64] in the checkpoint but [512, 128] in this run" in msg
+    assert "model.d_model: 64 in the checkpoint, 128 in the config" in msg
+
+
+def test_a_wrong_init_from_is_one_config_error(two_step_run, tmp_path, monkeypatch):
+    from tests.train.launcher import one_rank_trainer
+
+    root, data, _ = two_step_run
+    raw = _copy_run(two_step_run, tmp_path / "unused")
+    raw["checkpoint"]["save_dir"] = str(tmp_path / "stage2")
+    for path, message in [
+        (tmp_path / "nope", "does not exist"),
+        (root / "run", r"not a checkpoint folder \(no trainer_state.json\)"),  # the run, not its step2/
+    ]:
+        with pytest.raises(ConfigError, match=rf"^checkpoint.init_from: {path}: {message}"):
+            one_rank_trainer(monkeypatch, raw, [f"checkpoint.init_from={path}"])
