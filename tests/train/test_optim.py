@@ -24,9 +24,14 @@ def test_warmup_then_cosine_to_floor():
     assert all(a >= b for a, b in zip(lrs, lrs[1:]))
 
 
-def test_linear_decay_from_start_lr_to_zero():
+def test_linear_decay_from_start_lr_to_zero_after_the_last_step():
+    """Zero is reached one step after total_steps, so the last step still trains:
+    3e-4 * (1 - s/5) for s = 1..4; held at zero past the end."""
     s = Schedule("linear_decay", peak_lr=3e-4, total_steps=4)
-    assert [s.lr_at(i) for i in range(1, 5)] == pytest.approx([2.25e-4, 1.5e-4, 0.75e-4, 0.0])
+    assert [s.lr_at(i) for i in range(1, 7)] == pytest.approx([2.4e-4, 1.8e-4, 1.2e-4, 0.6e-4, 0.0, 0.0])
+    # with warmup: 2 steps up to the peak, then 4 - 2 = 2 decay steps: 3e-4 * (1 - k/3)
+    w = Schedule("linear_decay", peak_lr=3e-4, total_steps=4, warmup_steps=2)
+    assert [w.lr_at(i) for i in range(1, 6)] == pytest.approx([1.5e-4, 3e-4, 2e-4, 1e-4, 0.0])
 
 
 def test_no_weight_decay_on_embeddings_only():
