@@ -45,15 +45,30 @@ def test_no_weight_decay_on_embeddings_only():
 
 
 def test_loss_shift_padding_and_z_loss():
-    torch.manual_seed(0)
-    logits = torch.randn(2, 5, 8)
-    tokens = torch.randint(0, 6, (2, 5))
-    ce, z = lm_loss(logits, tokens, vocab_size=6, z_loss=1e-5)
-    ref = torch.nn.functional.cross_entropy(logits[:, :-1, :6].reshape(-1, 6), tokens[:, 1:].reshape(-1))
-    assert torch.allclose(ce, ref)
-    lse = torch.logsumexp(logits[:, :-1, :6], -1)
-    assert torch.allclose(z, 1e-5 * lse.pow(2).mean())
-    _, z0 = lm_loss(logits, tokens, vocab_size=6, z_loss=0.0)
+    """Expected values worked out by hand, not by the formula under test.
+
+    vocab_size 2, padded to 4 (columns 2 and 3 get 50.0: if the padding were not sliced off
+    it would take nearly all the probability). Tokens [1, 0, 1]: position 0 predicts token 0,
+    position 1 predicts token 1, position 2 predicts nothing (its logits are ignored).
+      position 0: logits [ln 3, 0] -> p(0) = 3/4 -> CE = ln(4/3);  logsumexp = ln 4 = 2 ln 2
+      position 1: logits [0, 0]    -> p(1) = 1/2 -> CE = ln 2;      logsumexp = ln 2
+    CE (mean) = (ln(4/3) + ln 2) / 2 = ln(8/3) / 2 = 0.49041462650586...
+    z-loss = 1e-5 * ((2 ln 2)^2 + (ln 2)^2) / 2 = 1e-5 * 2.5 (ln 2)^2 = 1.20113253479550e-05
+    """
+    ln3 = 1.0986122886681098
+    logits = torch.tensor([[[ln3, 0.0, 50.0, 50.0], [0.0, 0.0, 50.0, 50.0], [100.0, -100.0, 50.0, 50.0]]])
+    tokens = torch.tensor([[1, 0, 1]])
+    ce, z = lm_loss(logits, tokens, vocab_size=2, z_loss=1e-5)
+    assert ce.item() == pytest.approx(0.49041462650586, rel=1e-6)
+    assert z.item() == pytest.approx(1.20113253479550e-05, rel=1e-6)
+    # a second instance, tokens [0, 1, 0], same logits: position 0 now predicts token 1
+    # (p = 1/4, CE = ln 4), position 1 token 0 (CE = ln 2); the means run over all four
+    # positions: CE = (ln(4/3) + ln 2 + ln 4 + ln 2) / 4 = ln(64/3) / 4 = (4.15888308 - 1.09861229) / 4 = 0.76506770;
+    # the logsumexps are the same as before, so the z-loss is too
+    ce2, z2 = lm_loss(torch.cat([logits, logits]), torch.tensor([[1, 0, 1], [0, 1, 0]]), vocab_size=2, z_loss=1e-5)
+    assert ce2.item() == pytest.approx(0.76506769867, rel=1e-6)
+    assert z2.item() == pytest.approx(1.20113253479550e-05, rel=1e-6)
+    _, z0 = lm_loss(logits, tokens, vocab_size=2, z_loss=0.0)
     assert z0.item() == 0.0
 
 
