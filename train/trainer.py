@@ -105,6 +105,8 @@ class Trainer:
         self.peak_flops = _peak_flops(cfg, self.device)
         self.metrics_path = Path(cfg.checkpoint.save_dir) / cfg.log.metrics_file
         self._restore()
+        # after a kill, the metrics of the steps past the checkpoint go: they are logged again
+        self.evaluated_steps = self._reconcile_metrics()
         s = cfg.schedule
         self.schedule = Schedule(s.kind, self.peak_lr, s.total_steps or t.max_steps, s.warmup_steps, s.min_lr_ratio)
         if self.rank == 0:
@@ -218,6 +220,45 @@ class Trainer:
         elif self.cfg.schedule.kind == "linear_decay" and self.cfg.schedule.start_lr is not None:
             self.peak_lr = self.cfg.schedule.start_lr
 
+    def _reconcile_metrics(self) -> set[int]:
+        """Make the metrics file hold what this run will not log again, once per step.
+
+        A run killed after its last checkpoint logged steps it will now train again, and may
+        have left a line cut off mid-write; an older file may hold a step twice. Rank 0 keeps,
+        for each step up to the one this run starts from, its last training record and its
+        last evaluation record, and rewrites the file (atomically) if anything goes. Returns
+        the steps that already have an evaluation, the same set on every rank (broadcast), so
+        that no rank evaluates (collectives) where another does not.
+        """
+        evaluated: list[list[int] | None] = [None]
+        if self.rank == 0:
+            evaluated[0] = sorted(self._rewrite_metrics())
+        dist.broadcast_object_list(evaluated, src=0)
+        return set(evaluated[0] or [])
+
+    def _rewrite_metrics(self) -> set[int]:
+        path = self.metrics_path
+        if not path.exists():
+            return set()
+        lines = path.read_text().splitlines()
+        kept: dict[tuple[int, int], dict] = {}  # (step, 0 train / 1 eval) -> the last record
+        for line in lines:
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue  # cut off by the kill
+            step = rec.get("step") if isinstance(rec, dict) else None
+            if not isinstance(step, int) or step > self.step:
+                continue
+            kept[(step, int(any(k.startswith("eval/") for k in rec)))] = rec
+        out = [json.dumps(kept[k]) for k in sorted(kept)]
+        if out != lines:
+            tmp = path.with_name(f".{path.name}.tmp")
+            tmp.write_text("".join(line + "\n" for line in out))
+            tmp.replace(path)
+            self._print(f"{path}: {len(lines) - len(out)} record(s) dropped (past step {self.step}, repeated or cut off by a kill)")
+        return {step for step, is_eval in kept if is_eval}
+
     # -- state -------------------------------------------------------------------------
 
     def _rng_state(self) -> list[dict]:
@@ -310,6 +351,8 @@ class Trainer:
             f"{self.data.n_instances} instances of {self.cfg.data.seq_len}, grad accum {self.grad_accum}, "
             f"precision {self._precision()}, steps {self.step}->{end}"
         )
+        if self.step >= end:
+            self._print(f"already at step {self.step} of {end}: nothing to train")
         tokens_per_step = t.global_batch_size * self.cfg.data.seq_len
         last_eval = None
         while self.step < end:
@@ -346,7 +389,8 @@ class Trainer:
         if not self.stop_requested:
             if self.saved_step != self.step:
                 self.save(block=True)
-            if self.cfg.eval.at_end and self.val_data:
+            # not again for a finished run started again (its final evaluation is logged)
+            if self.cfg.eval.at_end and self.val_data and self.step not in self.evaluated_steps:
                 last_eval = self.run_eval()
         self.ckpt.wait()
         return {"step": self.step, "preempted": self.stop_requested, "eval": last_eval}
@@ -358,6 +402,7 @@ class Trainer:
         idx = eval_indices(self.val_data.n_instances, self.cfg.data.val_max_instances, self.rank, self.world)
         r = evaluate_loss(self.model, self.val_data, idx, self.cfg.train.micro_batch_size, self.device, self.cfg.model.vocab_size)
         self._log({"step": self.step, "eval/loss": r["loss"], "eval/ppl": r["ppl"]})
+        self.evaluated_steps.add(self.step)
         return r
 
     # -- output ------------------------------------------------------------------------

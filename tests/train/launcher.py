@@ -5,11 +5,13 @@ Several test files need a finished stage-1 run (resume, reshard, stage 2, soup, 
 It is launched once (torchrun, 2 gloo ranks) and cached here, so the whole trainer suite
 pays for it once.
 
-The hooks (a SIGTERM at a chosen step, slow checkpoint writes) are not in ``train/``: the
-trainer has no test switch. ``python -m tests.train.launcher [hooks] --config ...`` patches
-them in from outside (a wrapper around ``Trainer.train_step``, a slower storage writer class
-on ``Checkpointer``) and then runs ``python -m train``'s own ``main``; ``launch_with_hooks``
-starts it under torchrun like ``train.testing.launch``.
+The hooks (a SIGTERM at a chosen step, a hard kill, checkpoint writes held back until the
+training loop has moved on) are not in ``train/``: the trainer has no test switch.
+``python -m tests.train.launcher [hooks] --config ...`` patches them in from outside (wrappers
+around ``Trainer.train_step`` and ``Trainer._log``, a storage writer class on
+``Checkpointer``) and then runs ``python -m train``'s own ``main``; ``launch_with_hooks``
+starts it under torchrun like ``train.testing.launch``. No hook depends on how fast the
+machine is: a held write waits for an event (the trainer finishing a step), not a duration.
 """
 
 from __future__ import annotations
@@ -18,38 +20,47 @@ import argparse
 import os
 import signal
 import sys
-import time
+import threading
 from pathlib import Path
 from types import SimpleNamespace
 
 _cache: dict[str, SimpleNamespace] = {}
 
-# A background checkpoint write that takes this long is still running for the next steps.
-WRITE_DELAY_S = 1.0
+# stage1's background write of the step-3 checkpoint is held until step HOLD_UNTIL_STEP is done
+HOLD_UNTIL_STEP = 4
+# a held write gives up waiting after this long (only if the save blocked the loop: a failure)
+HOLD_TIMEOUT_S = 120.0
 
 
-def launch_with_hooks(config, nproc: int = 2, sigterm_at: str | None = None, write_delay: float | None = None, **kw):
+def launch_with_hooks(
+    config, nproc: int = 2, sigterm_at: str | None = None, hold_writes_until: int | None = None, kill_after: int | None = None, **kw
+):
     """``train.testing.launch`` through this module's hooks.
 
     ``sigterm_at``: rank 0 sends itself SIGTERM during step N (``"N"`` or ``"N:before"``:
     before step N's all-reduce, so every rank must stop after step N) or ``"N:after"`` (just
     after step N's all-reduce, before the loop reads its result: the window in which a rank
     used to stop alone; every rank must stop together after step N+1).
-    ``write_delay``: each rank's checkpoint writer sleeps this long before writing.
+    ``hold_writes_until``: each rank's checkpoint writer waits until that rank has finished
+    step N before it writes (so a background save is still in flight while the loop trains).
+    ``kill_after``: every rank SIGKILLs itself right after logging step N (a hard kill: no
+    handler runs, nothing is saved).
     """
     from train.testing import launch
 
     args = []
     if sigterm_at is not None:
         args += ["--sigterm-at", sigterm_at]
-    if write_delay is not None:
-        args += ["--write-delay", str(write_delay)]
+    if hold_writes_until is not None:
+        args += ["--hold-writes-until", str(hold_writes_until)]
+    if kill_after is not None:
+        args += ["--kill-after", str(kill_after)]
     return launch(config, nproc=nproc, module="tests.train.launcher", module_args=args, **kw)
 
 
 def stage1(tmp_path_factory) -> SimpleNamespace:
-    """6 steps on 2 ranks, async checkpoints at steps 3 and 6 (the writes delayed by
-    ``WRITE_DELAY_S``), evaluation every 3 steps and at the end."""
+    """6 steps on 2 ranks, async checkpoints at steps 3 and 6 (the write of step 3 held until
+    step ``HOLD_UNTIL_STEP`` is done), evaluation every 3 steps and at the end."""
     if "stage1" not in _cache:
         from train.testing import make_shards, tiny_config, write_config
 
@@ -57,7 +68,7 @@ def stage1(tmp_path_factory) -> SimpleNamespace:
         data = make_shards(root / "data")
         raw = tiny_config(root / "A", data, eval={"interval": 3})
         cfg = write_config(root / "a.yaml", raw)
-        result = launch_with_hooks(cfg, nproc=2, write_delay=WRITE_DELAY_S)
+        result = launch_with_hooks(cfg, nproc=2, hold_writes_until=HOLD_UNTIL_STEP)
         assert result.returncode == 0, result.stdout + result.stderr
         _cache["stage1"] = SimpleNamespace(
             root=root, data=data, raw=raw, config=cfg, save_dir=Path(raw["checkpoint"]["save_dir"]), result=result
@@ -107,18 +118,56 @@ def _install_sigterm(spec: str) -> None:
     _say(f"test hook: SIGTERM to rank 0 at step {step} ({phase} its all-reduce)")
 
 
-def _install_write_delay(seconds: float) -> None:
+_steps_done = threading.Condition()
+_last_step = [0]
+
+
+def _install_step_tracker() -> None:
+    """Publish each finished step to the hooks that wait for one (a held checkpoint write)."""
+    from train.trainer import Trainer
+
+    inner = Trainer.train_step
+
+    def train_step(self):
+        out = inner(self)
+        with _steps_done:
+            _last_step[0] = self.step
+            _steps_done.notify_all()
+        return out
+
+    Trainer.train_step = train_step
+
+
+def _install_write_hold(step: int) -> None:
     from train.checkpoint import Checkpointer
 
     base = Checkpointer.storage_writer
 
-    class SlowWriter(base):
+    class HeldWriter(base):
         def write_data(self, plan, planner):
-            time.sleep(seconds)
+            with _steps_done:
+                ok = _steps_done.wait_for(lambda: _last_step[0] >= step, timeout=HOLD_TIMEOUT_S)
+            name = Path(str(self.path)).name
+            _say(f"test hook: write of {name} held until step {step} was done: {'yes' if ok else 'NO (timed out)'}")
             return super().write_data(plan, planner)
 
-    Checkpointer.storage_writer = SlowWriter
-    _say(f"test hook: checkpoint writes delayed by {seconds} s")
+    Checkpointer.storage_writer = HeldWriter
+    _install_step_tracker()
+    _say(f"test hook: checkpoint writes held until step {step} is done")
+
+
+def _install_kill(step: int) -> None:
+    from train.trainer import Trainer
+
+    inner = Trainer._log
+
+    def _log(self, m):
+        inner(self, m)
+        if m.get("step") == step and "loss" in m:
+            _say(f"test hook: SIGKILL after logging step {step}")
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    Trainer._log = _log
 
 
 def _say(msg: str) -> None:
@@ -131,12 +180,15 @@ def main(argv: list[str]) -> int:
         prog="python -m tests.train.launcher", description="python -m train with test hooks; other arguments go to it"
     )
     ap.add_argument("--sigterm-at", metavar="N[:before|:after]")
-    ap.add_argument("--write-delay", type=float, metavar="SECONDS")
+    ap.add_argument("--hold-writes-until", type=int, metavar="STEP")
+    ap.add_argument("--kill-after", type=int, metavar="STEP")
     hooks, rest = ap.parse_known_args(argv)
     if hooks.sigterm_at:
         _install_sigterm(hooks.sigterm_at)
-    if hooks.write_delay:
-        _install_write_delay(hooks.write_delay)
+    if hooks.hold_writes_until is not None:
+        _install_write_hold(hooks.hold_writes_until)
+    if hooks.kill_after is not None:
+        _install_kill(hooks.kill_after)
     from train.__main__ import main as train_main
 
     return train_main(rest)
