@@ -149,6 +149,7 @@ def c4_backend(request, monkeypatch):
     return request.param
 
 
+@pytest.mark.slow
 def test_rust_parity_on_sample_corpus_and_edge_cases(c4_backend):
     if not c4_backend:
         pytest.skip("compares both backends once")

@@ -374,6 +374,7 @@ def test_rust_kernel_is_the_default():
     assert GopherTagger(detect_language=False, use_rust=False).kernel is None
 
 
+@pytest.mark.slow
 def test_rust_parity_on_sample_corpus_and_edge_cases(gopher_backend):
     if not gopher_backend:
         pytest.skip("compares both backends once")

@@ -148,6 +148,7 @@ def test_tag_on_ray(corpus, tmp_path, ray_address):
     assert summary.status == "complete" and summary.totals["docs_out"] == 5
 
 
+@pytest.mark.slow
 def test_cli_train_classifier_then_quality_tagger(tmp_path):
     sample = REPO_ROOT / "examples" / "sample" / "documents"
     model = tmp_path / "q" / "model.bin"

@@ -136,6 +136,7 @@ def _cli(config, *args, env=None):
     )
 
 
+@pytest.mark.slow
 def test_cli_config_errors_are_one_line_before_training(tmp_path):
     """Mistakes found when the file loads, and ones only a launch can see (ranks, an existing
     save_dir), are all one ``config error`` line with exit status 2: no traceback, no SystemExit

@@ -25,6 +25,7 @@ def _hf_logits(path, tokens):
         return hf(tokens).logits
 
 
+@pytest.mark.slow
 def test_exported_trained_checkpoint_gives_the_same_logits(tmp_path_factory, tmp_path):
     from train.checkpoint import load_model_weights
     from train.export_hf import export_checkpoint
