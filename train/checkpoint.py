@@ -175,7 +175,7 @@ def check_optimizer_layout(path: str | Path, model, optimizer) -> None:
     n_saved = len({k.split(".")[2] for k in meta.state_dict_metadata if k.startswith("optim.param_groups.")})
     saved: list = []
     if n_saved:
-        sd = {"optim": {"param_groups": [{"params": []} for _ in range(n_saved)]}}
+        sd: dict[str, Any] = {"optim": {"param_groups": [{"params": []} for _ in range(n_saved)]}}
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
             _dcp_load(sd, path, no_dist=not dist.is_initialized())
@@ -214,6 +214,14 @@ def _write_state(path: Path, state: dict) -> None:
     tmp.rename(path / STATE_FILE)
 
 
+def _new_gloo_group() -> dist.ProcessGroup:
+    """A gloo group of all ranks (every rank is a member, so it is never the non-member sentinel)."""
+    pg = dist.new_group(backend="gloo")
+    if not isinstance(pg, dist.ProcessGroup):
+        raise RuntimeError(f"dist.new_group returned {pg!r} for a group of all ranks")
+    return pg
+
+
 class Checkpointer:
     """Saves (async or not), loads and prunes checkpoints for one training run."""
 
@@ -228,7 +236,7 @@ class Checkpointer:
         self.rank = dist.get_rank()
         # Background saves talk over their own gloo group so their collectives never
         # interleave with the training loop's on the default group.
-        self.pg = dist.new_group(backend="gloo") if async_save else None
+        self.pg = _new_gloo_group() if async_save else None
         self._pending: Future | None = None
         self._pending_step: int | None = None
 
@@ -249,7 +257,10 @@ class Checkpointer:
         model_sd, optim_sd = get_state_dict(model, optimizer)
         sd = {"model": model_sd, "optim": optim_sd}
         if self.async_save and not block:
-            self._pending = dcp.async_save(sd, storage_writer=self.storage_writer(str(path)), process_group=self.pg)
+            pending = dcp.async_save(sd, storage_writer=self.storage_writer(str(path)), process_group=self.pg)
+            # a Future (the state is staged before async_save returns), or, with an async
+            # stager, a response whose upload_completion is that Future
+            self._pending = pending if isinstance(pending, Future) else pending.upload_completion
             self._pending_step = step
         else:
             dcp.save(sd, storage_writer=self.storage_writer(str(path)))
@@ -257,10 +268,12 @@ class Checkpointer:
         return path
 
     def wait(self) -> None:
-        if self._pending is not None:
-            self._pending.result()
-            step, self._pending, self._pending_step = self._pending_step, None, None
-            self._finish(step)
+        pending, step = self._pending, self._pending_step
+        if pending is None or step is None:
+            return
+        pending.result()
+        self._pending, self._pending_step = None, None
+        self._finish(step)
 
     def poll(self) -> None:
         """Finish bookkeeping of a background save that has completed (non-blocking)."""

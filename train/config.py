@@ -202,7 +202,7 @@ def _build(cls: type, data: Any, prefix: str) -> Any:
     kwargs = {}
     for key, value in data.items():
         tp = hints[key]
-        if dataclasses.is_dataclass(tp):
+        if isinstance(tp, type) and dataclasses.is_dataclass(tp):  # a section
             kwargs[key] = _build(tp, value, f"{prefix}{key}.")
         else:
             kwargs[key] = _coerce(value, tp, f"{prefix}{key}")

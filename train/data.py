@@ -284,18 +284,18 @@ class GlobalOrder:
         np.random.default_rng([self.seed, epoch]).shuffle(perm)
         return perm
 
-    def cache_path(self, epoch: int) -> Path:
-        return self.cache_dir / f"order-seed{self.seed}-epoch{epoch}-n{self.n}.{self.dtype.name}"
+    def cache_path(self, epoch: int, cache_dir: Path) -> Path:
+        return cache_dir / f"order-seed{self.seed}-epoch{epoch}-n{self.n}.{self.dtype.name}"
 
-    def _cached(self, epoch: int) -> np.ndarray:
-        path = self.cache_path(epoch)
+    def _cached(self, epoch: int, cache_dir: Path) -> np.ndarray:
+        path = self.cache_path(epoch, cache_dir)
         size = self.n * self.dtype.itemsize
         if self.is_writer and not (path.exists() and path.stat().st_size == size):
-            self.cache_dir.mkdir(parents=True, exist_ok=True)
+            cache_dir.mkdir(parents=True, exist_ok=True)
             tmp = path.with_name(f"{path.name}.tmp{os.getpid()}")
             self._compute(epoch).tofile(tmp)
             tmp.replace(path)  # readers never see a partial file
-            for old in self.cache_dir.glob(f"order-seed{self.seed}-epoch*-n{self.n}.*"):
+            for old in cache_dir.glob(f"order-seed{self.seed}-epoch*-n{self.n}.*"):
                 e = old.name.split("-epoch")[1].split("-")[0]
                 if e.isdigit() and int(e) < epoch - 1:
                     old.unlink(missing_ok=True)
@@ -307,7 +307,7 @@ class GlobalOrder:
 
     def perm(self, epoch: int) -> np.ndarray:
         if epoch not in self._perm_cache:
-            perm = self._cached(epoch) if self.cache_dir is not None else self._compute(epoch)
+            perm = self._cached(epoch, self.cache_dir) if self.cache_dir is not None else self._compute(epoch)
             # keep this epoch and the one before (a step may straddle the boundary)
             self._perm_cache = {e: p for e, p in self._perm_cache.items() if e == epoch - 1}
             self._perm_cache[epoch] = perm

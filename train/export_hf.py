@@ -14,6 +14,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -50,8 +51,15 @@ def hf_key(name: str) -> str:
 
 
 def hf_config(cfg: ModelConfig, eos_id: int | None = None, pad_id: int | None = None):
+    import transformers
     from transformers import Olmo2Config
 
+    # transformers 5 takes the RoPE base in rope_parameters; 4.x as rope_theta
+    rope: dict[str, Any]
+    if int(transformers.__version__.split(".")[0]) >= 5:
+        rope = {"rope_parameters": {"rope_type": "default", "rope_theta": cfg.rope_theta}}
+    else:
+        rope = {"rope_theta": cfg.rope_theta}
     return Olmo2Config(
         vocab_size=padded_vocab(cfg),
         hidden_size=cfg.d_model,
@@ -61,12 +69,12 @@ def hf_config(cfg: ModelConfig, eos_id: int | None = None, pad_id: int | None = 
         num_key_value_heads=cfg.n_kv_heads or cfg.n_heads,
         max_position_embeddings=cfg.max_seq_len,
         rms_norm_eps=cfg.norm_eps,
-        rope_theta=cfg.rope_theta,  # transformers 5 folds it into rope_parameters; 4.x reads it as is
         tie_word_embeddings=False,
         attention_bias=False,
         eos_token_id=eos_id,
         pad_token_id=pad_id,
         bos_token_id=None,
+        **rope,
     )
 
 

@@ -7,6 +7,8 @@ softmax normaliser to keep output logits from drifting, global gradient-norm cli
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -27,7 +29,8 @@ def build_optimizer(model: nn.Module, cfg: OptimConfig, lr: float) -> torch.opti
     if no_decay:
         groups.append({"params": no_decay, "weight_decay": 0.0})
     # foreach (not fused): works on CPU and with FSDP2's DTensor parameters alike
-    return torch.optim.AdamW(groups, lr=lr, betas=tuple(cfg.betas), eps=cfg.eps, foreach=True)
+    beta1, beta2 = cfg.betas  # two numbers (checked when the config loads)
+    return torch.optim.AdamW(groups, lr=lr, betas=(beta1, beta2), eps=cfg.eps, foreach=True)
 
 
 def group_weight_decays(cfg: OptimConfig, n_groups: int) -> list[float]:
@@ -74,7 +77,7 @@ def lm_loss(logits: torch.Tensor, tokens: torch.Tensor, vocab_size: int, z_loss:
 
 
 @torch.no_grad()
-def clip_grad_norm(params: list[torch.Tensor], max_norm: float) -> torch.Tensor:
+def clip_grad_norm(params: Sequence[torch.Tensor], max_norm: float) -> torch.Tensor:
     """Global gradient norm over all ranks (and clip to ``max_norm`` if > 0).
 
     With FSDP2 the gradients are DTensor shards; ``get_total_norm`` returns a DTensor

@@ -206,9 +206,9 @@ class ShardWriter:
             return
         if arr.size and (int(arr.min()) < 0 or int(arr.max()) >= self.vocab_size):
             pos = int(np.flatnonzero((arr < 0) | (arr >= self.vocab_size))[0])
-            bad, doc = int(arr[pos]), int(np.searchsorted(off, pos, side="right")) - 1
-            fits = "" if 0 <= bad <= np.iinfo(self.dtype).max else f" and does not fit in {self.dtype}"
-            raise ShardError(f"document {ids[doc]!r}: token id {bad} is outside the vocabulary [0, {self.vocab_size}){fits}")
+            bad_id, doc = int(arr[pos]), int(np.searchsorted(off, pos, side="right")) - 1
+            fits = "" if 0 <= bad_id <= np.iinfo(self.dtype).max else f" and does not fit in {self.dtype}"
+            raise ShardError(f"document {ids[doc]!r}: token id {bad_id} is outside the vocabulary [0, {self.vocab_size}){fits}")
         if self.add_eos:
             arr = np.insert(arr, off[1:], self.eos_id)
             ends = off[1:] + np.arange(1, n + 1)

@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import yaml
@@ -52,9 +53,9 @@ def make_shards(
     return {"train": str(root / "train"), "val": str(root / "val")}
 
 
-def tiny_config(save_dir: str | Path, shards: dict[str, str], **sections) -> dict:
+def tiny_config(save_dir: str | Path, shards: dict[str, str], **sections: dict[str, Any]) -> dict[str, Any]:
     """A raw config dict for a tiny fp32 run; ``sections`` update the defaults per section."""
-    cfg = {
+    cfg: dict[str, Any] = {
         "run_name": "test",
         "model": {"preset": "tiny"},
         "data": {"paths": [shards["train"]], "val_paths": [shards["val"]], "seq_len": 32, "eos_id": EOS},

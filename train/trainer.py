@@ -21,19 +21,20 @@ import shutil
 import signal
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 import torch.distributed as dist
 from torch.distributed.device_mesh import init_device_mesh
-from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 
 from train import dist as tdist
 from train.checkpoint import Checkpointer, CheckpointError, has_optimizer, latest_checkpoint, list_checkpoints
 from train.config import Config, ConfigError, check_for_training, dump_config
 from train.data import DataError, GlobalOrder, TokenDataset, check_fingerprint, eval_indices, token_dtype, validate_shards
 from train.evaluate import evaluate_loss
-from train.model import Transformer, describe, init_weights
+from train.model import Block, Transformer, describe, init_weights
 from train.optim import apply_optim_config, build_optimizer, clip_grad_norm, lm_loss
 from train.schedule import Schedule
 
@@ -65,7 +66,7 @@ class Trainer:
         check_for_training(cfg, self.world)
         self.grad_accum = t.global_batch_size // (self.world * t.micro_batch_size)
         self._check_save_dir()
-        self.model = self._build_model()
+        self.model, self.fsdp = self._build_model()
         self.params = [p for p in self.model.parameters()]
         self.stats = describe(m, cfg.data.seq_len)
 
@@ -86,7 +87,7 @@ class Trainer:
             validate_shards(ds, m.vocab_size, cache, self.rank, self.world, self._all_gather)
         # the global order: one permutation file per epoch in save_dir (written by rank 0,
         # memory-mapped by all), not a full in-memory permutation per rank
-        self.order = GlobalOrder(self.data.n_instances, cfg.data.seed, cache_dir=cache, is_writer=self.rank == 0, barrier=dist.barrier)
+        self.order = GlobalOrder(self.data.n_instances, cfg.data.seed, cache_dir=cache, is_writer=self.rank == 0, barrier=self._barrier)
         self.optimizer = build_optimizer(self.model, cfg.optim, lr=0.0)
         self.ckpt = Checkpointer(
             cfg.checkpoint.save_dir, cfg.checkpoint.keep_last, cfg.checkpoint.permanent_interval, cfg.checkpoint.async_save
@@ -122,29 +123,36 @@ class Trainer:
             return "bf16" if ok else "fp32"
         return p
 
-    def _build_model(self) -> Transformer:
+    def _build_model(self) -> tuple[Transformer, FSDPModule]:
+        """The sharded model, and the same object typed as the FSDP root (for the FSDP-only
+        calls, e.g. ``set_requires_gradient_sync``)."""
         t = self.cfg.train
         # Built on the meta device: no rank ever holds the full unsharded model in memory.
         with torch.device("meta"):
             model = Transformer(self.cfg.model)
         mesh = init_device_mesh(self.device.type, (self.world,))
-        mp = None
         if self._precision() == "bf16":
             # bf16 compute copies of the weights, fp32 master weights and gradient reductions
             mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
-        kw = {"mesh": mesh, **({"mp_policy": mp} if mp else {})}
+        else:
+            mp = MixedPrecisionPolicy()  # fully_shard's default: the parameters' own dtype
         for block in model.blocks:
+            if not isinstance(block, Block):  # nn.ModuleList iterates as plain modules
+                raise TypeError(f"unexpected block {type(block).__name__}")
             block.activation_checkpointing = t.activation_checkpointing
             if t.compile:
                 block.compile()  # in place: parameter names (checkpoint keys) do not change
-            fully_shard(block, **kw)
-        fully_shard(model, **kw)  # root: embedding, final norm, lm_head
+            fully_shard(block, mesh=mesh, mp_policy=mp)
+        root = fully_shard(model, mesh=mesh, mp_policy=mp)  # embedding, final norm, lm_head
         model.to_empty(device=self.device)
         init_weights(model, t.init_seed)
         model.train()
-        return model
+        return model, root
 
-    def _all_gather(self, obj) -> list:
+    def _barrier(self) -> None:
+        dist.barrier()
+
+    def _all_gather(self, obj: Any) -> list[Any]:
         out: list = [None] * self.world
         dist.all_gather_object(out, obj)
         return out
@@ -319,7 +327,7 @@ class Trainer:
         for i, mb in enumerate(np.split(idx, self.grad_accum)):
             # gradient accumulation without communication: gradients are reduce-scattered
             # once per step, in the last micro-batch's backward
-            self.model.set_requires_gradient_sync(i == self.grad_accum - 1)
+            self.fsdp.set_requires_gradient_sync(i == self.grad_accum - 1)
             tokens = torch.from_numpy(self.data.batch(mb)).to(self.device, non_blocking=True)
             logits = self.model(tokens)
             ce, z = lm_loss(logits, tokens, self.cfg.model.vocab_size, t.z_loss)
