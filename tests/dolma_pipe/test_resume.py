@@ -52,7 +52,7 @@ def _outputs(root: Path) -> dict[str, bytes]:
 
 # Each stage killed and resumed: its command line for a corpus and a destination, and where under the
 # destination its output root (outputs, _done/ markers, _errors/, _manifest.json) is.
-TAGGER = "c4_v2"  # the Rust kernel: fast enough for big_corpus, every file a few hundred spans per document
+TAGGER = "c4_v2"  # a Rust kernel: tagging big_corpus takes seconds
 STAGES = {
     "convert": (
         lambda corpus, out: ["convert", "--documents", f"{corpus}/documents/*", "--destination", str(out), "--format", "jsonl.gz"],
