@@ -183,3 +183,47 @@ def c4_keep(
 ) -> bool:
     """The C4 page verdict, the one definition both paths use: drop a page with a bad word, lorem
     ipsum or a curly brace, or with fewer than ``min_sentences`` sentences left in its kept lines."""
+
+# -- mixer rules (rust_bloom/src/filters/) --------------------------------------------------
+# Used through dolma_pipe/filters.py, which documents the semantics (Dolma's mixer's).
+
+def check_rule(kind: str, syntax_name: str, expr: str) -> tuple[int | None, str] | None:
+    """Compile one rule: ``kind`` "filter", "span" (a span selector) or "replacement";
+    ``syntax_name`` "jq" or "jsonpath". None when it compiles, else (1-based column or None, message)."""
+
+def gzip_member(data: bytes, level: int) -> bytes:
+    """``data`` as one complete gzip member (mtime 0, no name) at ``level`` (0-9), by zlib-rs."""
+
+class GzipInflater:
+    """Decompresses a gzip file (one or more members) fed chunk by chunk, by zlib-rs."""
+
+    def __init__(self) -> None: ...
+    def feed(self, chunk: bytes) -> bytes:
+        """The bytes this chunk completes; ValueError if the data is not gzip or is corrupt."""
+    def finish(self) -> bytes:
+        """The last bytes; ValueError if the file ends inside a member (truncated)."""
+
+class DocumentMixer:
+    """A stream's rules over batches of raw document lines (not thread-safe: one per process)."""
+
+    def __init__(
+        self,
+        filter_syntax: str | None,
+        include: list[str],
+        exclude: list[str],
+        spans: list[tuple[str, str, float | None, float | None, str]],
+        discard_fields: list[str],
+        min_text_length: int,
+        attribute_sets: int,
+        provenance: bool,
+        collect: bool,
+    ) -> None:
+        """spans: (selector, syntax, min_score, max_score, replacement) per span_replacement entry.
+        ValueError if a rule does not compile."""
+
+    def process(self, docs: list[bytes], linenos: list[int], attrs: list[list[bytes]], file_name: str) -> dict[str, object]:
+        """Keys: out (bytes, kept documents as JSON lines), line_lengths, consumed (rows taken per
+        attribute set), docs, kept, removed_include, removed_exclude (per exclude rule),
+        removed_short, spans_replaced, bytes_in, bad ([(index, kind, message)]), texts and keys
+        (kept documents' texts and xxh3 id hashes, with ``collect``), error (None or (kind,
+        doc index, set, row, message), kind "mismatch", "ended", "bad_row" or "rule")."""

@@ -5,12 +5,14 @@
 //!   memory-mapped file), and a checksummed file format;
 //! - `text`: CPython-compatible text primitives (character classes, lengths in code points,
 //!   word splitting) shared by the kernels;
-//! - `text_stats`: the text-statistics kernels of the Gopher and C4 rule taggers.
+//! - `text_stats`: the text-statistics kernels of the Gopher and C4 rule taggers;
+//! - `filters`: the mixer's jq and JSONPath rules and span replacement, with Dolma's semantics.
 //!
 //! Everything but `python` is plain Rust with no pyo3 in it, so `cargo test` exercises the
 //! logic directly; `python` holds the thin bindings, one file per component, that maturin
 //! builds into `dolma_pipe._rust`.
 pub mod bloom;
+pub mod filters;
 mod python;
 pub mod text;
 pub mod text_stats;

@@ -1,6 +1,7 @@
 //! The Python extension module that maturin builds, one binding file per component; each
 //! converts arguments, releases the GIL around the work and maps errors to Python exceptions.
 mod bloom;
+mod filters;
 mod text_stats;
 
 use pyo3::prelude::*;
@@ -8,6 +9,7 @@ use pyo3::prelude::*;
 #[pymodule]
 fn _rust(m: &Bound<'_, PyModule>) -> PyResult<()> {
     bloom::register(m)?;
+    filters::register(m)?;
     text_stats::register(m)?;
     Ok(())
 }

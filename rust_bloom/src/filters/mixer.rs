@@ -1,0 +1,545 @@
+//! The mixer's work on one document, batch by batch, with Dolma's semantics and order of steps:
+//!
+//! 1. the raw line is parsed and checked (an object with a string or integer `id` and a string
+//!    `text`; anything else is a bad document, reported with its kind and skipped);
+//! 2. one row of each attribute file is taken, its id checked against the document's, and its
+//!    `attributes` merged (later sets win) into the document's `attributes` object;
+//! 3. the filter: kept when any include rule matches (or there is none) and no exclude rule
+//!    does. jq rules are true when every output is true in Dolma's sense (`jq::truthy`); an
+//!    include with no output is false, an exclude with no output keeps the document. The first
+//!    include that matches and the first exclude that matches decide, so each removed document
+//!    is counted against one rule;
+//! 4. span replacement over every replacer's spans (`spans::apply`);
+//! 5. `discard_fields` removed from the top level; a document whose trimmed text is shorter than
+//!    `min_text_length` bytes is dropped;
+//! 6. `metadata.provenance = "<file name>:<line>"` (a `metadata` that is not an object is
+//!    replaced by one), then the document is written as one JSON line (keys in sorted order, as
+//!    Dolma writes them).
+use super::error::FilterError;
+use super::jq::{to_val, truthy, JqProgram};
+use super::jsonpath::{numbers_as_floats, JsonPathRule};
+use super::selector::{ReplacementText, Selector, SpanReplacer};
+use super::spans::{apply, Replacement};
+use jaq_interpret::Val;
+use serde_json::{Map, Value};
+use xxhash_rust::xxh3::xxh3_64;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Syntax {
+    Jq,
+    JsonPath,
+}
+
+/// Include and exclude rules in one syntax.
+pub enum FilterRules {
+    None,
+    Jq { include: Vec<JqProgram>, exclude: Vec<JqProgram> },
+    JsonPath { include: Vec<JsonPathRule>, exclude: Vec<JsonPathRule> },
+}
+
+impl FilterRules {
+    pub fn new(syntax: Syntax, include: &[String], exclude: &[String]) -> Result<Self, FilterError> {
+        Ok(match syntax {
+            Syntax::Jq => FilterRules::Jq {
+                include: include.iter().map(|s| JqProgram::compile(s)).collect::<Result<_, _>>()?,
+                exclude: exclude.iter().map(|s| JqProgram::compile(s)).collect::<Result<_, _>>()?,
+            },
+            Syntax::JsonPath => FilterRules::JsonPath {
+                include: include.iter().map(|s| JsonPathRule::filter(s)).collect::<Result<_, _>>()?,
+                exclude: exclude.iter().map(|s| JsonPathRule::filter(s)).collect::<Result<_, _>>()?,
+            },
+        })
+    }
+
+    fn excludes(&self) -> usize {
+        match self {
+            FilterRules::None => 0,
+            FilterRules::Jq { exclude, .. } => exclude.len(),
+            FilterRules::JsonPath { exclude, .. } => exclude.len(),
+        }
+    }
+}
+
+/// One `span_replacement` entry as configured.
+#[derive(Debug, Clone)]
+pub struct SpanRule {
+    pub span: String,
+    pub syntax: Syntax,
+    pub min_score: Option<f64>,
+    pub max_score: Option<f64>,
+    pub replacement: String,
+}
+
+/// Everything a stream does to its documents.
+pub struct MixRules {
+    filter: FilterRules,
+    replacers: Vec<SpanReplacer>,
+    discard_fields: Vec<String>,
+    min_text_length: usize,
+    attribute_sets: usize,
+    provenance: bool,
+    collect: bool,
+    needs_val: bool,
+}
+
+/// A document line that is not a usable document (its index in the batch, kind and why).
+#[derive(Debug, Clone, PartialEq)]
+pub struct BadDocument {
+    pub index: usize,
+    pub kind: &'static str,
+    pub message: String,
+}
+
+/// What stops a batch: attribute rows that do not line up, or a rule failing on a document.
+#[derive(Debug, Clone, PartialEq)]
+pub enum BatchError {
+    AttributeMismatch { doc: usize, set: usize, row: usize, doc_id: String, row_id: String },
+    AttributesEnded { doc: usize, set: usize, doc_id: String },
+    BadAttributeRow { set: usize, row: usize, message: String },
+    Rule { doc: usize, error: FilterError },
+}
+
+/// A batch's output lines and counts. Processing stops at the first error; the counts and
+/// lines then cover the documents before it.
+#[derive(Debug, Default)]
+pub struct BatchOutput {
+    pub out: Vec<u8>,
+    /// Bytes of each output line, newline included.
+    pub line_lengths: Vec<u64>,
+    /// Rows taken from each attribute set.
+    pub consumed: Vec<usize>,
+    pub docs: u64,
+    pub kept: u64,
+    pub removed_include: u64,
+    pub removed_exclude: Vec<u64>,
+    pub removed_short: u64,
+    pub spans_replaced: u64,
+    pub bytes_in: u64,
+    pub bad: Vec<BadDocument>,
+    /// With `collect`: each kept document's text and the xxh3 hash of its id.
+    pub texts: Vec<String>,
+    pub keys: Vec<u64>,
+    pub error: Option<BatchError>,
+}
+
+fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "NoneType",
+        Value::Bool(_) => "bool",
+        Value::Number(n) if n.is_f64() => "float",
+        Value::Number(_) => "int",
+        Value::String(_) => "str",
+        Value::Array(_) => "list",
+        Value::Object(_) => "dict",
+    }
+}
+
+/// A document's or row's id as text: strings as they are, integers in decimal.
+fn id_text(v: Option<&Value>) -> Option<Result<String, &'static str>> {
+    match v {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(Ok(s.clone())),
+        Some(Value::Number(n)) if !n.is_f64() => Some(Ok(n.to_string())),
+        Some(other) => Some(Err(type_name(other))),
+    }
+}
+
+/// Check one parsed line as a document; its id as text, or why it is bad.
+fn check_document(doc: &Value) -> Result<String, (&'static str, String)> {
+    let Value::Object(obj) = doc else {
+        return Err(("not_an_object", "line is valid JSON but not an object".into()));
+    };
+    let id = match id_text(obj.get("id")) {
+        None => return Err(("missing_id", "document has no 'id'".into())),
+        Some(Err(t)) => return Err(("bad_id", format!("'id' must be a string or integer, got {t}"))),
+        Some(Ok(id)) => id,
+    };
+    match obj.get("text") {
+        None | Some(Value::Null) => Err(("missing_text", "document has no 'text'".into())),
+        Some(Value::String(_)) => Ok(id),
+        Some(other) => Err(("bad_text", format!("'text' must be a string, got {}", type_name(other)))),
+    }
+}
+
+fn parse_line(line: &[u8]) -> Result<Value, (&'static str, String)> {
+    serde_json::from_slice(line).map_err(|e| match std::str::from_utf8(line) {
+        Err(u) => ("invalid_utf8", format!("invalid UTF-8 at byte {}", u.valid_up_to())),
+        Ok(_) => ("malformed_json", e.to_string()),
+    })
+}
+
+impl MixRules {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        filter: FilterRules,
+        spans: &[SpanRule],
+        discard_fields: Vec<String>,
+        min_text_length: usize,
+        attribute_sets: usize,
+        provenance: bool,
+        collect: bool,
+    ) -> Result<Self, FilterError> {
+        let replacers = spans
+            .iter()
+            .map(|s| {
+                Ok(SpanReplacer {
+                    selector: Selector::new(&s.span, s.syntax == Syntax::Jq)?,
+                    min_score: s.min_score.unwrap_or(f64::NEG_INFINITY),
+                    max_score: s.max_score.unwrap_or(f64::INFINITY),
+                    replacement: ReplacementText::new(&s.replacement)?,
+                })
+            })
+            .collect::<Result<Vec<_>, FilterError>>()?;
+        let needs_val = matches!(filter, FilterRules::Jq { .. })
+            || replacers.iter().any(|r| r.selector.is_jq() || r.replacement.is_jq());
+        Ok(MixRules {
+            filter,
+            replacers,
+            discard_fields,
+            min_text_length,
+            attribute_sets,
+            provenance,
+            collect,
+            needs_val,
+        })
+    }
+
+    /// Whether the filter keeps `doc`; `Err` when a rule fails on it. Counts the deciding rule.
+    fn keep(&self, doc: &Value, val: Option<&Val>, out: &mut BatchOutput) -> Result<bool, FilterError> {
+        match &self.filter {
+            FilterRules::None => Ok(true),
+            FilterRules::Jq { include, exclude } => {
+                let val = val.ok_or_else(|| FilterError::eval("", "no jq value of the document"))?;
+                let mut keep = include.is_empty();
+                for f in include {
+                    if keep {
+                        break;
+                    }
+                    let results = f.run(val);
+                    keep = !results.is_empty();
+                    for r in results {
+                        keep = truthy(&r?) && keep;
+                    }
+                }
+                if !keep {
+                    out.removed_include += 1;
+                    return Ok(false);
+                }
+                for (i, f) in exclude.iter().enumerate() {
+                    let mut stays = true;
+                    for r in f.run(val) {
+                        stays = !truthy(&r?) && stays;
+                    }
+                    if !stays {
+                        out.removed_exclude[i] += 1;
+                        return Ok(false);
+                    }
+                }
+                Ok(true)
+            }
+            FilterRules::JsonPath { include, exclude } => {
+                let floats = numbers_as_floats(doc);
+                let mut keep = include.is_empty();
+                for p in include {
+                    keep = p.matches(&floats)?;
+                    if keep {
+                        break;
+                    }
+                }
+                if !keep {
+                    out.removed_include += 1;
+                    return Ok(false);
+                }
+                for (i, p) in exclude.iter().enumerate() {
+                    if p.matches(&floats)? {
+                        out.removed_exclude[i] += 1;
+                        return Ok(false);
+                    }
+                }
+                Ok(true)
+            }
+        }
+    }
+
+    /// Merge one row of each attribute set into `doc`; `Err` when the rows do not line up.
+    fn merge_attributes(
+        &self,
+        doc: &mut Value,
+        id: &str,
+        index: usize,
+        attrs: &[Vec<&[u8]>],
+        consumed: &mut [usize],
+    ) -> Result<(), BatchError> {
+        let mut merged = Map::new();
+        for (set, rows) in attrs.iter().enumerate() {
+            let row_index = consumed[set];
+            let Some(raw) = rows.get(row_index) else {
+                return Err(BatchError::AttributesEnded { doc: index, set, doc_id: id.to_string() });
+            };
+            consumed[set] += 1;
+            let bad = |message: String| BatchError::BadAttributeRow { set, row: row_index, message };
+            let mut row = parse_line(raw).map_err(|(_, m)| bad(m))?;
+            let Value::Object(obj) = &mut row else {
+                return Err(bad("attribute row is not an object".into()));
+            };
+            match id_text(obj.get("id")) {
+                Some(Ok(row_id)) if row_id == id => {}
+                Some(Ok(row_id)) => {
+                    return Err(BatchError::AttributeMismatch {
+                        doc: index,
+                        set,
+                        row: row_index,
+                        doc_id: id.into(),
+                        row_id,
+                    })
+                }
+                _ => return Err(bad("attribute row has no string 'id'".into())),
+            }
+            match obj.remove("attributes") {
+                None | Some(Value::Null) => {}
+                Some(Value::Object(a)) => merged.extend(a),
+                Some(_) => return Err(bad("'attributes' must be an object".into())),
+            }
+        }
+        if let Value::Object(obj) = doc {
+            match obj.get_mut("attributes") {
+                Some(Value::Object(existing)) => existing.extend(merged),
+                _ => {
+                    obj.insert("attributes".into(), Value::Object(merged));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Process a batch of document lines (`linenos` are their line numbers, for provenance) with
+    /// the next rows of each attribute set (`attrs[set]`, at least one per good document unless
+    /// the attribute file ended).
+    pub fn process(&self, docs: &[&[u8]], linenos: &[u64], attrs: &[Vec<&[u8]>], file_name: &str) -> BatchOutput {
+        let mut out = BatchOutput {
+            consumed: vec![0; attrs.len()],
+            removed_exclude: vec![0; self.filter.excludes()],
+            ..Default::default()
+        };
+        if attrs.len() != self.attribute_sets {
+            out.error = Some(BatchError::BadAttributeRow {
+                set: attrs.len(),
+                row: 0,
+                message: format!("{} attribute sets given, {} configured", attrs.len(), self.attribute_sets),
+            });
+            return out;
+        }
+        let mut consumed = vec![0usize; attrs.len()];
+        for (index, line) in docs.iter().enumerate() {
+            let mut doc = match parse_line(line) {
+                Ok(v) => v,
+                Err((kind, message)) => {
+                    out.bad.push(BadDocument { index, kind, message });
+                    continue;
+                }
+            };
+            let id = match check_document(&doc) {
+                Ok(id) => id,
+                Err((kind, message)) => {
+                    out.bad.push(BadDocument { index, kind, message });
+                    continue;
+                }
+            };
+            out.docs += 1;
+            out.bytes_in += line.len() as u64;
+            if self.attribute_sets > 0 {
+                if let Err(e) = self.merge_attributes(&mut doc, &id, index, attrs, &mut consumed) {
+                    out.consumed = consumed;
+                    out.error = Some(e);
+                    return out;
+                }
+            }
+            let val = if self.needs_val { Some(to_val(&doc)) } else { None };
+            match self.keep(&doc, val.as_ref(), &mut out) {
+                Ok(true) => {}
+                Ok(false) => continue,
+                Err(error) => {
+                    out.consumed = consumed;
+                    out.error = Some(BatchError::Rule { doc: index, error });
+                    return out;
+                }
+            }
+            if let Err(error) = self.replace_spans(&mut doc, val.as_ref(), &mut out) {
+                out.consumed = consumed;
+                out.error = Some(BatchError::Rule { doc: index, error });
+                return out;
+            }
+            let Value::Object(obj) = &mut doc else { continue };
+            for f in &self.discard_fields {
+                obj.remove(f);
+            }
+            let text_len = obj.get("text").and_then(Value::as_str).map_or(0, |t| t.trim().len());
+            if text_len < self.min_text_length {
+                out.removed_short += 1;
+                continue;
+            }
+            if self.provenance {
+                if !matches!(obj.get("metadata"), Some(Value::Object(_))) {
+                    obj.insert("metadata".into(), Value::Object(Map::new()));
+                }
+                if let Some(Value::Object(meta)) = obj.get_mut("metadata") {
+                    meta.insert("provenance".into(), Value::String(format!("{file_name}:{}", linenos[index])));
+                }
+            }
+            if self.collect {
+                out.texts.push(obj.get("text").and_then(Value::as_str).unwrap_or("").to_string());
+                out.keys.push(xxh3_64(id.as_bytes()));
+            }
+            let before = out.out.len();
+            // Writing a Value into a Vec cannot fail (keys are strings, numbers finite).
+            if serde_json::to_writer(&mut out.out, &doc).is_ok() {
+                out.out.push(b'\n');
+                out.line_lengths.push((out.out.len() - before) as u64);
+                out.kept += 1;
+            } else {
+                out.out.truncate(before);
+            }
+        }
+        out.consumed = consumed;
+        out
+    }
+
+    fn replace_spans(&self, doc: &mut Value, val: Option<&Val>, out: &mut BatchOutput) -> Result<(), FilterError> {
+        if self.replacers.is_empty() {
+            return Ok(());
+        }
+        let mut reps: Vec<Replacement> = Vec::new();
+        for r in &self.replacers {
+            reps.extend(r.spans(doc, val)?);
+        }
+        if reps.is_empty() {
+            return Ok(());
+        }
+        out.spans_replaced += reps.len() as u64;
+        if let Some(Value::String(text)) = doc.get_mut("text") {
+            *text = apply(text, &mut reps);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn lines(docs: &[Value]) -> Vec<Vec<u8>> {
+        docs.iter().map(|d| serde_json::to_vec(d).unwrap()).collect()
+    }
+
+    fn run(rules: &MixRules, docs: &[Value], attrs: &[Vec<Value>]) -> BatchOutput {
+        let d = lines(docs);
+        let a: Vec<Vec<Vec<u8>>> = attrs.iter().map(|s| lines(s)).collect();
+        let d_refs: Vec<&[u8]> = d.iter().map(|x| x.as_slice()).collect();
+        let a_refs: Vec<Vec<&[u8]>> = a.iter().map(|s| s.iter().map(|x| x.as_slice()).collect()).collect();
+        let linenos: Vec<u64> = (1..=docs.len() as u64).collect();
+        rules.process(&d_refs, &linenos, &a_refs, "f.jsonl.gz")
+    }
+
+    fn outputs(b: &BatchOutput) -> Vec<Value> {
+        b.out.split(|c| *c == b'\n').filter(|l| !l.is_empty()).map(|l| serde_json::from_slice(l).unwrap()).collect()
+    }
+
+    fn docs() -> Vec<Value> {
+        (0..4).map(|i| json!({"id": format!("d{i}"), "text": format!("text number {i}"), "metadata": null})).collect()
+    }
+
+    fn scores(vals: &[f64]) -> Vec<Value> {
+        vals.iter().enumerate().map(|(i, s)| json!({"id": format!("d{i}"), "attributes": {"q": [[0, 4, s]]}})).collect()
+    }
+
+    #[test]
+    fn jq_include_exclude_and_counts() {
+        let filter =
+            FilterRules::new(Syntax::Jq, &[".attributes.q[0][2] > 0.1".into()], &[".id == \"d3\"".into()]).unwrap();
+        let rules = MixRules::new(filter, &[], vec!["attributes".into()], 0, 1, true, false).unwrap();
+        let b = run(&rules, &docs(), &[scores(&[0.0, 0.5, 0.9, 0.9])]);
+        assert!(b.error.is_none());
+        let kept = outputs(&b);
+        assert_eq!(kept.iter().map(|d| d["id"].as_str().unwrap()).collect::<Vec<_>>(), ["d1", "d2"]);
+        assert_eq!((b.docs, b.kept, b.removed_include, b.removed_exclude.clone()), (4, 2, 1, vec![1]));
+        assert_eq!(kept[0]["metadata"], json!({"provenance": "f.jsonl.gz:2"}));
+        assert!(kept[0].get("attributes").is_none());
+        assert_eq!(b.consumed, vec![4]);
+    }
+
+    #[test]
+    fn jsonpath_filter_and_spans() {
+        let filter = FilterRules::new(Syntax::JsonPath, &[], &["$.attributes[?(@.q[0][2] >= 1.0)]".into()]).unwrap();
+        let span = SpanRule {
+            span: "$.attributes.q".into(),
+            syntax: Syntax::JsonPath,
+            min_score: Some(0.5),
+            max_score: None,
+            replacement: "<{}>".into(),
+        };
+        let rules = MixRules::new(filter, &[span], vec![], 0, 1, false, true).unwrap();
+        let attrs: Vec<Value> = (0..4)
+            .map(|i| json!({"id": format!("d{i}"), "attributes": {"q": [[0, 4, if i == 2 { json!(1) } else { json!(0.5) }]]}}))
+            .collect();
+        let b = run(&rules, &docs(), &[attrs]);
+        let kept = outputs(&b);
+        assert_eq!(kept.len(), 3, "the integer 1 matches >= 1.0");
+        assert_eq!(kept[0]["text"], "<text> number 0");
+        assert_eq!(b.spans_replaced, 3);
+        assert_eq!(b.texts[0], "<text> number 0");
+        assert_eq!(b.keys[0], xxh3_64(b"d0"));
+        assert!(kept[0]["attributes"]["q"].is_array());
+    }
+
+    #[test]
+    fn bad_documents_are_reported_and_skipped() {
+        let rules = MixRules::new(FilterRules::None, &[], vec![], 0, 0, false, false).unwrap();
+        let raw: Vec<&[u8]> = vec![
+            b"{broken",
+            b"[1]",
+            br#"{"text": "x"}"#,
+            br#"{"id": 1.5, "text": "x"}"#,
+            br#"{"id": 7, "text": 3}"#,
+            b"\xff\xfe",
+            br#"{"id": 7, "text": "ok"}"#,
+        ];
+        let b = rules.process(&raw, &[1, 2, 3, 4, 5, 6, 7], &[], "f");
+        let kinds: Vec<_> = b.bad.iter().map(|x| x.kind).collect();
+        assert_eq!(kinds, ["malformed_json", "not_an_object", "missing_id", "bad_id", "bad_text", "invalid_utf8"]);
+        assert_eq!(b.kept, 1);
+    }
+
+    #[test]
+    fn attribute_rows_must_line_up() {
+        let rules = MixRules::new(FilterRules::None, &[], vec![], 0, 1, false, false).unwrap();
+        let mut rows = scores(&[0.1, 0.2, 0.3, 0.4]);
+        rows[2]["id"] = json!("other");
+        let b = run(&rules, &docs(), &[rows]);
+        assert!(matches!(b.error, Some(BatchError::AttributeMismatch { doc: 2, row: 2, .. })));
+        let b = run(&rules, &docs(), &[scores(&[0.1, 0.2])]);
+        assert!(matches!(b.error, Some(BatchError::AttributesEnded { doc: 2, .. })));
+        assert_eq!(b.kept, 2);
+    }
+
+    #[test]
+    fn rule_errors_stop_the_batch() {
+        let filter = FilterRules::new(Syntax::Jq, &[".attributes.b.b != null".into()], &[]).unwrap();
+        let rules = MixRules::new(filter, &[], vec![], 0, 0, false, false).unwrap();
+        let b = run(&rules, &[json!({"id": "0", "text": "t", "attributes": {"a": 1}})], &[]);
+        assert!(matches!(b.error, Some(BatchError::Rule { doc: 0, .. })));
+    }
+
+    #[test]
+    fn min_text_length_counts_trimmed_bytes() {
+        let rules = MixRules::new(FilterRules::None, &[], vec![], 4, 0, false, false).unwrap();
+        let d = vec![
+            json!({"id": "a", "text": "  abc \n"}),
+            json!({"id": "b", "text": "abcd"}),
+            json!({"id": "c", "text": "éé"}),
+        ];
+        let b = run(&rules, &d, &[]);
+        assert_eq!(outputs(&b).iter().map(|d| d["id"].as_str().unwrap()).collect::<Vec<_>>(), ["b", "c"]);
+        assert_eq!(b.removed_short, 1);
+    }
+}
