@@ -81,3 +81,15 @@ def skip_missing(what: str, allow_module_level: bool = False) -> NoReturn:
     """Skip because ``what`` (a dependency `make test` installs) is missing; under CI this fails
     the test instead (see ``tests/conftest.py``), so CI never passes quietly without it."""
     pytest.skip(MISSING + what, allow_module_level=allow_module_level)
+
+
+def train_tokenizer(path: str | Path, texts: list[str], vocab_size: int = 400) -> str:
+    """A small BPE tokenizer trained on ``texts`` and saved as a ``tokenizer.json`` at ``path``
+    (for tests that count tokens without the OLMo tokenizers); returns the path."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE(unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["[UNK]", "<|endoftext|>"], show_progress=False))
+    tok.save(str(path))
+    return str(path)

@@ -1,0 +1,110 @@
+"""Which attribute keys a stream's documents carry, found by reading the first rows of its files.
+
+The shorthand resolves names against these keys when the spec loads. Keys are read from the
+first rows of each attribute set's files (and from the ``attributes`` the documents themselves
+carry), a few hundred rows at first and more only when a name is not found yet, so a typo fails
+in a fraction of a second while a key that only rare documents hold is still found.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import orjson
+
+from dolma_pipe import paths
+from dolma_pipe.documents import DocumentError, iter_lines
+
+FIRST_ROWS = 500
+MAX_ROWS = 100_000
+
+
+def _kind(value: object) -> str:
+    """'spans', 'empty' (an empty list) or the JSON type of an attribute value."""
+    if isinstance(value, list):
+        if not value:
+            return "empty"
+        first = value[0]
+        if isinstance(first, list) and len(first) == 3 and all(isinstance(x, (int, float)) for x in first):
+            return "spans"
+        return "list"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, dict):
+        return "object"
+    return "null"
+
+
+_RANK = {"spans": 3, "empty": 2}
+
+
+class AttributeKeys:
+    """Attribute keys of one stream, read lazily: :meth:`keys` grows the sample on request."""
+
+    def __init__(self, document_files: list[str], attribute_sets: list[str]):
+        self.sources: list[Iterator[dict]] = [self._rows(document_files, name) for name in attribute_sets]
+        self.sources.append(self._inline(document_files))
+        self.found: dict[str, str] = {}
+        self.rows = 0
+        self.exhausted = False
+        self.where = (
+            f"the attribute sets {attribute_sets} (first rows of their files)"
+            if attribute_sets
+            else "the documents' own attributes (the stream has no attribute sets)"
+        )
+
+    @staticmethod
+    def _rows(document_files: list[str], name: str) -> Iterator[dict]:
+        for doc in document_files:
+            try:
+                for _, line in iter_lines(paths.attribute_path(doc, name)):
+                    if line.strip():
+                        row = orjson.loads(line)
+                        if isinstance(row, dict) and isinstance(row.get("attributes"), dict):
+                            yield row["attributes"]
+            except (DocumentError, OSError, orjson.JSONDecodeError, paths.PathError):
+                continue  # the stage reports unreadable files with their names when it runs
+
+    @staticmethod
+    def _inline(document_files: list[str]) -> Iterator[dict]:
+        for doc in document_files[:1]:
+            try:
+                for _, line in iter_lines(doc):
+                    if line.strip():
+                        row = orjson.loads(line)
+                        if isinstance(row, dict) and isinstance(row.get("attributes"), dict):
+                            yield row["attributes"]
+            except (DocumentError, OSError, orjson.JSONDecodeError):
+                return
+
+    def _read(self, rows_per_source: int) -> None:
+        for source in self.sources:
+            for _ in range(rows_per_source):
+                attrs = next(source, None)
+                if attrs is None:
+                    break
+                self.rows += 1
+                for key, value in attrs.items():
+                    kind = _kind(value)
+                    old = self.found.get(key)
+                    if old is None or _RANK.get(kind, 0) > _RANK.get(old, 0):
+                        self.found[key] = kind
+
+    def keys(self) -> dict[str, str]:
+        """Keys found so far (reading the first rows on the first call)."""
+        if not self.rows and not self.exhausted:
+            self._read(FIRST_ROWS)
+        return self.found
+
+    def read_more(self) -> bool:
+        """Read up to :data:`MAX_ROWS` rows per set; False when nothing more was read."""
+        if self.exhausted:
+            return False
+        before = self.rows
+        self._read(MAX_ROWS)
+        self.exhausted = True
+        return self.rows > before

@@ -1,0 +1,168 @@
+"""The mix spec: Dolma's mixer schema unchanged, plus Dolmino-style sources (our extension).
+
+A spec holds either ``streams`` (Dolma's mixer: each stream's documents, filtered and span-replaced,
+written to size-bounded shards under its ``output.path``) or ``sources`` (a Dolmino-style mix:
+per-source ``ratio`` or ``tokens`` of a ``target_tokens`` total, a ``max_repetition`` cap, whole
+documents sampled per seed, each seed written to ``<output>/seed-<n>/documents/``).
+
+Dolma's keys mean what they mean in Dolma: ``work_dir`` is accepted and unused (outputs are
+written to a temporary name next to their final one and renamed), ``shuffle: false`` writes one
+output per input file under ``<output.path>/documents/`` keeping its name, ``dryrun`` checks the
+spec, lists the inputs and stops. Field-level problems are refused when the spec loads (unknown
+keys, types, ranges); rules and their attributes are checked by :mod:`mixers.rules` when the stage
+is made, before any file is read.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from dolma_pipe.config import PathStr, RunOptions, StrictModel
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
+DOLMA_MAX_SIZE = 2 * 2**30
+COMPRESSIONS = ("gz", "zst", "zstd", "")
+
+
+def _check_name(v: str) -> str:
+    if not _NAME.match(v):
+        raise ValueError("must start with a letter or digit and hold letters, digits, '_', '-' or '.' (it names output files)")
+    return v
+
+
+class CompressionConfig(StrictModel):
+    input: str | None = Field(default=None, description="compression of inputs: gz, zst or '' (none); default: from each file's name")
+    output: str | None = Field(default=None, description="compression of outputs: gz (default), zst or '' (none)")
+
+    @field_validator("input", "output")
+    @classmethod
+    def _known(cls, v: str | None) -> str | None:
+        if v is not None and v not in COMPRESSIONS:
+            raise ValueError(f"must be one of {', '.join(repr(c) for c in COMPRESSIONS)}")
+        return v
+
+
+class WorkDirConfig(StrictModel):
+    input: str | None = Field(default=None, description="accepted for Dolma configs; unused (inputs are streamed)")
+    output: str | None = Field(default=None, description="accepted for Dolma configs; unused (outputs are written in place, atomically)")
+
+
+class FilterConfig(StrictModel):
+    include: list[str] = Field(default_factory=list, description="rules: keep a document when any matches (or there is none)")
+    exclude: list[str] = Field(default_factory=list, description="rules: drop a document when any matches")
+    syntax: Literal["jsonpath", "jq", "shorthand"] = Field("jsonpath", description="jsonpath (Dolma's default), jq, or shorthand")
+
+    @model_validator(mode="after")
+    def _has_rules(self) -> FilterConfig:
+        if not self.include and not self.exclude:
+            raise ValueError("a filter needs 'include' or 'exclude' rules (as in Dolma)")
+        return self
+
+
+class SourceFilterConfig(FilterConfig):
+    """A Dolmino source's filter: the shorthand by default."""
+
+    syntax: Literal["jsonpath", "jq", "shorthand"] = Field("shorthand", description="shorthand (default), jq or jsonpath")
+
+
+class SpanReplacementConfig(StrictModel):
+    span: str = Field(..., description="selector of the span list, e.g. $.attributes.bff_duplicate_paragraph_spans")
+    min_score: float | None = Field(None, description="replace spans with score >= min_score")
+    max_score: float | None = Field(None, description="replace spans with score < max_score")
+    replacement: str = Field("", description="replacement text; {} is the span's text; '' deletes; $<jq> computes it")
+    syntax: Literal["jsonpath", "jq"] = Field("jsonpath", description="syntax of span: jsonpath (default) or jq")
+
+    @model_validator(mode="after")
+    def _has_bound(self) -> SpanReplacementConfig:
+        if self.min_score is None and self.max_score is None:
+            raise ValueError("give min_score or max_score (as in Dolma)")
+        return self
+
+
+class StreamOutputConfig(StrictModel):
+    path: PathStr = Field(..., description="directory (or s3:// prefix) of the stream's output shards")
+    max_size_in_bytes: int = Field(DOLMA_MAX_SIZE, ge=1, description="bound on each output shard's (compressed) size")
+    discard_fields: list[str] = Field(default_factory=list, description="top-level fields removed from output documents")
+    min_text_length: int = Field(0, ge=0, description="drop documents whose trimmed text has fewer bytes")
+
+
+class StreamConfig(StrictModel):
+    name: str = Field(..., description="stream name: output shards are <name>-NNNN.jsonl.gz")
+    documents: list[PathStr] = Field(..., min_length=1, description="document files or globs (under a documents/ folder)")
+    attributes: list[str] = Field(default_factory=list, description="attribute sets merged into each document")
+    output: StreamOutputConfig
+    filter: FilterConfig | None = None
+    span_replacement: list[SpanReplacementConfig] = Field(default_factory=list)
+    compression: CompressionConfig = Field(default_factory=lambda: CompressionConfig())
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        return _check_name(v)
+
+
+class SourceConfig(StrictModel):
+    """One source of a Dolmino-style mix."""
+
+    name: str = Field(..., description="source name: output shards are <name>-NNNN.jsonl.gz")
+    documents: list[PathStr] = Field(..., min_length=1)
+    attributes: list[str] = Field(default_factory=list)
+    filter: SourceFilterConfig | None = None
+    span_replacement: list[SpanReplacementConfig] = Field(default_factory=list)
+    discard_fields: list[str] = Field(default_factory=lambda: ["attributes"], description="fields removed from output documents")
+    min_text_length: int = Field(0, ge=0)
+    ratio: float | None = Field(None, gt=0, le=1, description="share of target_tokens taken from this source")
+    tokens: int | None = Field(None, gt=0, description="tokens taken from this source")
+    max_repetition: float = Field(1.0, ge=1.0, description="most times a document may be used (1: no upsampling)")
+    compression: CompressionConfig = Field(default_factory=lambda: CompressionConfig())
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        return _check_name(v)
+
+    @model_validator(mode="after")
+    def _one_size(self) -> SourceConfig:
+        if (self.ratio is None) == (self.tokens is None):
+            raise ValueError(f"source {self.name!r}: give exactly one of 'ratio' or 'tokens'")
+        return self
+
+
+class MixConfig(RunOptions):
+    """``dolma-pipe mix``: Dolma's ``streams`` or Dolmino-style ``sources``."""
+
+    # Dolma's mixer schema.
+    streams: list[StreamConfig] = Field(default_factory=list, description="Dolma-style streams (see `streams` in Dolma's mixer)")
+    work_dir: WorkDirConfig = Field(default_factory=lambda: WorkDirConfig())
+    shuffle: bool = Field(True, description="true: size-bounded shards per stream; false: one output per input file")
+    dryrun: bool = Field(False, description="check the spec, list inputs and shards' plan, write nothing but the manifest")
+    destination: PathStr | None = Field(
+        None, description="streams: where the run's manifest, markers and errors go (default: the common folder of the outputs)"
+    )
+    # Dolmino-style sources (our extension).
+    sources: list[SourceConfig] = Field(default_factory=list, description="Dolmino-style sources with ratio or tokens")
+    output: PathStr | None = Field(None, description="sources: output root; seed n is written to <output>/seed-<n>/documents/")
+    tokenizer: str | None = Field(None, description="sources: tokenizer file (tokenizer.json) or Hugging Face hub id")
+    target_tokens: int | None = Field(None, gt=0, description="sources: total tokens of each seed's mix")
+    seeds: list[int] = Field(default_factory=lambda: [0], min_length=1, description="sources: one ingredient mix per seed")
+    max_size_in_bytes: int = Field(2**30, ge=1, description="sources: bound on each output shard's (compressed) size")
+    compression: Literal["gz", "zst", ""] = Field("gz", description="sources: output compression")
+    # How documents are processed (both kinds).
+    batch_size: int = Field(512, ge=1, description="documents handed to the rule engine at once")
+    compression_level: int | None = Field(None, ge=0, le=19, description="gzip (1-9) or zstd level of outputs (default: 6 / 3)")
+
+    @field_validator("seeds")
+    @classmethod
+    def _distinct(cls, v: list[int]) -> list[int]:
+        if len(set(v)) != len(v):
+            raise ValueError("seeds must be distinct")
+        if any(s < 0 for s in v):
+            raise ValueError("seeds are integers >= 0")
+        return v
+
+    @property
+    def kind(self) -> Literal["streams", "sources"]:
+        return "sources" if self.sources else "streams"

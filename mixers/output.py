@@ -1,0 +1,147 @@
+"""Output files made of independent compressed members, and shards made by joining them.
+
+Each mixing task writes the documents it keeps to one file of gzip members (or zstd frames, or
+plain bytes), cutting a new member every ``member_bytes`` of JSON lines, and records each
+member's offset, length and document count. A file of several gzip members (zstd frames) is one
+valid gzip (zstd) stream that every reader (Python's ``gzip``, Dolma's ``MultiGzDecoder``, ``zcat``)
+reads whole, so a shard is made by copying members' bytes one after another: no document is
+decompressed or compressed twice. Members are compressed deterministically (gzip ``mtime`` 0),
+so outputs are byte-identical whatever ran them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import TracebackType
+from typing import IO, Any, Literal
+
+import zstandard
+
+from dolma_pipe import storage
+from dolma_pipe.filters import gzip_member
+
+Compression = Literal["gz", "zst", ""]
+DEFAULT_LEVELS = {"gz": 6, "zst": 3, "": 0}
+COPY_CHUNK = 8 << 20
+
+
+def extension(compression: Compression) -> str:
+    return {"gz": ".gz", "zst": ".zst", "": ""}[compression]
+
+
+def compression_for(name: str) -> Compression:
+    """The compression a file name asks for (``.gz``, ``.zst``/``.zstd``, else none)."""
+    lower = name.lower()
+    if lower.endswith(".gz"):
+        return "gz"
+    if lower.endswith((".zst", ".zstd")):
+        return "zst"
+    return ""
+
+
+@dataclass(frozen=True)
+class Member:
+    offset: int
+    length: int
+    docs: int
+    raw_bytes: int
+
+    def as_list(self) -> list[int]:
+        return [self.offset, self.length, self.docs, self.raw_bytes]
+
+
+def compress(raw: bytes, compression: Compression, level: int | None = None) -> bytes:
+    if compression == "gz":
+        return gzip_member(raw, DEFAULT_LEVELS["gz"] if level is None else level)
+    if compression == "zst":
+        return zstandard.ZstdCompressor(level=DEFAULT_LEVELS["zst"] if level is None else level).compress(raw)
+    return raw
+
+
+class MemberWriter:
+    """Writes JSON lines to ``path`` (atomically) as members of about ``member_bytes`` raw bytes."""
+
+    def __init__(self, path: str, compression: Compression, member_bytes: int, level: int | None = None, empty_member: bool = False):
+        self.path = path
+        self.compression = compression
+        self.member_bytes = max(1, member_bytes)
+        self.level = level
+        # Write one empty member when nothing is kept (a final output file must be a valid archive).
+        self.empty_member = empty_member
+        self.members: list[Member] = []
+        self.docs = 0
+        self._ctx = storage.open_write_atomic(path)
+        self._fh: IO[bytes] | None = None
+        self._buf: list[bytes] = []
+        self._buf_bytes = 0
+        self._buf_docs = 0
+        self._offset = 0
+
+    def __enter__(self) -> MemberWriter:
+        self._fh = self._ctx.__enter__()
+        return self
+
+    def write(self, data: bytes, line_lengths: list[int]) -> None:
+        """Add complete JSON lines (``line_lengths`` gives each line's bytes, newline included)."""
+        if not data:
+            return
+        if self._buf_bytes + len(data) < self.member_bytes:
+            self._buf.append(data)
+            self._buf_bytes += len(data)
+            self._buf_docs += len(line_lengths)
+            return
+        start = 0
+        for n in line_lengths:
+            end = start + n
+            self._buf_bytes += n
+            self._buf_docs += 1
+            if self._buf_bytes >= self.member_bytes:
+                self._buf.append(data[start:end])
+                self._emit()
+                start = end
+        if start < len(data):
+            self._buf.append(data[start:])
+        # _buf_bytes/_buf_docs already count the tail
+
+    def _emit(self) -> None:
+        if not self._buf_docs:
+            return
+        raw = b"".join(self._buf)
+        packed = compress(raw, self.compression, self.level)
+        assert self._fh is not None
+        self._fh.write(packed)
+        self.members.append(Member(self._offset, len(packed), self._buf_docs, len(raw)))
+        self._offset += len(packed)
+        self.docs += self._buf_docs
+        self._buf, self._buf_bytes, self._buf_docs = [], 0, 0
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> Any:
+        if exc_type is None:
+            self._emit()
+            if not self.members and self.empty_member and self.compression:
+                assert self._fh is not None
+                self._fh.write(compress(b"", self.compression, self.level))
+        return self._ctx.__exit__(exc_type, exc, tb)
+
+
+def concatenate(pieces: list[tuple[str, int, int]], out_path: str) -> int:
+    """Write the byte ranges ``(path, offset, length)`` one after another to ``out_path``; its size."""
+    written = 0
+    with storage.open_write_atomic(out_path) as out:
+        i = 0
+        while i < len(pieces):
+            path = pieces[i][0]
+            with storage.open_read(path) as src:
+                while i < len(pieces) and pieces[i][0] == path:
+                    _, offset, length = pieces[i]
+                    src.seek(offset)
+                    left = length
+                    while left:
+                        block = src.read(min(left, COPY_CHUNK))
+                        if not block:
+                            raise storage.StorageError(f"{path}: ends before byte {offset + length} (an intermediate file changed)")
+                        out.write(block)
+                        left -= len(block)
+                    written += length
+                    i += 1
+    return written

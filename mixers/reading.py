@@ -1,0 +1,278 @@
+"""One input file through a stream's rules: its lines and its attribute files' rows, in lockstep.
+
+Files are read as blocks of complete lines (a list per decompressed chunk, not a Python step per
+line: the rule engine does the per-document work). gzip is inflated by zlib-rs, zstd by
+zstandard; ``compression.input`` overrides what a file's name says. As in
+:func:`dolma_pipe.documents.iter_lines`, blank lines are skipped (they still count for line
+numbers), a UTF-8 byte-order mark is dropped, and a corrupt or truncated archive is raised after
+every line before it.
+
+Lines go to the rule engine in batches; the engine pairs each good document with the next row
+of every attribute file (a bad document line, quarantined with its file and line, takes no row,
+as the taggers skip it too). Rows that do not line up (another id, a file that ends early or runs
+longer) stop the file with both files and lines named: a missing attribute value is not something
+to guess. A rule that fails on a document (a jq error) stops it too, naming the rule, the file
+and the line, as Dolma's mixer fails there.
+"""
+
+from __future__ import annotations
+
+import os
+import zlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+import zstandard
+
+from dolma_pipe import paths, storage
+from dolma_pipe.attributes import AttributeMismatchError
+from dolma_pipe.documents import DocumentError, TruncatedArchive, compression_of
+from dolma_pipe.errors import DolmaPipeError
+from dolma_pipe.filters import BatchResult, GzipInflater
+from dolma_pipe.quarantine import Quarantine
+from mixers.rules import StreamRules
+
+CHUNK = 1 << 20
+# Dolma's names for compressions (``compression.input``) -> documents.compression_of's names.
+_KINDS = {"gz": "gzip", "zst": "zstd", "zstd": "zstd", "": "none"}
+
+Block = tuple[list[int], list[bytes]]  # line numbers and lines (blank lines left out)
+
+
+class MixRuleError(DolmaPipeError, ValueError):
+    """A rule failed on a document (e.g. a jq error); the message names the rule, file and line."""
+
+
+def _chunks(path: str, kind: str) -> Iterator[bytes]:
+    """Decompressed bytes of ``path`` read as ``kind`` (gzip, zstd or none)."""
+    with storage.open_read(path) as raw:
+        block = raw.read(CHUNK)
+        if kind == "none":
+            while block:
+                yield block
+                block = raw.read(CHUNK)
+            return
+        if kind == "gzip" and block.startswith(b"\x1f\x8b"):
+            inflater = GzipInflater()
+            fed = bool(block)
+            while block:
+                try:
+                    yield inflater.feed(block)
+                except ValueError as exc:
+                    raise DocumentError(f"{path}: corrupt gzip data ({exc})") from None
+                block = raw.read(CHUNK)
+            if fed:
+                try:
+                    yield inflater.finish()
+                except ValueError:
+                    raise TruncatedArchive(f"{path}: truncated gzip archive (stream ended early)") from None
+            return
+        # zstd frames, or a zlib stream under a .gz name: members/frames one after another.
+        new = (lambda: zlib.decompressobj(wbits=47)) if kind == "gzip" else (lambda: zstandard.ZstdDecompressor().decompressobj())
+        errors: tuple[type[Exception], ...] = (zlib.error,) if kind == "gzip" else (zstandard.ZstdError,)
+        decomp = new()
+        pending = False
+        while block:
+            while block:
+                try:
+                    out = decomp.decompress(block)
+                except errors as exc:
+                    raise DocumentError(f"{path}: corrupt {kind} data ({exc})") from None
+                pending = True
+                if out:
+                    yield out
+                if decomp.eof:
+                    block = decomp.unused_data
+                    decomp = new()
+                    pending = False
+                else:
+                    block = b""
+            block = raw.read(CHUNK)
+        if pending:
+            raise TruncatedArchive(f"{path}: truncated {kind} archive (stream ended early)")
+
+
+def _blank_free(linenos: list[int], lines: list[bytes]) -> Block:
+    if b"" in lines or any(map(bytes.isspace, lines)):
+        kept = [(n, line) for n, line in zip(linenos, lines) if line and not line.isspace()]
+        return [n for n, _ in kept], [line for _, line in kept]
+    return linenos, lines
+
+
+def line_blocks(path: str, compression: str | None = None) -> Iterator[Block]:
+    """(line numbers, lines) per decompressed chunk of a JSON-lines file, blank lines left out."""
+    kind = _KINDS[compression] if compression is not None else compression_of(path)
+    lineno = 0
+    pending = b""
+    first = True
+    failure: DocumentError | None = None
+    try:
+        for out in _chunks(path, kind):
+            if first and out:
+                first = False
+                if out.startswith(b"\xef\xbb\xbf"):
+                    out = out[3:]
+            lines = (pending + out).split(b"\n") if pending else out.split(b"\n")
+            pending = lines.pop()
+            if lines:
+                numbers = list(range(lineno + 1, lineno + 1 + len(lines)))
+                lineno += len(lines)
+                block = _blank_free(numbers, lines)
+                if block[1]:
+                    yield block
+    except DocumentError as exc:
+        failure = exc
+    if pending and not pending.isspace():
+        yield [lineno + 1], [pending]
+    if failure is not None:
+        raise failure
+
+
+def read_lines(path: str, compression: str | None = None) -> Iterator[tuple[int, bytes]]:
+    """(line number, line) of the non-blank lines of a JSON-lines file."""
+    for numbers, lines in line_blocks(path, compression):
+        yield from zip(numbers, lines)
+
+
+class _Rows:
+    """The rows of one attribute file, topped up block by block; a read error names the file."""
+
+    def __init__(self, path: str, compression: str | None):
+        self.path = path
+        self.blocks = line_blocks(path, compression)
+        self.numbers: list[int] = []
+        self.lines: list[bytes] = []
+        self.done = False
+
+    def top_up(self, n: int) -> None:
+        while len(self.lines) < n and not self.done:
+            try:
+                block = next(self.blocks, None)
+            except (DocumentError, storage.StorageError) as exc:
+                raise AttributeMismatchError(f"attribute file {self.path} cannot be read: {exc}") from None
+            if block is None:
+                self.done = True
+            else:
+                self.numbers += block[0]
+                self.lines += block[1]
+
+    def take(self, n: int) -> None:
+        del self.numbers[:n]
+        del self.lines[:n]
+
+
+@dataclass
+class FileCounts:
+    """What one input file gave (summed per stream in the summary)."""
+
+    docs: int = 0
+    kept: int = 0
+    removed_include: int = 0
+    removed_exclude: list[int] = field(default_factory=list)
+    removed_short: int = 0
+    spans_replaced: int = 0
+    bytes_in: int = 0
+    bytes_out: int = 0
+
+    def add(self, r: BatchResult) -> None:
+        self.docs += r.docs
+        self.kept += r.kept
+        self.removed_include += r.removed_include
+        if not self.removed_exclude:
+            self.removed_exclude = [0] * len(r.removed_exclude)
+        self.removed_exclude = [a + b for a, b in zip(self.removed_exclude, r.removed_exclude)]
+        self.removed_short += r.removed_short
+        self.spans_replaced += r.spans_replaced
+        self.bytes_in += r.bytes_in
+        self.bytes_out += len(r.out)
+
+    def as_dict(self) -> dict[str, int | list[int]]:
+        return {
+            "docs": self.docs,
+            "kept": self.kept,
+            "removed_include": self.removed_include,
+            "removed_exclude": self.removed_exclude,
+            "removed_short": self.removed_short,
+            "spans_replaced": self.spans_replaced,
+            "bytes_in": self.bytes_in,
+            "bytes_out": self.bytes_out,
+        }
+
+
+def mix_file(
+    rules: StreamRules,
+    doc_path: str,
+    quarantine: Quarantine,
+    sink: Callable[[BatchResult], None],
+    *,
+    batch_size: int = 512,
+    compression: str | None = None,
+    collect: bool = False,
+) -> FileCounts:
+    """Run ``rules`` over one document file; each batch's result goes to ``sink``."""
+    mixer = rules.mixer(collect)
+    attr_paths = [paths.attribute_path(doc_path, name) for name in rules.attribute_sets]
+    rows = [_Rows(p, compression) for p in attr_paths]
+    file_name = os.path.basename(doc_path.rstrip("/"))
+    counts = FileCounts(removed_exclude=[0] * len(rules.exclude))
+
+    def flush(numbers: list[int], lines: list[bytes]) -> None:
+        for r in rows:
+            r.top_up(len(lines))
+        result = mixer.process(lines, numbers, [r.lines for r in rows], file_name)
+        for index, kind, message in result.bad:
+            quarantine.add(doc_path, numbers[index], kind, message, lines[index])
+        if result.error is not None:
+            raise _batch_error(result.error, numbers, rows, doc_path)
+        sink(result)
+        counts.add(result)
+        for r, used in zip(rows, result.consumed):
+            r.take(used)
+
+    numbers: list[int] = []
+    lines: list[bytes] = []
+    records = 0
+    last = 0
+    try:
+        for block_numbers, block_lines in line_blocks(doc_path, compression):
+            records += len(block_lines)
+            last = block_numbers[-1]
+            numbers += block_numbers
+            lines += block_lines
+            while len(lines) >= batch_size:
+                flush(numbers[:batch_size], lines[:batch_size])
+                del numbers[:batch_size], lines[:batch_size]
+    except TruncatedArchive as exc:
+        quarantine.add(doc_path, last + 1, "truncated_archive", str(exc), None)
+    except DocumentError as exc:
+        quarantine.add(doc_path, last + 1, "corrupt_archive", str(exc), None)
+    except storage.StorageError as exc:
+        quarantine.add(doc_path, 0, "unreadable", str(exc), None)
+    if lines:
+        flush(numbers, lines)
+    if records == 0 and not quarantine.has_file_error(doc_path):
+        quarantine.add(doc_path, 0, "empty_file", f"{doc_path}: file has no records", None)
+    if quarantine.has_file_error(doc_path):
+        return counts  # the attribute files' rows past the readable part are not comparable
+    for r in rows:
+        r.top_up(1)
+        if r.lines:
+            raise AttributeMismatchError(
+                f"{r.path}:{r.numbers[0]}: has more rows than {doc_path} (attribute files must have one row per document)"
+            )
+    return counts
+
+
+def _batch_error(error: tuple[str, int, int, int, str], numbers: list[int], rows: list[_Rows], doc_path: str) -> DolmaPipeError:
+    kind, doc, set_index, row, message = error
+    doc_line = numbers[doc] if doc < len(numbers) else 0
+    if kind == "rule":
+        return MixRuleError(f"{doc_path}:{doc_line}: {message}")
+    r = rows[set_index] if set_index < len(rows) else None
+    attr_path = r.path if r is not None else "?"
+    attr_line = r.numbers[row] if r is not None and row < len(r.numbers) else 0
+    if kind == "mismatch":
+        return AttributeMismatchError(f"{attr_path}:{attr_line}: {message} at {doc_path}:{doc_line}")
+    if kind == "ended":
+        return AttributeMismatchError(f"{attr_path}: ends before {doc_path} ({message} at line {doc_line})")
+    return AttributeMismatchError(f"{attr_path}:{attr_line}: bad attribute row: {message}")
