@@ -1,0 +1,227 @@
+"""Dolma-style streams as a staged run: size-bounded shards with consistent names, the same bytes
+for any process count, executor and rerun, resuming after a kill, `shuffle: false`, dry runs."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+
+from dolma_pipe.config import ConfigError, load_config
+from dolma_pipe.documents import write_documents
+from dolma_pipe.executors import RayExecutor
+from dolma_pipe.manifest import read_manifest
+from dolma_pipe.runner import run_stage
+from mixers.config import MixConfig
+from mixers.stage import MixStage
+from tests.helpers import REPO_ROOT, make_docs
+
+FILES = 6
+DOCS = 60
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> Path:
+    """Six files of 60 documents with a score attribute and a paragraph-duplicate attribute."""
+    root = tmp_path_factory.mktemp("streams")
+    for f in range(FILES):
+        docs = make_docs(DOCS, seed=f, words=40 + 10 * f)
+        write_documents(str(root / "documents" / f"part-{f}.jsonl.gz"), docs)
+        rows = [{"id": d["id"], "attributes": {"q": [[0, len(d["text"]), (i * 7 % 10) / 10]]}} for i, d in enumerate(docs)]
+        write_documents(str(root / "attributes" / "score" / f"part-{f}.jsonl.gz"), rows)
+        rows = [{"id": d["id"], "attributes": {"dup": [[0, 4, 1.0]] if i % 5 == 0 else []}} for i, d in enumerate(docs)]
+        write_documents(str(root / "attributes" / "dups" / f"part-{f}.jsonl.gz"), rows)
+    return root
+
+
+def spec(corpus: Path, out: Path, max_size: int = 6000, **extra) -> dict:
+    return {
+        "streams": [
+            {
+                "name": "mixed",
+                "documents": [str(corpus / "documents" / "*.jsonl.gz")],
+                "attributes": ["score", "dups"],
+                "output": {"path": str(out), "max_size_in_bytes": max_size, "discard_fields": ["attributes"]},
+                "filter": {"syntax": "jq", "exclude": [".attributes.q[0][2] < 0.3"]},
+                "span_replacement": [{"span": "$.attributes.dup", "min_score": 0.5, "replacement": ""}],
+            }
+        ],
+        "progress": False,
+        **extra,
+    }
+
+
+def run(config: dict, executor=None):
+    return run_stage(MixStage(load_config(MixConfig, None, config)), executor=executor, stream=io.StringIO())
+
+
+def outputs(out: Path) -> dict[str, bytes]:
+    """Every output file and marker record (timings and fingerprints left out), temporaries excluded."""
+    files = {}
+    for p in sorted(out.rglob("*")):
+        if p.is_file() and not p.name.startswith(".") and p.name != "_manifest.json":
+            data = p.read_bytes()
+            if p.suffix == ".done":
+                rec = orjson.loads(data)
+                rec.pop("seconds"), rec.pop("fingerprint")
+                data = orjson.dumps(rec, option=orjson.OPT_SORT_KEYS)
+            files[str(p.relative_to(out))] = data
+    return files
+
+
+def docs_of(out: Path) -> list[dict]:
+    rows = []
+    for p in sorted(out.glob("*.jsonl.gz")):
+        with gzip.open(p, "rt") as fh:
+            rows += [json.loads(line) for line in fh]
+    return rows
+
+
+@pytest.fixture(scope="module")
+def reference(corpus, tmp_path_factory) -> dict[str, bytes]:
+    out = tmp_path_factory.mktemp("ref") / "out"
+    run(spec(corpus, out, processes=1))
+    return outputs(out)
+
+
+def test_shards_are_bounded_named_alike_and_in_input_order(corpus, tmp_path):
+    out = tmp_path / "out"
+    summary = run(spec(corpus, out, processes=2))
+    shards = sorted(p.name for p in out.glob("*.gz"))
+    assert len(shards) > 3
+    assert shards == [f"mixed-{i:04d}.jsonl.gz" for i in range(len(shards))]
+    # Each shard within the bound, unless it is one member larger than it.
+    sizes = [(out / s).stat().st_size for s in shards]
+    assert all(s <= 6000 for s in sizes[:-1]) or max(sizes) <= 6000 * 2
+    rows = docs_of(out)
+    provenance = [(r["metadata"]["provenance"].split(":")[0], int(r["metadata"]["provenance"].split(":")[1])) for r in rows]
+    assert provenance == sorted(provenance)  # input files in order, then lines
+    assert len(rows) == summary.totals["docs_out"] == summary.totals["docs_kept"] == FILES * DOCS * 7 // 10
+    assert all("attributes" not in r for r in rows)
+    # No intermediates left; the manifest holds the per-stream summary.
+    assert not (out / "_work").exists()
+    totals = read_manifest(str(out)).results["streams"]["mixed"]
+    assert totals["removed_by_rule"] == {"exclude 0: .attributes.q[0][2] < 0.3": FILES * DOCS * 3 // 10}
+    assert totals["spans_replaced"] == sum(1 for i in range(DOCS) if i % 5 == 0 and (i * 7 % 10) >= 3) * FILES
+
+
+def test_a_member_shard_is_readable_by_plain_gzip(corpus, tmp_path):
+    out = tmp_path / "out"
+    run(spec(corpus, out, max_size=10**9, processes=1))
+    (shard,) = out.glob("*.gz")
+    text = gzip.decompress(shard.read_bytes()).decode()  # several members, one stream
+    assert text.count("\n") == FILES * DOCS * 7 // 10
+
+
+@pytest.mark.parametrize("processes", [2, 4])
+def test_same_bytes_for_any_process_count(corpus, reference, tmp_path, processes):
+    out = tmp_path / "out"
+    run(spec(corpus, out, processes=processes))
+    assert outputs(out) == reference
+
+
+@pytest.mark.ray
+def test_same_bytes_on_ray(corpus, reference, tmp_path, ray_address):
+    out = tmp_path / "out"
+    with RayExecutor(2, ray_address) as ex:
+        summary = run(spec(corpus, out, processes=2, ray_address=ray_address), executor=ex)
+    assert summary.manifest.executor.name == "ray"
+    assert outputs(out) == reference
+
+
+def test_rerun_skips_and_force_rewrites_the_same_bytes(corpus, reference, tmp_path):
+    out = tmp_path / "out"
+    run(spec(corpus, out, processes=2))
+    again = run(spec(corpus, out, processes=2))
+    assert all(r.skipped for r in again.results)
+    forced = run(spec(corpus, out, processes=2, force=True))
+    assert not any(r.skipped for r in forced.results)
+    assert outputs(out) == reference
+
+
+def _kill_in_shard_phase(config: dict, out: Path) -> int:
+    env = {**os.environ, "MIX_SLOW_PHASE": "shard", "MIX_SLOW_SECONDS": "0.4", "PYTHONPATH": str(REPO_ROOT)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.mixers.slow_mix", json.dumps(config)],
+        cwd=REPO_ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    markers = out / "_done" / "shard" / "mixed"
+    deadline = time.time() + 120
+    try:
+        while time.time() < deadline:
+            if proc.poll() is not None:
+                raise AssertionError(f"run ended before it could be killed: {proc.stderr.read().decode()[-2000:]}")
+            if markers.exists() and list(markers.glob("*.done")):
+                break
+            time.sleep(0.01)
+        os.killpg(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait()
+    return len(list(markers.glob("*.done")))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("processes", [1, 2])
+def test_killed_in_shard_phase_resumes_there(corpus, reference, tmp_path, processes):
+    out = tmp_path / "out"
+    config = spec(corpus, out, processes=processes)
+    done = _kill_in_shard_phase(config, out)
+    shards = len([k for k in reference if k.endswith(".jsonl.gz")])
+    assert 0 < done < shards
+    assert read_manifest(str(out)).status == "running"
+    summary = run(config)
+    filter_phase, shard_phase = summary.manifest.phases
+    assert all(r.skipped for r in filter_phase.tasks.values())
+    assert sum(r.skipped for r in shard_phase.tasks.values()) == done
+    assert outputs(out) == reference
+
+
+def test_shuffle_false_keeps_one_output_per_input(corpus, tmp_path):
+    out = tmp_path / "out"
+    run(spec(corpus, out, processes=2, shuffle=False))
+    names = sorted(str(p.relative_to(out)) for p in out.rglob("*.jsonl.gz") if "_done" not in p.parts)
+    assert names == [f"documents/part-{f}.jsonl.gz" for f in range(FILES)]
+    assert len(docs_of(out / "documents")) == FILES * DOCS * 7 // 10
+
+
+def test_dry_run_writes_nothing_but_the_manifest(corpus, tmp_path):
+    out = tmp_path / "out"
+    summary = run(spec(corpus, out, dryrun=True))
+    assert "mix dry run" in (summary.table or "") and "6 input files" in (summary.table or "")
+    assert sorted(p.name for p in out.iterdir()) == ["_manifest.json"]
+
+
+def test_several_streams_share_a_run_root(corpus, tmp_path):
+    config = spec(corpus, tmp_path / "mixes" / "a")
+    second = dict(config["streams"][0], name="other", output={"path": str(tmp_path / "mixes" / "b")}, filter=None, span_replacement=[])
+    config["streams"].append(second)
+    summary = run(config)
+    assert summary.root == str(tmp_path / "mixes")
+    assert len(docs_of(tmp_path / "mixes" / "b")) == FILES * DOCS
+    assert (tmp_path / "mixes" / "_manifest.json").exists()
+
+
+def test_spec_errors(corpus, tmp_path):
+    with pytest.raises(ConfigError, match="needs either 'streams'"):
+        run({"progress": False})
+    config = spec(corpus, tmp_path / "o")
+    config["streams"].append(dict(config["streams"][0]))
+    with pytest.raises(ConfigError, match="'streams.1.name': name 'mixed' is used twice"):
+        run(config)
+    with pytest.raises(ConfigError, match=r"'streams\.0\.documents\.0': no input files match"):
+        run(spec(tmp_path / "nothing", tmp_path / "o"))
+    with pytest.raises(ConfigError, match="unknown config key 'streams.0.output.max_size'"):
+        load_config(MixConfig, None, {"streams": [{"name": "x", "documents": ["a"], "output": {"path": "o", "max_size": 1}}]})
