@@ -1,0 +1,221 @@
+"""Mixing speed and agreement: Dolma 1.2.1's ``dolma mix`` and ``dolma-pipe mix`` on the same inputs.
+
+    .venv/bin/python bench/mix.py [--processes 1] [--skip-dolma]
+
+What it does:
+
+1. Takes the shared bench corpus (``bench/corpus.py``: 20,000+ real ~3 KB documents from Debian's
+   packages with planted duplicates) and copies its documents to ``bench/_work/mix/documents``.
+2. Makes the attributes both mixers read, once (cached): Dolma's own ``gopher_v1`` tagger
+   (``dolma tag``, attribute set ``bench``) and Dolma's ``dolma dedupe``, run twice (it takes one
+   kind per run): exact documents (``bff_duplicate_docs``, set ``dedup_docs``) and paragraphs
+   (``bff_duplicate_paragraph_spans``, set ``dedup_paras``): the same files for both tools.
+3. Writes two mixer configs in Dolma's schema: a jq one and a JSONPath one, each excluding on a
+   tagger attribute (Gopher word count and symbol ratio) and on a dedup attribute (exact duplicate
+   documents), with a span replacement removing duplicate paragraphs, discarding ``attributes``.
+   (The dedup scores are the integer ``1``; the JSONPath rule compares with ``> 0.5`` because
+   Dolma's JSONPath engine never matches ``>= 1.0`` against ``1``; ours does.)
+4. Runs each tool on each config with the same process count, measuring the CPU seconds of the
+   whole process tree (``peers.run_measured``), and prints documents per CPU-second for both and
+   the ratio; then compares the outputs: documents only one tool kept, and documents whose text
+   differs (both must be 0). Dolma's shard grouping differs from ours, so documents are compared
+   by id, not by file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import glob
+import gzip
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+# bench/ holds scripts named like standard modules (bench/tokenize.py): keep it off sys.path and
+# load the two shared bench modules by file.
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != HERE]
+
+
+def _load(name: str):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", os.path.join(HERE, f"{name}.py"))
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+corpus = _load("corpus")
+peers = _load("peers")
+
+WORK = os.path.join(HERE, "_work", "mix")
+DOCS = os.path.join(WORK, "documents")
+STAMP = os.path.join(WORK, ".attributes-done")
+
+
+def prepare(n_docs: int) -> int:
+    """Corpus copy and both attribute sets (once); returns the number of documents."""
+    src = corpus.ensure(n_docs)
+    if os.path.exists(STAMP):
+        return _count_docs()
+    if not os.path.exists(os.path.join(WORK, ".copied")):
+        shutil.rmtree(WORK, ignore_errors=True)
+        shutil.copytree(src, DOCS)
+        open(os.path.join(WORK, ".copied"), "w").close()
+    dolma = peers.ensure_dolma()
+    env = peers.dolma_env()
+    pattern = os.path.join(DOCS, "*", "*.jsonl.gz")
+    if not os.path.exists(os.path.join(WORK, ".tagged")):
+        print("tagging the bench corpus with Dolma's gopher_v1 (attribute set 'bench') ...", flush=True)
+        subprocess.run(
+            [dolma, "tag", "--documents", pattern, "--taggers", "gopher_v1", "--experiment", "bench", "--processes", "2"],
+            env=env,
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+        open(os.path.join(WORK, ".tagged"), "w").close()
+    # Dolma's dedupe takes documents or paragraphs per run (not both): two runs, two attribute sets.
+    for name, dedupe in (
+        ("dedup_docs", {"documents": {"attribute_name": "bff_duplicate_docs", "key": "$.text"}}),
+        ("dedup_paras", {"paragraphs": {"attribute_name": "bff_duplicate_paragraph_spans"}}),
+    ):
+        print(f"deduplicating with Dolma's dedupe (attribute set {name!r}) ...", flush=True)
+        config = {
+            "documents": [pattern],
+            "dedupe": {"name": name, "skip_empty": True, **dedupe},
+            "bloom_filter": {
+                "file": os.path.join(WORK, f"{name}.bloom"),
+                "read_only": False,
+                "estimated_doc_count": 1_000_000,
+                "desired_false_positive_rate": 1e-6,
+            },
+            "processes": 1,  # one process: which copy is "first" follows the file order
+        }
+        path = os.path.join(WORK, f"{name}.json")
+        with open(path, "w") as fh:
+            json.dump(config, fh)
+        subprocess.run([dolma, "-c", path, "dedupe"], env=env, check=True, stdout=subprocess.DEVNULL)
+    open(STAMP, "w").close()
+    return _count_docs()
+
+
+def _count_docs() -> int:
+    return sum(1 for f in glob.glob(os.path.join(DOCS, "*", "*.jsonl.gz")) for _ in gzip.open(f, "rt"))
+
+
+GOPHER = "bench__gopher_v1__"
+
+
+def configs(processes: int) -> dict[str, dict]:
+    """The two specs (jq, JSONPath), output path left to fill in."""
+    common = {
+        "name": "bench",
+        "documents": [os.path.join(DOCS, "*", "*.jsonl.gz")],
+        "attributes": ["bench", "dedup_docs", "dedup_paras"],
+        "span_replacement": [{"span": "$.attributes.bff_duplicate_paragraph_spans", "min_score": 0.5, "replacement": ""}],
+    }
+    jq = {
+        "syntax": "jq",
+        "exclude": [
+            f".attributes.{GOPHER}word_count[0][2] < 200",
+            f".attributes.{GOPHER}symbol_to_word_ratio[0][2] > 0.1",
+            ".attributes.bff_duplicate_docs | length > 0",
+        ],
+    }
+    jsonpath = {
+        "syntax": "jsonpath",
+        "exclude": [
+            f"$.attributes[?(@.{GOPHER}word_count && @.{GOPHER}word_count[0][2] < 200)]",
+            f"$.attributes[?(@.{GOPHER}symbol_to_word_ratio && @.{GOPHER}symbol_to_word_ratio[0][2] > 0.1)]",
+            "$.attributes[?(@.bff_duplicate_docs && @.bff_duplicate_docs[0] && @.bff_duplicate_docs[0][2] > 0.5)]",
+        ],
+    }
+    return {
+        name: {
+            "streams": [
+                {**common, "filter": flt, "output": {"path": "", "max_size_in_bytes": 50_000_000, "discard_fields": ["attributes"]}}
+            ],
+            "processes": processes,
+        }
+        for name, flt in (("jq", jq), ("jsonpath", jsonpath))
+    }
+
+
+def read_output(folder: str) -> dict[str, str]:
+    docs: dict[str, str] = {}
+    for path in sorted(glob.glob(os.path.join(folder, "*.gz"))):
+        with gzip.open(path, "rt", encoding="utf-8") as fh:
+            for line in fh:
+                if line.strip():
+                    d = json.loads(line)
+                    assert d["id"] not in docs, f"{d['id']} twice in {folder}"
+                    docs[d["id"]] = d["text"]
+    return docs
+
+
+def compare(ours: dict[str, str], theirs: dict[str, str]) -> tuple[int, int]:
+    only = len(set(ours) ^ set(theirs))
+    texts = sum(1 for i in set(ours) & set(theirs) if ours[i] != theirs[i])
+    return only, texts
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--docs", type=int, default=20000, help="documents in the shared bench corpus")
+    ap.add_argument("--processes", type=int, default=1, help="processes for both tools")
+    ap.add_argument("--skip-dolma", action="store_true", help="only run dolma-pipe")
+    args = ap.parse_args()
+    n = prepare(args.docs)
+    print(f"corpus: {n:,} documents in {DOCS}")
+    dolma = peers.ensure_dolma()
+    results = []
+    for name, spec in configs(args.processes).items():
+        row = {"config": name}
+        for tool in ("ours", "dolma") if not args.skip_dolma else ("ours",):
+            out = os.path.join(WORK, f"out-{tool}-{name}")
+            shutil.rmtree(out, ignore_errors=True)
+            spec["streams"][0]["output"]["path"] = out
+            if tool == "dolma":
+                spec["work_dir"] = {"input": os.path.join(WORK, "tmp-in"), "output": os.path.join(WORK, "tmp-out")}
+            else:
+                spec.pop("work_dir", None)
+            path = os.path.join(WORK, f"{tool}-{name}.json")
+            with open(path, "w") as fh:
+                json.dump(spec, fh, indent=1)
+            if tool == "dolma":
+                m = peers.run_measured([dolma, "-c", path, "mix"], env=peers.dolma_env())
+            else:
+                m = peers.run_measured(
+                    [peers.OUR_PYTHON, "-m", "dolma_pipe", "mix", "-c", path, "--no-progress"], env=peers.our_env(), cwd=ROOT
+                )
+            row[tool] = (m, read_output(out))
+            print(
+                f"  {name:8s} {tool:5s}: {m.cpu:6.2f} CPU-s {m.wall:6.2f} s wall  peak {m.peak_rss_mb:5.0f} MB -> {n / m.cpu:8,.0f} docs/CPU-s, {len(row[tool][1]):,} documents kept",
+                flush=True,
+            )
+        results.append(row)
+    if args.skip_dolma:
+        return
+    print()
+    print(
+        f"{'config':9s} {'dolma docs/CPU-s':>17s} {'dolma-pipe docs/CPU-s':>22s} {'ratio':>6s} {'docs only one kept':>19s} {'texts differ':>13s}"
+    )
+    for row in results:
+        (m_ours, d_ours), (m_dolma, d_dolma) = row["ours"], row["dolma"]
+        only, texts = compare(d_ours, d_dolma)
+        print(
+            f"{row['config']:9s} {n / m_dolma.cpu:17,.0f} {n / m_ours.cpu:22,.0f} {m_dolma.cpu / m_ours.cpu:5.2f}x {only:19,d} {texts:13,d}"
+        )
+    counts = collections.Counter(len(r["ours"][1]) for r in results)
+    print(f"(documents kept per config: {dict(counts)})")
+
+
+if __name__ == "__main__":
+    main()
