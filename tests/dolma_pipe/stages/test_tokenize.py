@@ -268,8 +268,9 @@ def test_killed_while_writing_resumes_there(corpus, reference, tmp_path):
     assert sum(r.skipped for r in write.tasks.values()) == done < len(write.tasks)
     assert _shard_bytes(out) == reference
     assert not any(p.name.startswith(".") for p in out.rglob("*"))  # no temporaries left behind
-    again = _run(overrides)  # a finished run: everything skipped, same shards
+    again = _run({**overrides, "batch_size": 7})  # a finished run: everything skipped, same shards
     assert all(r.skipped for r in again.results) and _shard_bytes(out) == reference
+    assert not any(r.skipped for r in _run({**overrides, "seed": 5}).results)  # another order: all redone
 
 
 # -- the validation split --------------------------------------------------------------------------
