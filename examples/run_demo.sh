@@ -40,5 +40,26 @@ echo "== 4. the Rust Bloom filter: exact duplicate documents and repeated paragr
 "$VENV/bin/python" examples/bloom_demo.py "$OUT/corpus/documents/*/*.jsonl.gz"
 
 echo
+echo "== 5. mix: a broad stage-1 mix (Dolma's mixer schema) and a three-seed stage-2 Dolmino mix -> $OUT/mix/"
+# The mixes read the tagger's attributes (demo) and the dedup attributes dedup_docs and dedup_paras,
+# made here with Dolma's dedupe configs if no earlier step made them.
+mkdir -p "$OUT/configs"
+for kind in docs paras; do
+  if [ ! -d "$OUT/corpus/attributes/dedup_$kind" ]; then
+    if [ "$kind" = docs ]; then what='"documents": {"attribute_name": "bff_duplicate_docs", "key": "$.text"}'
+    else what='"paragraphs": {"attribute_name": "bff_duplicate_paragraph_spans"}'; fi
+    cat > "$OUT/configs/dedup-$kind.json" <<JSON
+{"documents": ["$OUT/corpus/documents/*/*.jsonl.gz"], "dedupe": {"name": "dedup_$kind", $what, "skip_empty": true},
+ "bloom_filter": {"file": "$OUT/dedup-$kind.bloom", "read_only": false, "estimated_doc_count": 1000000, "desired_false_positive_rate": 1e-6}}
+JSON
+    "$DP" dedup -c "$OUT/configs/dedup-$kind.json"
+  fi
+done
+# The specs name demo-output/...; a DEMO_OUTPUT elsewhere gets its own copy of them.
+for stage in stage1 stage2; do sed "s#demo-output/#$OUT/#g" "examples/configs/mix-$stage.yaml" > "$OUT/configs/mix-$stage.yaml"; done
+"$DP" mix -c "$OUT/configs/mix-stage1.yaml"
+"$DP" mix -c "$OUT/configs/mix-stage2.yaml"
+
+echo
 echo "Outputs under $OUT/ (each stage wrote _manifest.json; rerunning skips finished files, --force redoes them)."
 "$DP" list
