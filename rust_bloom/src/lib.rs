@@ -6,13 +6,18 @@
 //! - `text`: CPython-compatible text primitives (character classes, lengths in code points,
 //!   word splitting) shared by the kernels;
 //! - `text_stats`: the text-statistics kernels of the Gopher and C4 rule taggers;
-//! - `filters`: the mixer's jq and JSONPath rules and span replacement, with Dolma's semantics.
+//! - `filters`: the mixer's jq and JSONPath rules and span replacement, with Dolma's semantics;
+//! - `minhash`: shingles, MinHash signatures, LSH bands and clustering for near-duplicates;
+//! - `dedup`: document and paragraph keys, the fast JSON-line path, work-file records and the
+//!   per-bucket steps of `dolma-pipe dedup`.
 //!
 //! Everything but `python` is plain Rust with no pyo3 in it, so `cargo test` exercises the
 //! logic directly; `python` holds the thin bindings, one file per component, that maturin
 //! builds into `dolma_pipe._rust`.
 pub mod bloom;
+pub mod dedup;
 pub mod filters;
+pub mod minhash;
 mod python;
 pub mod text;
 pub mod text_stats;

@@ -1,7 +1,9 @@
 //! The Python extension module that maturin builds, one binding file per component; each
 //! converts arguments, releases the GIL around the work and maps errors to Python exceptions.
 mod bloom;
+mod dedup;
 mod filters;
+mod minhash;
 mod text_stats;
 
 use pyo3::prelude::*;
@@ -9,7 +11,9 @@ use pyo3::prelude::*;
 #[pymodule]
 fn _rust(m: &Bound<'_, PyModule>) -> PyResult<()> {
     bloom::register(m)?;
+    dedup::register(m)?;
     filters::register(m)?;
+    minhash::register(m)?;
     text_stats::register(m)?;
     Ok(())
 }
