@@ -90,6 +90,8 @@ def train_tokenizer(path: str | Path, texts: list[str], vocab_size: int = 400) -
 
     tok = Tokenizer(models.BPE(unk_token="[UNK]"))
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    tok.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["[UNK]", "<|endoftext|>"], show_progress=False))
+    tok.train_from_iterator(
+        texts, trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["[UNK]", "<|endoftext|>"], show_progress=False)
+    )
     tok.save(str(path))
     return str(path)
