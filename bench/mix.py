@@ -17,7 +17,8 @@ What it does:
    Dolma's JSONPath engine never matches ``>= 1.0`` against ``1``; ours does.)
 4. Runs each tool on each config with the same process count, measuring the CPU seconds of the
    whole process tree (``peers.run_measured``), and prints documents per CPU-second for both and
-   the ratio; then compares the outputs: documents only one tool kept, and documents whose text
+   the ratio, start-up included (and, as bench/tag.py does, without it: each tool also runs on a
+   5-document corpus); then compares the outputs: documents only one tool kept, and documents whose text
    differs (both must be 0). Dolma's shard grouping differs from ours, so documents are compared
    by id, not by file.
 """
@@ -106,6 +107,21 @@ def prepare(n_docs: int) -> int:
     return _count_docs()
 
 
+def tiny(n: int = 5) -> str:
+    """The first ``n`` documents of one file with their attribute rows: each tool's start-up cost."""
+    root = os.path.join(WORK, "tiny")
+    shutil.rmtree(root, ignore_errors=True)
+    rel = os.path.join("debian-handbook", "part-0000.jsonl.gz")
+    for sub in ("documents", *(os.path.join("attributes", a) for a in ("bench", "dedup_docs", "dedup_paras"))):
+        src = os.path.join(WORK, sub, rel)
+        dst = os.path.join(root, sub, rel)
+        os.makedirs(os.path.dirname(dst))
+        with gzip.open(src, "rt", encoding="utf-8") as fin, gzip.open(dst, "wt", encoding="utf-8") as fout:
+            for _, line in zip(range(n), fin):
+                fout.write(line)
+    return os.path.join(root, "documents", "*", "*.jsonl.gz")
+
+
 def _count_docs() -> int:
     return sum(1 for f in glob.glob(os.path.join(DOCS, "*", "*.jsonl.gz")) for _ in gzip.open(f, "rt"))
 
@@ -166,6 +182,21 @@ def compare(ours: dict[str, str], theirs: dict[str, str]) -> tuple[int, int]:
     return only, texts
 
 
+def run_tool(tool: str, name: str, spec: dict, documents: str, out: str) -> peers.Measured:
+    spec = json.loads(json.dumps(spec))
+    spec["streams"][0]["documents"] = [documents]
+    spec["streams"][0]["output"]["path"] = out
+    shutil.rmtree(out, ignore_errors=True)
+    if tool == "dolma":
+        spec["work_dir"] = {"input": os.path.join(WORK, "tmp-in"), "output": os.path.join(WORK, "tmp-out")}
+    path = os.path.join(WORK, f"{tool}-{name}.json")
+    with open(path, "w") as fh:
+        json.dump(spec, fh, indent=1)
+    if tool == "dolma":
+        return peers.run_measured([peers.ensure_dolma(), "-c", path, "mix"], env=peers.dolma_env())
+    return peers.run_measured([peers.OUR_PYTHON, "-m", "dolma_pipe", "mix", "-c", path, "--no-progress"], env=peers.our_env(), cwd=ROOT)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--docs", type=int, default=20000, help="documents in the shared bench corpus")
@@ -174,44 +205,34 @@ def main() -> None:
     args = ap.parse_args()
     n = prepare(args.docs)
     print(f"corpus: {n:,} documents in {DOCS}")
-    dolma = peers.ensure_dolma()
+    small = tiny()
+    tools = ("ours",) if args.skip_dolma else ("ours", "dolma")
     results = []
     for name, spec in configs(args.processes).items():
-        row = {"config": name}
-        for tool in ("ours", "dolma") if not args.skip_dolma else ("ours",):
+        row: dict = {"config": name}
+        for tool in tools:
+            start = run_tool(tool, name, spec, small, os.path.join(WORK, f"tiny-{tool}-{name}"))
             out = os.path.join(WORK, f"out-{tool}-{name}")
-            shutil.rmtree(out, ignore_errors=True)
-            spec["streams"][0]["output"]["path"] = out
-            if tool == "dolma":
-                spec["work_dir"] = {"input": os.path.join(WORK, "tmp-in"), "output": os.path.join(WORK, "tmp-out")}
-            else:
-                spec.pop("work_dir", None)
-            path = os.path.join(WORK, f"{tool}-{name}.json")
-            with open(path, "w") as fh:
-                json.dump(spec, fh, indent=1)
-            if tool == "dolma":
-                m = peers.run_measured([dolma, "-c", path, "mix"], env=peers.dolma_env())
-            else:
-                m = peers.run_measured(
-                    [peers.OUR_PYTHON, "-m", "dolma_pipe", "mix", "-c", path, "--no-progress"], env=peers.our_env(), cwd=ROOT
-                )
-            row[tool] = (m, read_output(out))
+            m = run_tool(tool, name, spec, spec["streams"][0]["documents"][0], out)
+            row[tool] = (m, read_output(out), start)
+            steady = (n - 5) / max(m.cpu - start.cpu, 1e-9)
             print(
-                f"  {name:8s} {tool:5s}: {m.cpu:6.2f} CPU-s {m.wall:6.2f} s wall  peak {m.peak_rss_mb:5.0f} MB -> {n / m.cpu:8,.0f} docs/CPU-s, {len(row[tool][1]):,} documents kept",
+                f"  {name:8s} {tool:5s}: {m.cpu:6.2f} CPU-s {m.wall:6.2f} s wall  peak {m.peak_rss_mb:5.0f} MB -> {n / m.cpu:8,.0f} docs/CPU-s "
+                f"(start-up {start.cpu:.2f} CPU-s; without it {steady:,.0f}), {len(row[tool][1]):,} documents kept",
                 flush=True,
             )
         results.append(row)
     if args.skip_dolma:
         return
     print()
-    print(
-        f"{'config':9s} {'dolma docs/CPU-s':>17s} {'dolma-pipe docs/CPU-s':>22s} {'ratio':>6s} {'docs only one kept':>19s} {'texts differ':>13s}"
-    )
+    head = f"{'config':9s} {'dolma docs/CPU-s':>17s} {'dolma-pipe docs/CPU-s':>22s} {'ratio':>6s} {'(no start-up)':>14s} {'docs only one kept':>19s} {'texts differ':>13s}"
+    print(head)
     for row in results:
-        (m_ours, d_ours), (m_dolma, d_dolma) = row["ours"], row["dolma"]
+        (m_ours, d_ours, s_ours), (m_dolma, d_dolma, s_dolma) = row["ours"], row["dolma"]
         only, texts = compare(d_ours, d_dolma)
+        steady = (m_dolma.cpu - s_dolma.cpu) / max(m_ours.cpu - s_ours.cpu, 1e-9)
         print(
-            f"{row['config']:9s} {n / m_dolma.cpu:17,.0f} {n / m_ours.cpu:22,.0f} {m_dolma.cpu / m_ours.cpu:5.2f}x {only:19,d} {texts:13,d}"
+            f"{row['config']:9s} {n / m_dolma.cpu:17,.0f} {n / m_ours.cpu:22,.0f} {m_dolma.cpu / m_ours.cpu:5.2f}x {steady:13.2f}x {only:19,d} {texts:13,d}"
         )
     counts = collections.Counter(len(r["ours"][1]) for r in results)
     print(f"(documents kept per config: {dict(counts)})")

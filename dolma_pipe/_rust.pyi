@@ -224,6 +224,7 @@ class DocumentMixer:
     def process(self, docs: list[bytes], linenos: list[int], attrs: list[list[bytes]], file_name: str) -> dict[str, object]:
         """Keys: out (bytes, kept documents as JSON lines), line_lengths, consumed (rows taken per
         attribute set), docs, kept, removed_include, removed_exclude (per exclude rule),
-        removed_short, spans_replaced, bytes_in, bad ([(index, kind, message)]), texts and keys
+        removed_short, spans_replaced, bytes_in, bad ([(index, kind, message)]), ids (every good
+        document's id), texts and keys
         (kept documents' texts and xxh3 id hashes, with ``collect``), error (None or (kind,
         doc index, set, row, message), kind "mismatch", "ended", "bad_row" or "rule")."""

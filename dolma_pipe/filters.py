@@ -69,6 +69,7 @@ class BatchResult:
     spans_replaced: int
     bytes_in: int
     bad: list[tuple[int, str, str]]
+    ids: list[str] = field(default_factory=list)  # every good document's id
     texts: list[str] = field(default_factory=list)
     keys: list[int] = field(default_factory=list)
     # (kind, document index, attribute set, row, message); kind "mismatch", "ended", "bad_row" or "rule"

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import zlib
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -92,15 +93,18 @@ def _chunks(path: str, kind: str) -> Iterator[bytes]:
             raise TruncatedArchive(f"{path}: truncated {kind} archive (stream ended early)")
 
 
-def _blank_free(linenos: list[int], lines: list[bytes]) -> Block:
+def _blank_free(linenos: list[int], lines: list[bytes], notes: Counter | None) -> Block:
     if b"" in lines or any(map(bytes.isspace, lines)):
         kept = [(n, line) for n, line in zip(linenos, lines) if line and not line.isspace()]
+        if notes is not None:
+            notes["blank_lines"] += len(lines) - len(kept)
         return [n for n, _ in kept], [line for _, line in kept]
     return linenos, lines
 
 
-def line_blocks(path: str, compression: str | None = None) -> Iterator[Block]:
-    """(line numbers, lines) per decompressed chunk of a JSON-lines file, blank lines left out."""
+def line_blocks(path: str, compression: str | None = None, notes: Counter | None = None) -> Iterator[Block]:
+    """(line numbers, lines) per decompressed chunk of a JSON-lines file, blank lines left out
+    (and counted in ``notes["blank_lines"]``, as the documents reader notes them)."""
     kind = _KINDS[compression] if compression is not None else compression_of(path)
     lineno = 0
     pending = b""
@@ -117,13 +121,15 @@ def line_blocks(path: str, compression: str | None = None) -> Iterator[Block]:
             if lines:
                 numbers = list(range(lineno + 1, lineno + 1 + len(lines)))
                 lineno += len(lines)
-                block = _blank_free(numbers, lines)
+                block = _blank_free(numbers, lines, notes)
                 if block[1]:
                     yield block
     except DocumentError as exc:
         failure = exc
     if pending and not pending.isspace():
         yield [lineno + 1], [pending]
+    elif pending and notes is not None:
+        notes["blank_lines"] += 1
     if failure is not None:
         raise failure
 
@@ -224,6 +230,8 @@ def mix_file(
             quarantine.add(doc_path, numbers[index], kind, message, lines[index])
         if result.error is not None:
             raise _batch_error(result.error, numbers, rows, doc_path)
+        for doc_id in result.ids:  # the runner's duplicate-id check, as read_documents feeds it
+            quarantine.saw_document(doc_id)
         sink(result)
         counts.add(result)
         for r, used in zip(rows, result.consumed):
@@ -234,7 +242,7 @@ def mix_file(
     records = 0
     last = 0
     try:
-        for block_numbers, block_lines in line_blocks(doc_path, compression):
+        for block_numbers, block_lines in line_blocks(doc_path, compression, quarantine.notes):
             records += len(block_lines)
             last = block_numbers[-1]
             numbers += block_numbers

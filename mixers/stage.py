@@ -61,7 +61,7 @@ from mixers.rules import StreamRules, compile_rules
 from mixers.sharding import Piece, member_bytes, pack, shard_name
 from mixers.summary import GroupTotals, render
 
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2
 # Raw bytes per member of the cached (zstd) documents of a count task.
 CACHE_MEMBER_BYTES = 64 << 20
 
@@ -441,8 +441,12 @@ class MixStage(Stage[MixConfig]):
         meta_path = storage.join(cache, "meta.json")
         if not self.config.force and storage.exists(meta_path):
             meta = orjson.loads(storage.read_bytes(meta_path))
+            # What reading the file told the run, told again: bad records, notes, the ids read.
             for bad in meta["errors"]:
                 quarantine.add(bad["file"], bad["line"], bad["kind"], bad["message"], bad.get("raw"))
+            quarantine.notes.update(meta["notes"])
+            ids = storage.read_bytes(storage.join(cache, "ids.bin"))
+            quarantine.id_hashes.extend(ids[i : i + 16] for i in range(0, len(ids), 16))
         else:
             keys: list[int] = []
             counts_per_doc: list[int] = []
@@ -458,9 +462,11 @@ class MixStage(Stage[MixConfig]):
                     g.rules, task.path, quarantine, sink, batch_size=self.config.batch_size, compression=g.compression_in, collect=True
                 )
             dolmino.save_counts(cache, np.array(keys, dtype=np.uint64), np.array(counts_per_doc, dtype=np.uint32))
+            storage.write_bytes(storage.join(cache, "ids.bin"), b"".join(quarantine.id_hashes))
             meta = {
                 "counts": {**counts.as_dict(), "tokens": int(sum(counts_per_doc))},
                 "errors": [orjson.loads(line) for line in quarantine.iter_jsonl() if line],
+                "notes": dict(quarantine.notes),
             }
             storage.write_bytes(meta_path, orjson.dumps(meta))
         c = meta["counts"]

@@ -295,3 +295,15 @@ def test_rule_errors_name_the_key_and_column(tmp_path):
         mix(tmp_path, root, spans=[{"span": "$.a"}])
     with pytest.raises(ConfigError, match=r"filter.*needs 'include' or 'exclude'"):
         mix(tmp_path, root, filt={"syntax": "jq"})
+
+
+def test_duplicate_ids_and_blank_lines_are_noted_for_the_run(tmp_path):
+    """The runner's warnings see what mix reads, as they see what read_documents reads."""
+    root = tmp_path / "c"
+    write_jsonl(root / "documents" / "a.jsonl.gz", [{"id": "d0", "text": "a"}, "", {"id": "d0", "text": "b"}])
+    write_jsonl(root / "documents" / "b.jsonl.gz", [{"id": "d0", "text": "c"}])
+    rows, _ = mix(tmp_path, root)
+    assert len(rows) == 3
+    manifest = read_manifest(str(tmp_path / "out"))
+    assert manifest.warnings["blank_lines"] == 1
+    assert manifest.warnings["duplicate_ids"] >= 1 and manifest.phase("filter").duplicate_ids_across_tasks == 1

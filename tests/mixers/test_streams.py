@@ -225,3 +225,22 @@ def test_spec_errors(corpus, tmp_path):
         run(spec(tmp_path / "nothing", tmp_path / "o"))
     with pytest.raises(ConfigError, match="unknown config key 'streams.0.output.max_size'"):
         load_config(MixConfig, None, {"streams": [{"name": "x", "documents": ["a"], "output": {"path": "o", "max_size": 1}}]})
+
+
+def test_inputs_and_outputs_on_s3(corpus, reference, s3_bucket, tmp_path):
+    import boto3
+
+    s3 = boto3.client("s3")
+    for p in corpus.rglob("*.jsonl.gz"):
+        s3.upload_file(str(p), s3_bucket, f"c/{p.relative_to(corpus)}")
+    config = spec(corpus, tmp_path / "unused", processes=2)
+    config["streams"][0]["documents"] = [f"s3://{s3_bucket}/c/documents/*.jsonl.gz"]
+    config["streams"][0]["output"]["path"] = f"s3://{s3_bucket}/out"
+    summary = run(config)
+    assert summary.status == "complete"
+    listed = sorted(o["Key"] for o in s3.list_objects_v2(Bucket=s3_bucket, Prefix="out/")["Contents"])
+    shards = [k for k in listed if k.endswith(".jsonl.gz") and "/_" not in k]
+    assert [k.split("/")[-1] for k in shards] == sorted(k for k in reference if k.endswith(".jsonl.gz") and "/" not in k)
+    for key in shards:
+        assert s3.get_object(Bucket=s3_bucket, Key=key)["Body"].read() == reference[key.split("/")[-1]]
+    assert not any("/_work/" in k for k in listed)  # intermediates removed

@@ -116,6 +116,8 @@ pub struct BatchOutput {
     pub spans_replaced: u64,
     pub bytes_in: u64,
     pub bad: Vec<BadDocument>,
+    /// Every good document's id (as text), for the run's duplicate-id check.
+    pub ids: Vec<String>,
     /// With `collect`: each kept document's text and the xxh3 hash of its id.
     pub texts: Vec<String>,
     pub keys: Vec<u64>,
@@ -347,6 +349,7 @@ impl MixRules {
             };
             out.docs += 1;
             out.bytes_in += line.len() as u64;
+            out.ids.push(id.clone());
             if self.attribute_sets > 0 {
                 if let Err(e) = self.merge_attributes(&mut doc, &id, index, attrs, &mut consumed) {
                     out.consumed = consumed;
@@ -506,6 +509,7 @@ mod tests {
         ];
         let b = rules.process(&raw, &[1, 2, 3, 4, 5, 6, 7], &[], "f");
         let kinds: Vec<_> = b.bad.iter().map(|x| x.kind).collect();
+        assert_eq!(b.ids, ["7"]);
         assert_eq!(kinds, ["malformed_json", "not_an_object", "missing_id", "bad_id", "bad_text", "invalid_utf8"]);
         assert_eq!(b.kept, 1);
     }

@@ -108,6 +108,7 @@ impl PyDocumentMixer {
             bad.append((x.index, x.kind, &x.message))?;
         }
         d.set_item("bad", bad)?;
+        d.set_item("ids", b.ids)?;
         d.set_item("texts", b.texts)?;
         d.set_item("keys", b.keys)?;
         let error = match &b.error {
