@@ -324,8 +324,9 @@ class _ErrorLimit:
         return self.limit is not None and self.count > self.limit
 
 
-def run_stage(stage: Stage, executor: Executor | None = None, stream: TextIO = sys.stderr) -> RunSummary:
+def run_stage(stage: Stage, executor: Executor | None = None, stream: TextIO | None = None) -> RunSummary:
     """Run ``stage``'s phases in order and return the summary; raises :class:`RunFailed` on failure."""
+    stream = sys.stderr if stream is None else stream  # looked up per call: pytest and others swap it
     cfg = stage.config
     started_at = time.perf_counter()
     inputs = stage.plan_inputs()
