@@ -228,3 +228,130 @@ class DocumentMixer:
         document's id), texts and keys
         (kept documents' texts and xxh3 id hashes, with ``collect``), error (None or (kind,
         doc index, set, row, message), kind "mismatch", "ended", "bad_row" or "rule")."""
+
+# -- MinHash (rust_bloom/src/minhash/); use dolma_pipe.minhash ---------------------------------
+
+class MinHasher:
+    """Shingling settings plus ``num_perm`` seeded hash functions (see dolma_pipe.minhash)."""
+
+    def __init__(self, num_perm: int = 128, *, ngram: int = 5, lowercase: bool = True, words: str = "word", seed: int = 1) -> None: ...
+    @property
+    def num_perm(self) -> int: ...
+    @property
+    def ngram(self) -> int: ...
+    @property
+    def lowercase(self) -> bool: ...
+    @property
+    def words(self) -> str: ...
+    @property
+    def seed(self) -> int: ...
+    def words_of(self, text: str) -> list[str]: ...
+    def shingles(self, text: str) -> list[int]: ...
+    def shingle_set(self, text: str) -> list[int]: ...
+    def jaccard(self, a: str, b: str) -> float: ...
+    def signature(self, text: str) -> list[int]: ...
+    def signatures(self, texts: list[str]) -> list[list[int]]: ...
+
+def optimal_bands(threshold: float, num_perm: int, fp_weight: float = 0.5, fn_weight: float = 0.5) -> tuple[int, int]: ...
+def candidate_probability(j: float, bands: int, rows: int) -> float: ...
+def band_hashes(signature: list[int], bands: int, rows: int, seed: int) -> list[int]: ...
+def jaccard(a: list[int], b: list[int]) -> float: ...
+
+# -- dedup kernels (rust_bloom/src/dedup/); used by dolma_pipe.stages.dedup --------------------
+# Records cross the boundary as bytes in the formats of rust_bloom/src/dedup/records.rs.
+
+def key_path_steps(path: str) -> list[str | int]:
+    """The steps of a dedupe key's JSONPath ($.a.b, $['a'], $.a[0]); ValueError if unsupported."""
+
+class DecontamSet:
+    @staticmethod
+    def from_bytes(data: bytes) -> DecontamSet: ...
+    def __len__(self) -> int: ...
+    @property
+    def texts(self) -> int: ...
+
+class DecontamBuilder:
+    def __init__(
+        self,
+        mode: str,
+        *,
+        separator: str = "\n",
+        min_words: int = 13,
+        ngram: int = 13,
+        lowercase: bool = True,
+        words: str = "word",
+        seed: int = 1,
+    ) -> None: ...
+    def add_texts(self, texts: list[str]) -> None: ...
+    def __len__(self) -> int: ...
+    @property
+    def texts(self) -> int: ...
+    def to_bytes(self) -> bytes: ...
+
+class ScanPlan:
+    def __init__(
+        self,
+        *,
+        min_length: int = 0,
+        min_words: int = 0,
+        skip_empty: bool = False,
+        document_key: str | None = None,
+        document_buckets: int = 1,
+        paragraph_separator: str | None = None,
+        ngram_length: int = 0,
+        ngram_stride: int = 0,
+        skip_short_paragraphs: bool = False,
+        paragraph_buckets: int = 1,
+        minhash: dict[str, object] | None = None,
+        decontamination: DecontamSet | None = None,
+    ) -> None: ...
+
+class _ScanCounts(TypedDict):
+    lines: int
+    documents: int
+    python_lines: int
+    document_keys: int
+    documents_without_key: int
+    documents_key_skipped: int
+    paragraphs: int
+    paragraph_keys: int
+    paragraphs_skipped: int
+    minhash_documents: int
+    documents_without_shingles: int
+    decontaminated_paragraphs: int
+
+class _ScanOutput(TypedDict):
+    meta: bytes
+    documents: bytes | None
+    paragraphs: bytes | None
+    bands: bytes | None
+    signatures: bytes | None
+    sets: bytes | None
+    last_line: int
+    counts: _ScanCounts
+
+class DedupScanner:
+    """One input file's scan: push bytes, drain lines (a line the fast path leaves to Python comes
+    back as (line number, raw line)), add the documents Python read, finish."""
+
+    def __init__(self, plan: ScanPlan) -> None: ...
+    def push(self, data: bytes) -> None: ...
+    def push_gzip(self, data: bytes) -> None:
+        """ValueError on corrupt gzip data (what came before it is kept)."""
+    @property
+    def gzip_truncated(self) -> bool: ...
+    def drain(self) -> tuple[int, bytes] | None: ...
+    def end_of_input(self) -> tuple[int, bytes] | None: ...
+    def add_document(self, line: int, id: str, text: str, key: object = None) -> None: ...
+    @property
+    def last_line(self) -> int: ...
+    def finish(self) -> _ScanOutput: ...
+
+def first_occurrence(
+    slices: list[tuple[int, bytes]], record_size: int, files: int, removed: list[tuple[int, list[int]]] = ...
+) -> tuple[bytes, int]: ...
+def band_candidates(slices: list[tuple[int, bytes]], files: int, max_group: int) -> tuple[bytes, int]: ...
+def verify_pairs(
+    pairs: list[bytes], hi_file: int, nodes: list[int], values: list[bytes], mode: str, threshold: float
+) -> tuple[bytes, int, int]: ...
+def cluster_pairs(slices: list[tuple[int, bytes]], record_size: int, files: int) -> tuple[bytes, bytes]: ...

@@ -1,0 +1,286 @@
+"""Bloom mode: Dolma's ``bloom_filter`` section, deterministic.
+
+Dolma's workers test-and-set one shared filter in whatever order they run, so which copy is
+"first" changes from run to run. Here the keys are hashed in parallel by the scan (one task per
+file) and tested-and-set in the global order by one task (``bloom``): file after file, line
+after line, so the same copy survives on every run and for any number of processes; then the
+filter is saved. A read-only filter needs no order: the scan looks keys up directly.
+
+The filter file (``dolma_pipe.bloom`` format: magic, parameters, hash seed, checksums) gets a
+sidecar ``<file>.dedup.json`` naming the kind of key it holds (documents by which key, or
+paragraphs by which separator and n-grams). A file that is not a filter, is corrupt (checksum),
+holds another kind of key, or (when it is extended) has another size or number of hash
+functions than the config asks for is refused with a message naming it.
+
+Keys inserted are 16-byte digests of the key text (the same digests exact mode compares), so a
+filter made by ``dolma-pipe dedup`` is read by ``dolma-pipe dedup``. A false positive marks a
+first occurrence as a duplicate, so in this mode a group can lose every copy with about the
+filter's false-positive rate; exact mode (no ``bloom_filter``) cannot.
+
+Resuming: the filter as it was before the run is remembered (its checksum, and a copy under the
+work directory when it existed), so a rerun after the result was published redoes nothing, and
+``--force`` redoes the run from the same starting filter.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import shutil
+import struct
+import tempfile
+from typing import Any
+
+import orjson
+
+from dolma_pipe import storage
+from dolma_pipe.bloom import DEFAULT_SEED, MAX_HASHES, BloomFileError, BloomFilter
+from dolma_pipe.config import ConfigError
+from dolma_pipe.stage import RunContext, StepResult, Task, TaskOutput
+
+from .config import BloomFilterSection, DedupConfig
+from .scan import bucketed_single
+from .workfiles import DOC, DUP, PARA, WHOLE_DOCUMENT, Layout, read_slice
+
+SIDECAR_SUFFIX = ".dedup.json"
+FORMAT = "dolma-pipe dedup bloom keys 1"
+
+
+def key_kind(config: DedupConfig) -> dict[str, Any]:
+    """What the filter's keys are: the same kind is required to use a filter again."""
+    d = config.dedupe
+    if d.documents is not None:
+        return {"keys": "documents", "key": d.documents.key}
+    assert d.paragraphs is not None
+    ng = d.paragraphs.by_ngram
+    kind: dict[str, Any] = {"keys": "paragraphs", "separator": d.paragraphs.paragraph_separator}
+    if ng is not None and ng.ngram_length > 0:
+        kind.update(ngram_length=ng.ngram_length, stride=max(ng.stride, 1))
+    return kind
+
+
+def _dolma_hashes(size_in_bytes: int, expected: int) -> int:
+    """Dolma's ``optimal_number_of_hashers``: ceil(m / n * ln 2)."""
+    return math.ceil(size_in_bytes * 8 / expected * math.log(2))
+
+
+def _dolma_fp(size_in_bytes: int, expected: int, hashes: int) -> float:
+    """Dolma's ``prob_of_false_positive``: (1 - (1 - 1/m)^(k n))^k."""
+    m = size_in_bytes * 8
+    return (1.0 - math.exp(hashes * expected * math.log1p(-1.0 / m))) ** hashes
+
+
+def dolma_size_in_bytes(expected: int, fp_rate: float) -> int:
+    """Dolma's ``suggest_size_in_bytes``: 1 MiB, doubled until the false-positive rate is met."""
+    size = 1 << 20
+    while size < (1 << 62) and _dolma_fp(size, expected, _dolma_hashes(size, expected)) > fp_rate:
+        size *= 2
+    return size
+
+
+def shape(bf: BloomFilterSection) -> tuple[int, int]:
+    """(bits, hashes) the config asks for: Dolma's sizes (so its configs make filters of the same
+    size), with the number of hash functions capped at ``MAX_HASHES`` (Dolma's uncapped count
+    reaches thousands for small counts and buys nothing past ~30)."""
+    size = bf.size_in_bytes or dolma_size_in_bytes(bf.estimated_doc_count, bf.desired_false_positive_rate)
+    return size * 8, max(1, min(MAX_HASHES, _dolma_hashes(size, bf.estimated_doc_count)))
+
+
+def header(path: str) -> dict[str, int]:
+    """The fixed fields of a filter file's header (no verification beyond its length and magic)."""
+    with open(path, "rb") as fh:
+        head = fh.read(88)
+    if len(head) < 88 or head[:8] != b"DPBLOOM\0":
+        raise BloomFileError(f"{path}: not a usable Bloom filter file: not a dolma-pipe Bloom filter (bad magic or too short)")
+    k, m, seed = struct.unpack_from("<IQQ", head, 12)
+    flags, count, checksum = struct.unpack_from("<QQQ", head, 64)
+    return {"num_hashes": k, "num_bits": m, "seed": seed, "sealed": flags & 1, "count": count, "checksum": checksum}
+
+
+def local_copy(path: str) -> str:
+    """A local path holding the filter at ``path`` (remote filters are downloaded once per machine)."""
+    if not storage.is_remote(path):
+        return storage.local_path(path)
+    info = storage.stat(path)
+    tag = hashlib.sha256(f"{path}\0{info.size}\0{info.mtime}".encode()).hexdigest()[:16]
+    local = os.path.join(tempfile.gettempdir(), "dolma-pipe-bloom", f"{tag}.bloom")
+    if not os.path.exists(local):
+        os.makedirs(os.path.dirname(local), exist_ok=True)
+        tmp = f"{local}.tmp-{os.getpid()}"
+        with storage.open_read(path) as src, open(tmp, "wb") as dst:
+            shutil.copyfileobj(src, dst, 1 << 20)
+        os.replace(tmp, local)
+    return local
+
+
+def _sidecar(path: str) -> dict[str, Any] | None:
+    try:
+        return orjson.loads(storage.read_bytes(path + SIDECAR_SUFFIX))
+    except (FileNotFoundError, storage.StorageError):
+        return None
+    except orjson.JSONDecodeError:
+        raise BloomFileError(f"{path}{SIDECAR_SUFFIX}: damaged (not JSON); delete the filter and its sidecar to start over") from None
+
+
+def check_filter(config: DedupConfig, path: str, local: str) -> dict[str, int]:
+    """Refuses a filter file that is not a filter, is corrupt, or was made for other keys or sizes."""
+    bf = config.bloom_filter
+    assert bf is not None
+    with BloomFilter.open_shared(local, readonly=True, verify=True) as f:
+        if not f.sealed:
+            raise BloomFileError(f"{path}: not a usable Bloom filter file: it is unsealed (a writer crashed or is still running)")
+    head = header(local)
+    side = _sidecar(path)
+    if side is None or side.get("format") != FORMAT:
+        raise BloomFileError(
+            f"{path}: has no {os.path.basename(path)}{SIDECAR_SUFFIX} saying which keys it holds; it was not made by "
+            "dolma-pipe dedup (or the sidecar was lost): rebuild it"
+        )
+    want = key_kind(config)
+    if side.get("kind") != want:
+        raise BloomFileError(f"{path}: stale: it holds {side.get('kind')}, this config asks for {want}; use another file")
+    if not bf.read_only:
+        bits, hashes = shape(bf)
+        if (head["num_bits"], head["num_hashes"]) != (bits, hashes):
+            raise BloomFileError(
+                f"{path}: stale: made with {head['num_bits']} bits and {head['num_hashes']} hash functions, this config asks for "
+                f"{bits} and {hashes}; give the same bloom_filter sizes or another file"
+            )
+    if head["seed"] != DEFAULT_SEED:
+        raise BloomFileError(f"{path}: stale: made with hash seed {head['seed']:#x}, dolma-pipe dedup uses {DEFAULT_SEED:#x}")
+    return head
+
+
+class FilterState:
+    """The filter a run starts from: its identity for the fingerprint, and where to load it."""
+
+    def __init__(self, config: DedupConfig, layout: Layout):
+        bf = config.bloom_filter
+        assert bf is not None
+        self.config = config
+        self.layout = layout
+        self.path = bf.file
+        self.published = _published(layout)
+        exists = storage.exists(self.path)
+        if bf.read_only and not exists:
+            raise ConfigError(f"bloom_filter.file {self.path} does not exist (read_only: true needs a filter made earlier)")
+        self.current: int | None = None
+        if exists:
+            self.local = local_copy(self.path)
+            self.current = check_filter(config, self.path, self.local)["checksum"]
+        if not bf.read_only and self.published is not None and self.current == self.published["checksum"]:
+            # The file is this run's own published result: the run started from `initial`.
+            self.initial: int | None = self.published["initial"]
+        else:
+            self.initial = self.current
+
+    def identity(self) -> dict[str, Any]:
+        return {"file": self.path, "initial_checksum": self.initial, "kind": key_kind(self.config)}
+
+    def load_initial(self) -> BloomFilter:
+        bf = self.config.bloom_filter
+        assert bf is not None
+        if self.initial is None:
+            bits, hashes = shape(bf)
+            return BloomFilter(num_bits=bits, num_hashes=hashes, seed=DEFAULT_SEED)
+        kept = self.layout.single("bloom/initial.bloom")
+        if self.current == self.initial:
+            # Keep the starting filter: publishing replaces the file, and a redo starts from here.
+            if not storage.exists(kept):
+                with storage.open_read(self.path) as src, storage.open_write_atomic(kept) as dst:
+                    shutil.copyfileobj(src, dst, 1 << 20)
+            return BloomFilter.load(self.local)
+        if not storage.exists(kept):
+            raise ConfigError(
+                f"bloom_filter.file {self.path}: the filter this run started from is gone ({kept} was removed); "
+                "delete the work directory to start over from the current filter"
+            )
+        return BloomFilter.load(local_copy(kept))
+
+
+def _published(layout: Layout) -> dict[str, Any] | None:
+    try:
+        return orjson.loads(storage.read_bytes(layout.single("bloom/published.json")))
+    except (FileNotFoundError, storage.StorageError, orjson.JSONDecodeError):
+        return None
+
+
+def run_bloom(config: DedupConfig, layout: Layout, state: FilterState, task: Task, ctx: RunContext, skip_removed: bool) -> TaskOutput:
+    """Test-and-set every key in the global order; each file's duplicates go to ``bloom/<rel>``."""
+    from .exact import removed_documents
+
+    kind, size = ("docs", DOC) if config.dedupe.documents is not None else ("paras", PARA)
+    filt = state.load_initial()
+    inserted = dups_total = 0
+    for f in ctx.inputs:
+        recs = read_slice(layout.scan(f.rel, kind), 0)
+        removed = set(removed_documents(layout, f.rel)) if skip_removed else set()
+        keys: list[bytes] = []
+        where: list[int] = []
+        for off in range(0, len(recs), size):
+            doc = int.from_bytes(recs[off + 16 : off + 20], "little")
+            if doc in removed:
+                continue
+            keys.append(recs[off : off + 16])
+            where.append(off)
+        present = filt.insert_many(keys)
+        out = bytearray()
+        for off, seen in zip(where, present):
+            if seen:
+                out += recs[off + 16 : off + 20]
+                out += recs[off + 20 : off + 24] if size == PARA else WHOLE_DOCUMENT.to_bytes(4, "little")
+        storage.write_bytes(layout.per_file("bloom", f.rel), bucketed_single(bytes(out), DUP))
+        inserted += len(keys)
+        dups_total += len(out) // DUP
+    final = layout.single("bloom/filter.bloom")
+    if storage.is_remote(final):
+        with tempfile.TemporaryDirectory() as tmp:
+            local = os.path.join(tmp, "filter.bloom")
+            filt.save(local)
+            with open(local, "rb") as src, storage.open_write_atomic(final) as dst:
+                shutil.copyfileobj(src, dst, 1 << 20)
+    else:
+        filt.save(storage.local_path(final))
+    fp = filt.current_fp_rate()
+    filt.close()
+    return TaskOutput(
+        counts={"bloom_keys": inserted, "bloom_duplicates": dups_total},
+        data={"keys": inserted, "duplicates": dups_total, "fp_rate": fp},
+    )
+
+
+def bloom_outputs(layout: Layout, ctx: RunContext) -> list[str]:
+    return [layout.per_file("bloom", f.rel) for f in ctx.inputs] + [layout.single("bloom/filter.bloom")]
+
+
+def publish(config: DedupConfig, layout: Layout, state: FilterState, root: str) -> StepResult:
+    """Driver side, after the ``bloom`` task: the saved filter becomes ``bloom_filter.file``."""
+    bf = config.bloom_filter
+    assert bf is not None
+    final = layout.single("bloom/filter.bloom")
+    local_final = local_copy(final)
+    head = header(local_final)
+    if state.current != head["checksum"]:
+        with storage.open_read(final) as src, storage.open_write_atomic(bf.file) as dst:
+            shutil.copyfileobj(src, dst, 1 << 20)
+    side = {
+        "format": FORMAT,
+        "kind": key_kind(config),
+        **{k: head[k] for k in ("num_bits", "num_hashes", "seed", "count", "checksum")},
+        "run": root,
+    }
+    storage.write_bytes(bf.file + SIDECAR_SUFFIX, orjson.dumps(side, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS))
+    storage.write_bytes(layout.single("bloom/published.json"), orjson.dumps({"checksum": head["checksum"], "initial": state.initial}))
+    state.current = head["checksum"]
+    return StepResult(
+        data={
+            "filter": {
+                "file": bf.file,
+                "checksum": f"{head['checksum']:016x}",
+                "num_bits": head["num_bits"],
+                "num_hashes": head["num_hashes"],
+                "keys": head["count"],
+            }
+        }
+    )

@@ -1,0 +1,284 @@
+"""The ``dedup`` config: Dolma's dedupe schema, unchanged, plus dolma-pipe's own sections.
+
+Dolma's keys (``documents``, ``work_dir``, ``dedupe``, ``bloom_filter``, ``processes`` and the
+rest of its ``DeduperConfig``) mean what they mean in Dolma 1.2.1, without its bugs:
+
+* ``dedupe.min_length``, ``dedupe.min_words`` and ``dedupe.skip_empty`` all filter (Dolma skips
+  the other two checks, and all deduplication, once ``min_words`` is above 0); lengths are
+  characters, words are Dolma's (Unicode word boundaries, whitespace dropped);
+* spans are character offsets and a paragraph's span includes its whole separator;
+* a ``bloom_filter`` file's hash seed is fixed and stored in the file, so a filter is
+  reproducible.
+
+Dolma keys that change what is computed and that dolma-pipe does not support are refused by name
+(``num_partitions`` above 1, ``file_partition``, ``compression``, ``dryrun``, ``is_s3_volume``),
+never ignored. ``work_dir.output`` holds this run's intermediate files (default
+``<output root>/_work``); ``work_dir.input`` is accepted and unused: Dolma caches remote inputs
+there, dolma-pipe streams them.
+
+dolma-pipe's own keys: ``destination`` (write ``<destination>/<name>/...`` instead of
+``X/attributes/<name>/...``), ``buckets`` (how many hash ranges the cross-file phases split keys
+into), ``minhash`` (near-duplicates) and ``decontamination`` (evaluation-set overlap).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Any, Literal
+
+from pydantic import Field, field_validator
+
+from dolma_pipe.config import ConfigError, PathStr, RunOptions, StrictModel
+
+MIB = 1 << 20
+# Auto bucket count: one hash range per this many bytes of (compressed) input, so that a
+# bucket task's memory stays about constant as the corpus grows.
+BUCKET_INPUT_BYTES = 256 * MIB
+
+
+def _refuse(what: str, why: str) -> ValueError:
+    return ValueError(f"{what} is not supported by dolma-pipe dedup: {why}")
+
+
+class WorkDirConfig(StrictModel):
+    input: PathStr | None = Field(None, description="accepted for Dolma compatibility; unused (inputs are streamed, not cached)")
+    output: PathStr | None = Field(None, description="where this run's intermediate files go (default <output root>/_work)")
+
+
+class CompressionConfig(StrictModel):
+    input: str | None = Field(None, description="Dolma's input compression override (not supported: inferred from file names)")
+    output: str | None = Field(None, description="Dolma's output compression override (not supported: same as the input)")
+
+    @field_validator("input", "output")
+    @classmethod
+    def _unsupported(cls, v: str | None) -> str | None:
+        if v is not None:
+            raise _refuse("a compression override", "compression is inferred from each file name")
+        return v
+
+
+class DocumentsDedupe(StrictModel):
+    attribute_name: str = Field(..., min_length=1, description="attribute set on later copies of a document: [[0, len(text), 1]]")
+    key: str = Field(..., description="JSONPath of the value compared, e.g. $.text or $.metadata.url")
+
+    @field_validator("key")
+    @classmethod
+    def _key_path(cls, v: str) -> str:
+        from dolma_pipe._rust import key_path_steps
+
+        key_path_steps(v)  # ValueError naming what is unsupported
+        return v
+
+
+class NgramDedupe(StrictModel):
+    ngram_length: int = Field(0, ge=0, description="words per n-gram (0: compare whole paragraphs)")
+    stride: int = Field(0, ge=0, description="words between the starts of compared n-grams (0 or 1: every n-gram)")
+    overlap_threshold: float = Field(1.0, ge=0.0, le=1.0, description="mark a paragraph when this fraction of its n-grams were seen before")
+    skip_short_paragraphs: bool = Field(False, description="ignore paragraphs with fewer than two n-grams instead of comparing them whole")
+
+
+class ParagraphsDedupe(StrictModel):
+    attribute_name: str = Field(..., min_length=1, description="attribute listing duplicate paragraphs: [[start, end, score], ...]")
+    by_ngram: NgramDedupe | None = Field(None, description="compare paragraphs by their word n-grams instead of whole")
+    paragraph_separator: str = Field("\n", min_length=1, description="string separating paragraphs")
+
+
+class DedupeSection(StrictModel):
+    name: str | None = Field(None, description="attribute set name: outputs go to attributes/<name>/ (default: the attribute name)")
+    documents: DocumentsDedupe | None = Field(None, description="document deduplication by a key")
+    paragraphs: ParagraphsDedupe | None = Field(None, description="paragraph deduplication")
+    skip_empty: bool | None = Field(False, description="skip keys and paragraphs that are empty once whitespace is trimmed")
+    min_length: int | None = Field(0, ge=0, description="skip keys and paragraphs shorter than this many characters")
+    min_words: int | None = Field(0, ge=0, description="skip keys and paragraphs with fewer words than this")
+    num_partitions: int | None = Field(1, description="Dolma's manual partitioning (only 1: dolma-pipe partitions the work itself)")
+    partition_index: int | None = Field(0, description="Dolma's manual partitioning (only 0)")
+    file_partition: bool | None = Field(False, description="Dolma's manual partitioning (only false)")
+    document_dir: str | None = Field("documents", description="the path component replaced by attributes/<name> for outputs")
+
+    @field_validator("num_partitions")
+    @classmethod
+    def _partitions(cls, v: int | None) -> int | None:
+        if v not in (None, 1):
+            raise _refuse("num_partitions above 1", "dolma-pipe splits keys into hash ranges itself; run once with every input")
+        return v
+
+    @field_validator("partition_index")
+    @classmethod
+    def _partition_index(cls, v: int | None) -> int | None:
+        if v not in (None, 0):
+            raise _refuse("partition_index other than 0", "dolma-pipe splits keys into hash ranges itself")
+        return v
+
+    @field_validator("file_partition")
+    @classmethod
+    def _file_partition(cls, v: bool | None) -> bool | None:
+        if v:
+            raise _refuse("file_partition", "dolma-pipe splits keys into hash ranges itself")
+        return v
+
+    @field_validator("document_dir")
+    @classmethod
+    def _document_dir(cls, v: str | None) -> str | None:
+        if v is not None and (not v or "/" in v):
+            raise ValueError("document_dir must be one path component (e.g. documents)")
+        return v
+
+
+class BloomFilterSection(StrictModel):
+    file: PathStr = Field(..., description="the filter file: created if missing, extended unless read_only")
+    read_only: bool = Field(False, description="only look keys up (e.g. decontamination against a filter made from evaluation sets)")
+    size_in_bytes: int = Field(0, ge=0, description="bit array size (with estimated_doc_count for the number of hashes)")
+    estimated_doc_count: int = Field(0, ge=0, description="keys expected in the filter")
+    desired_false_positive_rate: float = Field(0.0, ge=0.0, lt=1.0, description="false-positive rate at estimated_doc_count keys")
+
+
+class MinhashSection(StrictModel):
+    attribute_name: str = Field(
+        "minhash_duplicate", min_length=1, description="attribute set on near-duplicates to drop: [[0, len(text), 1]]"
+    )
+    threshold: float = Field(0.8, gt=0.0, lt=1.0, description="Jaccard similarity from which two documents are near-duplicates")
+    num_perm: int | None = Field(
+        None,
+        ge=1,
+        le=4096,
+        description="hash functions available when bands x rows are chosen from the threshold (default 64 with verify, 128 without)",
+    )
+    bands: int | None = Field(None, ge=1, description="LSH bands (with rows; default: chosen from threshold and num_perm)")
+    rows: int | None = Field(None, ge=1, description="signature values per band (with bands)")
+    ngram: int = Field(5, ge=1, le=64, description="words per shingle")
+    lowercase: bool = Field(True, description="lower-case words before shingling")
+    words: Literal["word", "whitespace"] = Field("word", description="word: runs of letters/digits/_; whitespace: whitespace-separated")
+    seed: int = Field(1, ge=0, lt=2**64, description="seed of the hash functions")
+    verify: Literal["jaccard", "signature", "none"] = Field(
+        "jaccard", description="check candidate pairs by their real Jaccard (jaccard), by their signatures (signature), or not (none)"
+    )
+    max_group: int = Field(64, ge=2, description="band buckets larger than this are joined as a chain instead of all their pairs")
+
+
+class DecontaminationSection(StrictModel):
+    attribute_name: str = Field(
+        "contaminated_paragraphs", min_length=1, description="attribute listing training paragraphs found in the evaluation texts"
+    )
+    evaluation: list[PathStr] = Field(..., min_length=1, description="evaluation documents (Dolma format files or globs)")
+    mode: Literal["paragraphs", "ngrams"] = Field(
+        "paragraphs", description="paragraphs: exact paragraphs (Dolma's way); ngrams: shared word n-grams"
+    )
+    min_words: int = Field(13, ge=0, description="paragraphs mode: only paragraphs of at least this many words count")
+    ngram_length: int = Field(13, ge=1, le=64, description="ngrams mode: words per n-gram")
+    paragraph_separator: str = Field("\n", min_length=1, description="string separating paragraphs")
+    lowercase: bool = Field(True, description="ngrams mode: lower-case words")
+    words: Literal["word", "whitespace"] = Field("word", description="ngrams mode: how words are delimited")
+
+
+class DedupConfig(RunOptions):
+    documents: list[PathStr] = Field(..., min_length=1, description="input document files or globs (local or s3://)")
+    work_dir: WorkDirConfig | None = Field(None, description="Dolma's work directories (output: intermediate files)")
+    dedupe: DedupeSection = Field(..., description="what to deduplicate (Dolma's section)")
+    bloom_filter: BloomFilterSection | None = Field(
+        None, description="use a Bloom filter file (Dolma's mode) instead of exact hash partitions"
+    )
+    minhash: MinhashSection | None = Field(None, description="near-duplicate documents by MinHash LSH (dolma-pipe)")
+    decontamination: DecontaminationSection | None = Field(None, description="flag paragraphs that occur in evaluation texts (dolma-pipe)")
+    destination: PathStr | None = Field(None, description="write to <destination>/<name>/ instead of X/attributes/<name>/")
+    buckets: int | None = Field(
+        None, ge=1, le=65536, description="hash ranges of the cross-file phases (default: one per 256 MiB of input)"
+    )
+    compression: CompressionConfig | None = Field(None, description="Dolma's compression overrides (not supported)")
+    dryrun: bool = Field(False, description="Dolma's dry run (not supported)")
+    is_s3_volume: bool = Field(False, description="Dolma's S3 FUSE mode (not supported: use s3:// paths)")
+
+    @field_validator("dryrun")
+    @classmethod
+    def _dryrun(cls, v: bool) -> bool:
+        if v:
+            raise _refuse("dryrun", "`dolma-pipe dedup` runs; inspect a config with `--help` and the manifest")
+        return v
+
+    @field_validator("is_s3_volume")
+    @classmethod
+    def _s3_volume(cls, v: bool) -> bool:
+        if v:
+            raise _refuse("is_s3_volume", "give s3:// paths instead of a mounted bucket")
+        return v
+
+
+def check(config: DedupConfig) -> None:
+    """Checks across keys (one ConfigError naming the keys), after each key's own checks."""
+    d = config.dedupe
+    if d.documents is None and d.paragraphs is None and config.minhash is None and config.decontamination is None:
+        raise ConfigError("dedupe: give dedupe.documents or dedupe.paragraphs (or minhash / decontamination): there is nothing to do")
+    if attribute_set_name(config) is None:
+        raise ConfigError("dedupe.name is required (it names the attribute set: attributes/<name>/)")
+    names = [s.attribute_name for s in (d.documents, d.paragraphs, config.minhash, config.decontamination) if s is not None]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"attribute names must differ between passes (got {names})")
+    bf = config.bloom_filter
+    if bf is not None:
+        if d.documents is not None and d.paragraphs is not None:
+            raise ConfigError(
+                "bloom_filter: a filter file holds one kind of key; give dedupe.documents or dedupe.paragraphs, not both "
+                "(run two configs, or drop bloom_filter for exact mode, which does both in one run)"
+            )
+        if d.documents is None and d.paragraphs is None:
+            raise ConfigError("bloom_filter: it needs dedupe.documents or dedupe.paragraphs (minhash and decontamination do not use it)")
+        if not bf.read_only:
+            if bf.size_in_bytes > 0 and bf.estimated_doc_count <= 0:
+                raise ConfigError("bloom_filter.estimated_doc_count: needed with size_in_bytes to choose the number of hash functions")
+            if bf.size_in_bytes <= 0 and (bf.estimated_doc_count <= 0 or bf.desired_false_positive_rate <= 0):
+                raise ConfigError(
+                    "bloom_filter: give size_in_bytes and estimated_doc_count, or estimated_doc_count and desired_false_positive_rate"
+                )
+    m = config.minhash
+    if m is not None and (m.bands is None) != (m.rows is None):
+        raise ConfigError("minhash.bands and minhash.rows go together (or give neither: they are chosen from minhash.threshold)")
+
+
+def attribute_set_name(config: DedupConfig) -> str | None:
+    """``dedupe.name``, else (as Dolma) the documents' or paragraphs' attribute name."""
+    d = config.dedupe
+    if d.name:
+        return d.name
+    for section in (d.documents, d.paragraphs, config.minhash):
+        if section is not None:
+            return section.attribute_name
+    return None
+
+
+def minhash_shape(m: MinhashSection) -> tuple[int, int]:
+    """(bands, rows): as given, or chosen from the threshold.
+
+    Without verification every candidate pair is a near-duplicate, so false positives and
+    false negatives weigh the same (datasketch's rule, 128 hash functions). With verification a
+    false candidate costs only its check, so a missed pair above the threshold weighs 19 times
+    more than a candidate below it, and 64 hash functions suffice (at threshold 0.8: 10 bands of
+    6 rows, which find a pair of Jaccard 0.8 with probability 0.95 and of 0.9 with 0.9998).
+    """
+    if m.bands is not None and m.rows is not None:
+        return m.bands, m.rows
+    if m.verify == "none":
+        return _optimal_bands(m.threshold, m.num_perm or 128, 0.5, 0.5)
+    return _optimal_bands(m.threshold, m.num_perm or 64, 0.05, 0.95)
+
+
+@functools.lru_cache(maxsize=64)
+def _optimal_bands(threshold: float, num_perm: int, fp_weight: float, fn_weight: float) -> tuple[int, int]:
+    from dolma_pipe.minhash import optimal_bands
+
+    return optimal_bands(threshold, num_perm, fp_weight, fn_weight)
+
+
+def auto_buckets(config: DedupConfig, input_bytes: int) -> int:
+    if config.buckets:
+        return config.buckets
+    return max(1, math.ceil(input_bytes / BUCKET_INPUT_BYTES))
+
+
+def resolved(config: DedupConfig, input_bytes: int) -> dict[str, Any]:
+    """The parameters a run actually uses (recorded in the manifest)."""
+    out: dict[str, Any] = {"name": attribute_set_name(config), "buckets": auto_buckets(config, input_bytes)}
+    out["mode"] = "bloom" if config.bloom_filter is not None else "exact"
+    if config.minhash is not None:
+        bands, rows = minhash_shape(config.minhash)
+        out["minhash"] = {"bands": bands, "rows": rows, "hashes": bands * rows}
+    return out

@@ -1,0 +1,271 @@
+"""Phase ``scan`` (one task per input file): every document's keys, in order, into work files.
+
+The file is decompressed by :mod:`dolma_pipe.documents`' own readers and fed, chunk by chunk,
+to the Rust scanner (``rust_bloom/src/dedup/scan.rs``), which cuts lines exactly as
+:func:`dolma_pipe.documents.iter_lines` does and reads each line's ``id``, ``text`` and key on
+a fast path that accepts only lines ``read_documents`` accepts the same way. Every other line
+(an integer id, bad JSON, invalid UTF-8, a missing ``text``...) comes back here and goes through
+the same code as in every other stage: it is quarantined with its file and line, or normalised
+and handed back. Parquet files are read by ``read_documents``. So the documents this stage sees
+are exactly those the mixer will see, in the same order: attribute rows line up.
+
+Outputs per file (see :mod:`.workfiles`): ``meta``, and per pass the key records by hash range
+(``docs``, ``paras``, ``bands``), the signatures or shingle sets that verification reads
+(``sigs``, ``sets``); in Bloom read-only mode also the keys found in the filter (``bloom``).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import IO, Any, cast
+
+import orjson
+
+from dolma_pipe import storage
+from dolma_pipe._rust import DecontamSet, DedupScanner, ScanPlan, key_path_steps
+from dolma_pipe.documents import _CHUNKERS, _LONG_DIGITS, CHUNK, DocumentError, TruncatedArchive, _normalise, compression_of, read_documents
+from dolma_pipe.quarantine import Quarantine
+from dolma_pipe.stage import Task, TaskOutput
+
+from .config import DedupConfig, minhash_shape
+from .workfiles import DOC, DUP, PARA, WHOLE_DOCUMENT, Layout
+
+# Built once per worker process: a scan plan holds the decontamination set and the MinHash
+# permutations, both worth reusing across the files a worker scans.
+_PLANS: dict[str, ScanPlan] = {}
+_DECONTAM: dict[str, DecontamSet] = {}
+
+# The scan's counts as the run reports them.
+COUNTS = (
+    "paragraphs",
+    "document_keys",
+    "documents_without_key",
+    "documents_key_skipped",
+    "paragraph_keys",
+    "paragraphs_skipped",
+    "minhash_documents",
+    "documents_without_shingles",
+    "decontaminated_paragraphs",
+    "python_lines",
+)
+
+
+def plan_kwargs(config: DedupConfig, buckets: int) -> dict[str, Any]:
+    """The scan plan's arguments (JSON-able; the decontamination set is added separately)."""
+    d = config.dedupe
+    kw: dict[str, Any] = {"min_length": d.min_length or 0, "min_words": d.min_words or 0, "skip_empty": bool(d.skip_empty)}
+    bloom = config.bloom_filter is not None
+    if d.documents is not None:
+        kw["document_key"] = d.documents.key
+        kw["document_buckets"] = 1 if bloom else buckets
+    if d.paragraphs is not None:
+        kw["paragraph_separator"] = d.paragraphs.paragraph_separator
+        ng = d.paragraphs.by_ngram
+        if ng is not None and ng.ngram_length > 0:
+            kw.update(ngram_length=ng.ngram_length, ngram_stride=ng.stride, skip_short_paragraphs=ng.skip_short_paragraphs)
+        kw["paragraph_buckets"] = 1 if bloom else buckets
+    m = config.minhash
+    if m is not None:
+        bands, rows = minhash_shape(m)
+        kw["minhash"] = {
+            "num_perm": bands * rows,
+            "seed": m.seed,
+            "bands": bands,
+            "rows": rows,
+            "ngram": m.ngram,
+            "lowercase": m.lowercase,
+            "words": m.words,
+            "buckets": buckets,
+            "keep_signatures": m.verify == "signature",
+            "keep_sets": m.verify == "jaccard",
+        }
+    return kw
+
+
+def get_plan(config: DedupConfig, buckets: int, decontam_path: str | None) -> ScanPlan:
+    kw = plan_kwargs(config, buckets)
+    cache_key = json.dumps([kw, decontam_path], sort_keys=True)
+    plan = _PLANS.get(cache_key)
+    if plan is None:
+        decontam = None
+        if decontam_path is not None:
+            decontam = _DECONTAM.get(decontam_path)
+            if decontam is None:
+                decontam = _DECONTAM[decontam_path] = DecontamSet.from_bytes(storage.read_bytes(decontam_path))
+        plan = _PLANS[cache_key] = ScanPlan(**kw, decontamination=decontam)
+    return plan
+
+
+class KeyReader:
+    """The documents pass's key in a document read by Python (the fast path reads it in Rust)."""
+
+    def __init__(self, path: str | None):
+        self.steps: list[str | int] = key_path_steps(path) if path else []
+
+    def __call__(self, doc: dict) -> Any:
+        value: Any = doc
+        for step in self.steps:
+            if isinstance(step, int):
+                if not isinstance(value, list) or step >= len(value):
+                    return None
+            elif not isinstance(value, dict) or step not in value:
+                return None
+            value = value[step]
+        # A value that is not a string (nor missing) is passed as is: the scanner counts it as
+        # "not a key"; None (JSON null) counts as missing.
+        return value
+
+
+def _python_line(scanner: DedupScanner, key: KeyReader, path: str, lineno: int, line: bytes, quarantine: Quarantine) -> None:
+    """One line the fast path left to Python: decided exactly as ``read_documents`` decides."""
+    try:
+        obj = orjson.loads(line)
+        if _LONG_DIGITS.search(line) is not None:
+            obj = json.loads(line)
+    except orjson.JSONDecodeError as exc:
+        try:
+            line.decode("utf-8")
+        except UnicodeDecodeError as uexc:
+            quarantine.add(path, lineno, "invalid_utf8", f"invalid UTF-8 at byte {uexc.start}", line)
+            return
+        quarantine.add(path, lineno, "malformed_json", str(exc), line)
+        return
+    doc = _normalise(obj, path, lineno, quarantine, line)
+    if doc is not None:
+        scanner.add_document(lineno, doc["id"], doc["text"], key(doc) if key.steps else None)
+
+
+class _Replay:
+    """A raw stream whose first block was already read (to look at the magic bytes)."""
+
+    def __init__(self, first: bytes, raw: Any):
+        self.first, self.raw = first, raw
+
+    def read(self, n: int = -1) -> bytes:
+        if self.first:
+            out, self.first = self.first, b""
+            return out
+        return self.raw.read(n)
+
+
+def _drain(scanner: DedupScanner, key: KeyReader, path: str, quarantine: Quarantine) -> None:
+    while (back := scanner.drain()) is not None:
+        _python_line(scanner, key, path, back[0], back[1], quarantine)
+
+
+def scan_documents(scanner: DedupScanner, key: KeyReader, path: str, quarantine: Quarantine) -> None:
+    """Feeds every document of ``path`` to ``scanner``; bad records go to ``quarantine``.
+
+    Gzip files are decompressed in Rust (zlib-rs, about twice CPython's zlib), with the same
+    member, truncation and corruption rules as :mod:`dolma_pipe.documents`; other formats by
+    ``documents``' own readers.
+    """
+    kind = compression_of(path)
+    if kind == "parquet":
+        for row, doc in read_documents(path, quarantine):
+            scanner.add_document(row, doc["id"], doc["text"], key(doc) if key.steps else None)
+        return
+    failure: tuple[str, str] | None = None
+    try:
+        with storage.open_read(path) as raw:
+            first = raw.read(CHUNK)
+            if kind == "gzip" and first[:2] == b"\x1f\x8b":
+                block = first
+                while block:
+                    try:
+                        scanner.push_gzip(block)
+                    except ValueError as exc:
+                        failure = ("corrupt_archive", f"{path}: corrupt gzip data ({exc})")
+                    _drain(scanner, key, path, quarantine)
+                    if failure is not None:
+                        break
+                    block = raw.read(CHUNK)
+                if failure is None and scanner.gzip_truncated:
+                    failure = ("truncated_archive", f"{path}: truncated gzip archive (stream ended early)")
+            else:
+                try:
+                    for chunk in _CHUNKERS[kind](cast(IO[bytes], _Replay(first, raw)), path):
+                        scanner.push(chunk)
+                        _drain(scanner, key, path, quarantine)
+                except TruncatedArchive as exc:
+                    failure = ("truncated_archive", str(exc))
+                except DocumentError as exc:
+                    failure = ("corrupt_archive", str(exc))
+    except storage.StorageError as exc:
+        quarantine.add(path, 0, "unreadable", str(exc), None)
+        return
+    # An unfinished last line is a line (as in iter_lines, also before an archive error).
+    last = scanner.end_of_input()
+    if last is not None:
+        _python_line(scanner, key, path, last[0], last[1], quarantine)
+    if failure is not None:
+        quarantine.add(path, scanner.last_line + 1, failure[0], failure[1], None)
+
+
+def bloom_lookup(records: bytes, record_size: int, filter_: Any) -> bytes:
+    """DUP records of the key records found in a read-only Bloom filter."""
+    keys = [records[i : i + 16] for i in range(0, len(records), record_size)]
+    found = filter_.contains_many(keys)
+    out = bytearray()
+    for j, hit in enumerate(found):
+        if hit:
+            base = j * record_size
+            out += records[base + 16 : base + 20]
+            out += records[base + 20 : base + 24] if record_size == PARA else WHOLE_DOCUMENT.to_bytes(4, "little")
+    return bytes(out)
+
+
+def bucketed_single(records: bytes, record_size: int) -> bytes:
+    """A bucketed file with one bucket (records.rs's layout)."""
+    import struct
+
+    n = len(records) // record_size
+    return b"DPBKT\0\0\x01" + struct.pack("<IIQQ", record_size, 1, 0, n) + records
+
+
+def run_scan(
+    config: DedupConfig,
+    layout: Layout,
+    task: Task,
+    quarantine: Quarantine,
+    buckets: int,
+    decontam_path: str | None,
+    bloom_filter: Any = None,
+) -> TaskOutput:
+    plan = get_plan(config, buckets, decontam_path)
+    scanner = DedupScanner(plan)
+    key = KeyReader(config.dedupe.documents.key if config.dedupe.documents is not None else None)
+    scan_documents(scanner, key, task.path, quarantine)
+    out = scanner.finish()
+    counts = out["counts"]
+    if counts["lines"] == 0 and not quarantine.has_file_error(task.path) and compression_of(task.path) != "parquet":
+        quarantine.add(task.path, 0, "empty_file", f"{task.path}: file has no records", None)
+    storage.write_bytes(layout.scan(task.rel, "meta"), out["meta"])
+    for kind, name in (("documents", "docs"), ("paragraphs", "paras"), ("bands", "bands"), ("signatures", "sigs"), ("sets", "sets")):
+        if out[kind] is not None:
+            storage.write_bytes(layout.scan(task.rel, name), out[kind])
+    result = {k: int(counts[k]) for k in COUNTS if counts.get(k)}
+    if bloom_filter is not None:
+        # Read-only Bloom mode: the lookups need no global order, so they happen here.
+        kind, size = ("docs", DOC) if config.dedupe.documents is not None else ("paras", PARA)
+        from .workfiles import read_slice
+
+        dups = bloom_lookup(read_slice(layout.scan(task.rel, kind), 0), size, bloom_filter)
+        storage.write_bytes(layout.per_file("bloom", task.rel), bucketed_single(dups, DUP))
+        result["bloom_hits"] = len(dups) // DUP
+    return TaskOutput(docs_in=int(counts["documents"]), counts=result)
+
+
+def scan_outputs(config: DedupConfig, layout: Layout, rel: str) -> list[str]:
+    kinds = ["meta"]
+    if config.dedupe.documents is not None:
+        kinds.append("docs")
+    if config.dedupe.paragraphs is not None:
+        kinds.append("paras")
+    if config.minhash is not None:
+        kinds.append("bands")
+        kinds += {"signature": ["sigs"], "jaccard": ["sets"], "none": []}[config.minhash.verify]
+    out = [layout.scan(rel, k) for k in kinds]
+    if config.bloom_filter is not None and config.bloom_filter.read_only:
+        out.append(layout.per_file("bloom", rel))
+    return out

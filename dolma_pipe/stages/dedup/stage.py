@@ -1,0 +1,387 @@
+"""The ``dedup`` stage: its phases, chosen by the config, in order.
+
+=============  ==============  ==========================================================
+phase          tasks           what
+=============  ==============  ==========================================================
+scan           input files     keys, paragraph keys, MinHash bands, decontamination hits
+documents      hash ranges     first copy of each document key (exact mode)
+bands          hash ranges     MinHash candidate pairs
+verify         input files     candidate pairs checked (``minhash.verify``)
+clusters       one             connected components, survivors, ``_clusters.jsonl.gz``
+removed        input files     documents removed whole (when paragraphs are deduplicated too)
+paragraphs     hash ranges     first copy of each paragraph key (exact mode)
+bloom          one             Bloom mode's test-and-set in the global order, then publish
+attributes     input files     Dolma attribute files
+=============  ==============  ==========================================================
+
+Every decision follows one global order (input files by relative name, then line, then
+paragraph), never which worker ran first, so outputs are the same bytes for any number of
+processes, on Ray, and across reruns; each phase has its own completion markers, so a killed
+run resumes in the phase (and at the task) where it stopped.
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+from dolma_pipe import paths, storage
+from dolma_pipe.bloom import BloomFilter
+from dolma_pipe.manifest import InputFile, TaskRecord
+from dolma_pipe.quarantine import Quarantine
+from dolma_pipe.stage import Phase, RunContext, Stage, StepResult, Task, TaskOutput
+
+from . import attributes, bloommode, decontam, exact, minhash, scan
+from .config import DedupConfig, attribute_set_name, auto_buckets, check, resolved
+from .workfiles import Layout
+
+_READ_ONLY_FILTERS: dict[str, BloomFilter] = {}
+
+
+def _read_only_filter(path: str) -> BloomFilter:
+    """A read-only filter, mapped once per worker process (verified on the driver)."""
+    f = _READ_ONLY_FILTERS.get(path)
+    if f is None:
+        f = _READ_ONLY_FILTERS[path] = BloomFilter.open_shared(bloommode.local_copy(path), readonly=True, verify=False)
+    return f
+
+
+def _split(path: str) -> tuple[str, list[str]]:
+    if "://" in path:
+        scheme, rest = path.split("://", 1)
+        return f"{scheme}://", rest.split("/")
+    return "", path.split("/")
+
+
+def attributes_root(pattern: str, name: str, document_dir: str) -> str:
+    """``X/attributes/<name>`` for documents under ``X/<document_dir>/`` (Dolma's rule)."""
+    if document_dir == paths.DOCUMENTS:
+        return paths.attributes_root(pattern, name)
+    prefix, parts = _split(pattern)
+    if document_dir not in parts:
+        raise paths.PathError(
+            f"{pattern}: path has no '{document_dir}/' component (dedupe.document_dir), so attribute paths cannot be derived"
+        )
+    idx = parts.index(document_dir)
+    return prefix + "/".join(parts[:idx] + ["attributes", name])
+
+
+class DedupStage(Stage[DedupConfig]):
+    name = "dedup"
+    description = "exact, paragraph (Bloom filter) and near-duplicate (MinHash LSH) deduplication, and decontamination"
+    config_model = DedupConfig
+    depends_on_input_set = True
+
+    def __init__(self, config: DedupConfig):
+        check(config)
+        super().__init__(config)
+        self.set_name = attribute_set_name(config) or ""
+        self.document_dir = config.dedupe.document_dir or paths.DOCUMENTS
+        self._root = self._output_root()
+        # Under Dolma's work_dir.output, a folder per attribute set: configs often share one work_dir.
+        work_out = config.work_dir.output if config.work_dir is not None else None
+        work = storage.join(work_out, self.set_name) if work_out else storage.join(self._root, "_work")
+        self.layout = Layout(work)
+        self._filter: bloommode.FilterState | None = None
+
+    # ---- where things go ----------------------------------------------------------------
+
+    def _output_root(self) -> str:
+        if self.config.destination:
+            return storage.join(self.config.destination, self.set_name)
+        roots: set[str] = set()
+        for pattern in self.config.documents:
+            try:
+                roots.add(attributes_root(pattern, self.set_name, self.document_dir))
+            except paths.PathError:
+                # A wildcard in the documents component (Dolma's tests use doc*/): as Dolma does,
+                # each matching file's own path decides.
+                matches = storage.glob(storage.local_path(pattern))
+                if not matches:
+                    raise
+                roots.update(attributes_root(m, self.set_name, self.document_dir) for m in matches)
+        if len(roots) > 1:
+            raise paths.PathError(f"documents come from several trees ({', '.join(sorted(roots))}); give --destination")
+        return roots.pop()
+
+    @property
+    def output_root(self) -> str:
+        return self._root
+
+    def output_name(self, rel: str) -> str:
+        return paths.attribute_file_name(rel)
+
+    def plan_inputs(self) -> list[InputFile]:
+        inputs = super().plan_inputs()
+        if self.document_dir == paths.DOCUMENTS:
+            return inputs
+        # Relative names below the custom documents folder, as Dolma's path rule has them.
+        out = []
+        for f in inputs:
+            prefix, parts = _split(f.path)
+            rel = "/".join(parts[parts.index(self.document_dir) + 1 :]) if self.document_dir in parts[:-1] else f.rel
+            out.append(InputFile(path=f.path, rel=rel, size=f.size, mtime=f.mtime))
+        if len({f.rel for f in out}) != len(out):
+            raise paths.PathError(f"two inputs have the same name below '{self.document_dir}/'; rename one")
+        return sorted(out, key=lambda f: f.rel)
+
+    def fingerprint(self, inputs: list[InputFile]) -> str:
+        """Settings and input set (the base), plus the evaluation files and the starting filter."""
+        import hashlib
+
+        base = super().fingerprint(inputs)
+        extra: dict[str, Any] = {}
+        if self.config.decontamination is not None:
+            extra["evaluation"] = decontam.identity(self.config.decontamination)
+        if self.config.bloom_filter is not None:
+            self._filter = bloommode.FilterState(self.config, self.layout)
+            extra["filter"] = self._filter.identity()
+        if not extra:
+            return base
+        import orjson
+
+        return hashlib.sha256(base.encode() + orjson.dumps(extra, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
+
+    # ---- phases -------------------------------------------------------------------------
+
+    def _buckets(self, ctx: RunContext) -> int:
+        return auto_buckets(self.config, sum(f.size for f in ctx.inputs))
+
+    @property
+    def _exact(self) -> bool:
+        return self.config.bloom_filter is None
+
+    @property
+    def _read_only(self) -> bool:
+        return self.config.bloom_filter is not None and self.config.bloom_filter.read_only
+
+    @property
+    def _needs_removed(self) -> bool:
+        d = self.config.dedupe
+        return d.paragraphs is not None and (d.documents is not None or self.config.minhash is not None) and not self._read_only
+
+    def phases(self) -> list[Phase]:
+        d = self.config.dedupe
+        out = [Phase("scan", plan=self._plan_scan, run=self._scan, outputs=self._scan_outputs, after=self._after_scan, unit="file")]
+        if d.documents is not None and self._exact:
+            out.append(
+                Phase("documents", plan=self._plan_buckets, run=self._documents, outputs=self._bucket_out("documents"), after=self._sum)
+            )
+        m = self.config.minhash
+        if m is not None:
+            out.append(Phase("bands", plan=self._plan_buckets, run=self._bands, outputs=self._bucket_out("pairs"), after=self._sum))
+            if m.verify != "none":
+                out.append(
+                    Phase(
+                        "verify", plan=self._plan_files, run=self._verify, outputs=self._file_out("verified"), after=self._sum, unit="file"
+                    )
+                )
+            out.append(Phase("clusters", plan=self._plan_one, run=self._clusters, outputs=self._clusters_outputs, after=self._sum))
+        if self._needs_removed:
+            out.append(
+                Phase("removed", plan=self._plan_files, run=self._removed, outputs=self._file_out("removed"), after=self._sum, unit="file")
+            )
+        if d.paragraphs is not None and self._exact:
+            out.append(
+                Phase("paragraphs", plan=self._plan_buckets, run=self._paragraphs, outputs=self._bucket_out("paragraphs"), after=self._sum)
+            )
+        if self.config.bloom_filter is not None and not self._read_only:
+            out.append(Phase("bloom", plan=self._plan_one, run=self._bloom, outputs=self._bloom_outputs, after=self._publish))
+        out.append(
+            Phase(
+                "attributes", plan=self._plan_files, run=self._attributes, outputs=self._attribute_outputs, after=self._summary, unit="file"
+            )
+        )
+        return out
+
+    # planning (driver)
+
+    def _plan_files(self, ctx: RunContext) -> list[Task]:
+        """The light per-file phases (verify, removed, attributes): one task per group of
+        consecutive files, as many groups as buckets (a small corpus is one task, run without
+        starting workers; a large one is split like the hash ranges)."""
+        buckets = self._buckets(ctx)
+        groups: list[list[int]] = []
+        total = sum(f.size for f in ctx.inputs) or 1
+        done = 0
+        for i, f in enumerate(ctx.inputs):
+            if not groups or (done * buckets // total > len(groups) - 1 and len(groups) < buckets):
+                groups.append([])
+            groups[-1].append(i)
+            done += f.size
+        tasks = []
+        for g in groups:
+            first = ctx.inputs[g[0]].rel
+            key = first if len(g) == 1 else f"{first}+{len(g) - 1}"
+            tasks.append(Task(key=key, inputs=tuple(ctx.inputs[i] for i in g), params={"files": g, "buckets": buckets}))
+        return tasks
+
+    def _plan_buckets(self, ctx: RunContext) -> list[Task]:
+        return exact.bucket_tasks(self._buckets(ctx))
+
+    def _plan_one(self, ctx: RunContext) -> list[Task]:
+        return [Task(key="all", params={"files": len(ctx.inputs), "buckets": self._buckets(ctx)})]
+
+    def _plan_scan(self, ctx: RunContext) -> list[Task]:
+        params: dict[str, Any] = {"buckets": self._buckets(ctx)}
+        if self.config.decontamination is not None:
+            path, stats = decontam.ensure_set(self.config.decontamination, self.layout, self.output_root)
+            params["decontamination"] = path
+            ctx.steps["evaluation"] = StepResult(data=stats)
+        return [Task(key=f.rel, inputs=(f,), params=params) for f in ctx.inputs]
+
+    # running (workers)
+
+    def _scan(self, task: Task, quarantine: Quarantine, ctx: RunContext) -> TaskOutput:
+        filt = _read_only_filter(self.config.bloom_filter.file) if self._read_only and self.config.bloom_filter else None
+        return scan.run_scan(self.config, self.layout, task, quarantine, task.params["buckets"], task.params.get("decontamination"), filt)
+
+    def _documents(self, task: Task, quarantine: Quarantine, ctx: RunContext) -> TaskOutput:
+        return exact.run_documents(self.layout, task, ctx)
+
+    def _bands(self, task: Task, quarantine: Quarantine, ctx: RunContext) -> TaskOutput:
+        assert self.config.minhash is not None
+        return minhash.run_bands(self.layout, task, ctx, self.config.minhash.max_group)
+
+    def _each_file(self, task: Task, run: Any) -> TaskOutput:
+        """Runs ``run(file index, relative name)`` for each file of a group task; sums the counts."""
+        total = TaskOutput()
+        for i in task.params["files"]:
+            out = run(i, ctx_rel(task, i))
+            for k, v in out.counts.items():
+                total.counts[k] = total.counts.get(k, 0) + v
+        return total
+
+    def _verify(self, task: Task, quarantine: Quarantine, ctx: RunContext) -> TaskOutput:
+        m = self.config.minhash
+        assert m is not None
+        return self._each_file(task, lambda i, rel: minhash.run_verify(self.layout, i, rel, ctx, task.params["buckets"], m))
+
+    def _clusters(self, task: Task, quarantine: Quarantine, ctx: RunContext) -> TaskOutput:
+        assert self.config.minhash is not None
+        return minhash.run_clusters(self.layout, self.output_root, task, ctx, task.params["buckets"], self.config.minhash.verify != "none")
+
+    def _removed(self, task: Task, quarantine: Quarantine, ctx: RunContext) -> TaskOutput:
+        docs = self.config.dedupe.documents is not None and self._exact
+        near = self.config.minhash is not None
+        return self._each_file(task, lambda i, rel: exact.run_removed(self.layout, i, rel, task.params["buckets"], docs, near))
+
+    def _paragraphs(self, task: Task, quarantine: Quarantine, ctx: RunContext) -> TaskOutput:
+        return exact.run_paragraphs(self.layout, task, ctx, self._needs_removed)
+
+    def _bloom(self, task: Task, quarantine: Quarantine, ctx: RunContext) -> TaskOutput:
+        assert self._filter is not None
+        return bloommode.run_bloom(self.config, self.layout, self._filter, task, ctx, self._needs_removed)
+
+    def _attributes(self, task: Task, quarantine: Quarantine, ctx: RunContext) -> TaskOutput:
+        def one(i: int, rel: str) -> TaskOutput:
+            out = self.output_path(rel)
+            assert out is not None
+            return attributes.run_attributes(self.config, self.layout, out, i, rel, task.params["buckets"])
+
+        return self._each_file(task, one)
+
+    # outputs (for clearing a killed task's temporaries)
+
+    def _scan_outputs(self, task: Task) -> list[str]:
+        return scan.scan_outputs(self.config, self.layout, task.rel)
+
+    def _bucket_out(self, phase: str):
+        return lambda task: [self.layout.bucket(phase, task.params["bucket"])]
+
+    def _file_out(self, phase: str):
+        return lambda task: [self.layout.per_file(phase, f.rel) for f in task.inputs]
+
+    def _clusters_outputs(self, task: Task) -> list[str]:
+        return [self.layout.single("minhash/members.bkt"), storage.join(self.output_root, minhash.CLUSTERS_FILE)]
+
+    def _bloom_outputs(self, task: Task) -> list[str]:
+        return [self.layout.single("bloom/filter.bloom")]
+
+    def _attribute_outputs(self, task: Task) -> list[str]:
+        return [p for f in task.inputs if (p := self.output_path(f.rel)) is not None]
+
+    # driver-side steps
+
+    def _sum(self, records: list[TaskRecord], ctx: RunContext) -> StepResult:
+        total: dict[str, int] = {}
+        for r in records:
+            for k, v in r.counts.items():
+                total[k] = total.get(k, 0) + v
+        return StepResult(data={"counts": total})
+
+    def _after_scan(self, records: list[TaskRecord], ctx: RunContext) -> StepResult:
+        step = self._sum(records, ctx)
+        step.data["documents"] = sum(r.docs_in for r in records)
+        step.data["parameters"] = resolved(self.config, sum(f.size for f in ctx.inputs))
+        if "evaluation" in ctx.steps:
+            step.data["evaluation"] = ctx.steps["evaluation"].data
+        if self._filter is not None:
+            step.data["filter_start"] = {"file": self._filter.path, "checksum": _hex(self._filter.initial)}
+        return step
+
+    def _publish(self, records: list[TaskRecord], ctx: RunContext) -> StepResult:
+        assert self._filter is not None
+        step = bloommode.publish(self.config, self.layout, self._filter, self.output_root)
+        step.data["counts"] = self._sum(records, ctx).data["counts"]
+        return step
+
+    def _summary(self, records: list[TaskRecord], ctx: RunContext) -> StepResult:
+        phases = {name: s.data for name, s in ctx.steps.items() if name != "evaluation"}
+        phases["attributes"] = self._sum(records, ctx).data
+        marked = phases["attributes"]["counts"]
+        scan_step = ctx.steps["scan"].data
+        data: dict[str, Any] = {
+            "parameters": scan_step["parameters"],
+            "documents": scan_step["documents"],
+            "marked": marked,
+            "phases": phases,
+        }
+        if "bloom" in ctx.steps:
+            data["filter"] = ctx.steps["bloom"].data["filter"]
+        elif self._filter is not None:
+            data["filter"] = {"file": self._filter.path, "checksum": _hex(self._filter.current), "read_only": True}
+        if "clusters" in ctx.steps:
+            data["clusters_file"] = storage.join(self.output_root, minhash.CLUSTERS_FILE)
+        return StepResult(data=data, table=self._table(data))
+
+    def _table(self, data: dict[str, Any]) -> str:
+        d = self.config.dedupe
+        marked = data["marked"]
+        rows: list[tuple[str, str]] = [("documents", f"{data['documents']:,}")]
+        if d.documents is not None:
+            rows.append((f"duplicate documents ({d.documents.attribute_name})", f"{marked.get('marked_documents', 0):,}"))
+        if d.paragraphs is not None:
+            rows.append((f"duplicate paragraphs ({d.paragraphs.attribute_name})", f"{marked.get('marked_paragraphs', 0):,}"))
+        if self.config.minhash is not None:
+            clusters = data["phases"].get("clusters", {}).get("counts", {})
+            rows.append(
+                (
+                    f"near-duplicate clusters ({self.config.minhash.attribute_name})",
+                    f"{clusters.get('clusters', 0):,} clusters of {clusters.get('clustered_documents', 0):,} documents, "
+                    f"{marked.get('marked_near_duplicates', 0):,} marked",
+                )
+            )
+            rows.append(("clusters file", data["clusters_file"]))
+        if self.config.decontamination is not None:
+            rows.append(
+                (f"contaminated paragraphs ({self.config.decontamination.attribute_name})", f"{marked.get('marked_contaminated', 0):,}")
+            )
+        if "filter" in data:
+            f = data["filter"]
+            rows.append(("bloom filter", f"{f['file']} (checksum {f['checksum']})"))
+        width = max(len(k) for k, _ in rows)
+        buf = io.StringIO()
+        buf.write(f"dedup {self.set_name}: attributes in {self.output_root}\n")
+        for k, v in rows:
+            buf.write(f"  {k.ljust(width)}  {v}\n")
+        return buf.getvalue().rstrip("\n")
+
+
+def ctx_rel(task: Task, file_index: int) -> str:
+    """The relative name of file ``file_index`` of a group task."""
+    return task.inputs[task.params["files"].index(file_index)].rel
+
+
+def _hex(checksum: int | None) -> str | None:
+    return None if checksum is None else f"{checksum:016x}"

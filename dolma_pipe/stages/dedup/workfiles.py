@@ -1,0 +1,249 @@
+"""Where a dedup run keeps its intermediate files, and how they are read back.
+
+Every phase writes its results under the work directory (``work_dir.output``, default
+``<output root>/_work``) as whole files written atomically, so a killed task leaves nothing that
+looks finished and a rerun redoes exactly the unfinished tasks. The binary formats are
+``rust_bloom/src/dedup/records.rs``'s: *bucketed* files hold fixed-size records grouped into
+buckets behind a table of offsets, and a task that owns one bucket (a hash range, or one input
+file) reads only its slice (three small reads; a range request on S3).
+
+Per input file (``scan/<rel>.<kind>``): ``meta`` (ids, lengths, paragraph lengths,
+decontamination hits), ``docs``/``paras``/``bands`` (key records by hash range), ``sigs`` and
+``sets`` (MinHash signatures and shingle sets for verification).
+"""
+
+from __future__ import annotations
+
+import struct
+import sys
+from array import array
+from dataclasses import dataclass
+
+from dolma_pipe import storage
+
+BUCKET_MAGIC = b"DPBKT\0\0\x01"
+META_MAGIC = b"DPMETA\0\x01"
+SETS_MAGIC = b"DPSETS\0\x01"
+# Record sizes (records.rs).
+DOC, PARA, BAND, DUP, PAIR, VERIFIED, MEMBER = 20, 24, 16, 8, 12, 16, 16
+WHOLE_DOCUMENT = 0xFFFFFFFF
+# Paragraph info values (scan.rs).
+PARA_SKIPPED = 0xFFFFFFFF
+PARA_WHOLE = 0
+# Document flags (scan.rs).
+FLAG_KEY_MISSING, FLAG_KEY_NOT_STRING, FLAG_KEY_FILTERED, FLAG_NO_SHINGLES = 1, 2, 4, 8
+
+
+class WorkFileError(RuntimeError):
+    """An intermediate file is missing or damaged (a bug, or files changed under a run)."""
+
+
+class Layout:
+    """Paths of a run's intermediate files."""
+
+    def __init__(self, work: str):
+        self.work = work
+
+    def scan(self, rel: str, kind: str) -> str:
+        return storage.join(self.work, "scan", f"{rel}.{kind}")
+
+    def bucket(self, phase: str, bucket: int) -> str:
+        return storage.join(self.work, phase, f"bucket-{bucket:05d}.bkt")
+
+    def per_file(self, phase: str, rel: str) -> str:
+        return storage.join(self.work, phase, f"{rel}.bkt")
+
+    def single(self, name: str) -> str:
+        return storage.join(self.work, name)
+
+
+def _u32s(data: bytes | memoryview) -> array:
+    a = array("I")
+    a.frombytes(bytes(data))
+    if sys.byteorder != "little":
+        a.byteswap()
+    return a
+
+
+def _u64s(data: bytes | memoryview) -> array:
+    a = array("Q")
+    a.frombytes(bytes(data))
+    if sys.byteorder != "little":
+        a.byteswap()
+    return a
+
+
+def read_slice(path: str, bucket: int) -> bytes:
+    """The records of one bucket of a bucketed file."""
+    try:
+        with storage.open_read(path) as fh:
+            head = fh.read(16)
+            if len(head) != 16 or head[:8] != BUCKET_MAGIC:
+                raise WorkFileError(f"{path}: not a dedup work file")
+            record_size, buckets = struct.unpack_from("<II", head, 8)
+            if not 0 <= bucket < buckets:
+                raise WorkFileError(f"{path}: has {buckets} buckets, no bucket {bucket}")
+            fh.seek(16 + 8 * bucket)
+            lo, hi = struct.unpack("<QQ", fh.read(16))
+            fh.seek(16 + 8 * (buckets + 1) + lo * record_size)
+            data = fh.read((hi - lo) * record_size)
+    except FileNotFoundError:
+        raise WorkFileError(f"{path}: missing (an earlier phase's output was removed; rerun with --force)") from None
+    if len(data) != (hi - lo) * record_size:
+        raise WorkFileError(f"{path}: truncated")
+    return data
+
+
+def read_all(path: str) -> tuple[int, list[bytes]]:
+    """(record size, every bucket's records) of a whole bucketed file."""
+    try:
+        data = storage.read_bytes(path)
+    except FileNotFoundError:
+        raise WorkFileError(f"{path}: missing (an earlier phase's output was removed; rerun with --force)") from None
+    if data[:8] != BUCKET_MAGIC:
+        raise WorkFileError(f"{path}: not a dedup work file")
+    record_size, buckets = struct.unpack_from("<II", data, 8)
+    offsets = _u64s(memoryview(data)[16 : 16 + 8 * (buckets + 1)])
+    base = 16 + 8 * (buckets + 1)
+    return record_size, [data[base + offsets[b] * record_size : base + offsets[b + 1] * record_size] for b in range(buckets)]
+
+
+def dups_by_document(records: bytes) -> dict[int, list[int]]:
+    """DUP records as {document: [paragraph, ...]} (paragraph WHOLE_DOCUMENT for a document)."""
+    out: dict[int, list[int]] = {}
+    pairs = _u32s(records)
+    for i in range(0, len(pairs), 2):
+        out.setdefault(pairs[i], []).append(pairs[i + 1])
+    return out
+
+
+def u32_records(records: bytes) -> array:
+    return _u32s(records)
+
+
+@dataclass
+class Meta:
+    """What the scan kept of one file's documents (scan.rs's meta file), in document order."""
+
+    lines: array
+    chars: array
+    flags: bytes
+    id_offsets: array
+    id_blob: bytes
+    para_offsets: array
+    para_lens: array
+    para_info: array
+    decon: bytes
+    separator_chars: int
+
+    def __len__(self) -> int:
+        return len(self.chars)
+
+    def id(self, doc: int) -> str:
+        return self.id_blob[self.id_offsets[doc] : self.id_offsets[doc + 1]].decode("utf-8")
+
+    def ids(self) -> list[str]:
+        blob, off = self.id_blob, self.id_offsets
+        return [blob[off[i] : off[i + 1]].decode("utf-8") for i in range(len(self))]
+
+    def paragraph_spans(self, doc: int) -> list[tuple[int, int]]:
+        """Each paragraph's [start, end) in characters, the separator included, clipped to the text."""
+        total = self.chars[doc]
+        start = 0
+        out = []
+        for i in range(self.para_offsets[doc], self.para_offsets[doc + 1]):
+            end = min(start + self.para_lens[i] + self.separator_chars, total)
+            out.append((start, end))
+            start = end
+        return out
+
+    def paragraph_info(self, doc: int) -> array:
+        return self.para_info[self.para_offsets[doc] : self.para_offsets[doc + 1]]
+
+    def decontamination_hits(self) -> dict[int, list[list[float | int]]]:
+        """{document: [[start, end, score], ...]} of decontamination hits."""
+        out: dict[int, list[list[float | int]]] = {}
+        for doc, start, end, score in struct.iter_unpack("<IIIf", self.decon):
+            out.setdefault(doc, []).append([start, end, 1 if score == 1.0 else round(score, 6)])
+        return out
+
+
+def parse_meta(data: bytes, path: str = "meta") -> Meta:
+    if data[:8] != META_MAGIC:
+        raise WorkFileError(f"{path}: not a dedup meta file")
+    n, sep_chars = struct.unpack_from("<II", data, 8)
+    pos = 16
+    sections: list[memoryview] = []
+    view = memoryview(data)
+    for _ in range(9):
+        (length,) = struct.unpack_from("<Q", data, pos)
+        pos += 8
+        sections.append(view[pos : pos + length])
+        pos += length
+    if pos != len(data):
+        raise WorkFileError(f"{path}: damaged dedup meta file")
+    lines, chars, flags, id_off, id_blob, para_off, para_lens, para_info, decon = sections
+    meta = Meta(
+        lines=_u32s(lines),
+        chars=_u32s(chars),
+        flags=bytes(flags),
+        id_offsets=_u64s(id_off),
+        id_blob=bytes(id_blob),
+        para_offsets=_u64s(para_off),
+        para_lens=_u32s(para_lens),
+        para_info=_u32s(para_info),
+        decon=bytes(decon),
+        separator_chars=sep_chars,
+    )
+    if len(meta.lines) != n or len(meta.flags) != n or len(meta.id_offsets) != n + 1:
+        raise WorkFileError(f"{path}: damaged dedup meta file")
+    return meta
+
+
+def read_meta(path: str) -> Meta:
+    try:
+        return parse_meta(storage.read_bytes(path), path)
+    except FileNotFoundError:
+        raise WorkFileError(f"{path}: missing (an earlier phase's output was removed; rerun with --force)") from None
+
+
+def read_set_values(path: str, docs: list[int]) -> dict[int, bytes]:
+    """The shingle sets (sorted u32 values as bytes) of some documents of a ``sets`` file."""
+    out: dict[int, bytes] = {}
+    if not docs:
+        return out
+    wanted = sorted(set(docs))
+    with storage.open_read(path) as fh:
+        head = fh.read(16)
+        if head[:8] != SETS_MAGIC:
+            raise WorkFileError(f"{path}: not a dedup sets file")
+        (n,) = struct.unpack_from("<Q", head, 8)
+        offsets = _u64s(fh.read(8 * (n + 1)))
+        base = 16 + 8 * (n + 1)
+        if len(wanted) * 4 >= n:
+            # Many of the file's documents: one read of all the values is cheaper than seeks.
+            values = fh.read()
+            for doc in wanted:
+                out[doc] = values[4 * offsets[doc] : 4 * offsets[doc + 1]]
+            return out
+        for doc in wanted:
+            fh.seek(base + 4 * offsets[doc])
+            out[doc] = fh.read(4 * (offsets[doc + 1] - offsets[doc]))
+    return out
+
+
+def read_signatures(path: str, docs: list[int]) -> dict[int, bytes]:
+    """The signatures (u32 values as bytes) of some documents of a ``sigs`` file."""
+    out: dict[int, bytes] = {}
+    if not docs:
+        return out
+    with storage.open_read(path) as fh:
+        head = fh.read(16)
+        if head[:8] != BUCKET_MAGIC:
+            raise WorkFileError(f"{path}: not a dedup work file")
+        record_size, buckets = struct.unpack_from("<II", head, 8)
+        base = 16 + 8 * (buckets + 1)
+        for doc in sorted(set(docs)):
+            fh.seek(base + doc * record_size)
+            out[doc] = fh.read(record_size)
+    return out
