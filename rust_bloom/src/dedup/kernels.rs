@@ -177,25 +177,32 @@ pub fn verify_pairs(
     }
     all.sort_unstable();
     all.dedup();
-    let as_u32 = |b: &[u8]| -> Vec<u32> {
-        let mut v: Vec<u32> = b.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
-        if mode == Verify::Jaccard {
-            // Shingle values are stored as they came (unsorted, repeated): make them a set.
-            v.sort_unstable();
-            v.dedup();
+    // Each document's values once: shingle values are stored as they came (unsorted, repeated)
+    // and become a sorted set here; signatures stay in order.
+    let mut decoded: U64Map<Vec<u32>> = U64Map::default();
+    for &(lo, hi) in &all {
+        for n in [lo, hi] {
+            if decoded.contains_key(&n) {
+                continue;
+            }
+            let Some(raw) = values.get(&n) else {
+                return Err(format!("verify_pairs: no values for document {n:#x}"));
+            };
+            let mut v: Vec<u32> = raw.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+            if mode == Verify::Jaccard {
+                v.sort_unstable();
+                v.dedup();
+            }
+            decoded.insert(n, v);
         }
-        v
-    };
+    }
     let mut out = Vec::new();
     let mut kept = 0u64;
     for &(lo, hi) in &all {
-        let (a, b) = match (values.get(&lo), values.get(&hi)) {
-            (Some(a), Some(b)) => (as_u32(a), as_u32(b)),
-            _ => return Err(format!("verify_pairs: no values for document {lo:#x} or {hi:#x}")),
-        };
+        let (a, b) = (&decoded[&lo], &decoded[&hi]);
         let sim = match mode {
-            Verify::Jaccard => jaccard_sorted(&a, &b),
-            Verify::Signature => signature_similarity(&a, &b),
+            Verify::Jaccard => jaccard_sorted(a, b),
+            Verify::Signature => signature_similarity(a, b),
         };
         if sim >= threshold {
             out.extend_from_slice(&((lo >> 32) as u32).to_le_bytes());
@@ -348,6 +355,11 @@ mod tests {
         let (out, n, kept) = verify_pairs(&[&pair, &pair], 0, &values, Verify::Jaccard, 0.61).unwrap();
         assert_eq!((n, kept), (1, 0), "J = 3/5");
         assert!(out.is_empty());
+        let (out, _, kept) = verify_pairs(&[&pair], 0, &values, Verify::Jaccard, 0.6).unwrap();
+        assert_eq!(kept, 1, "the stored values are made a set first (order and repeats do not count)");
+        assert_eq!(f32_at(&out, 12), 0.6);
+        let sig: Vec<u8> = [1u32, 0, 3, 4].iter().flat_map(|x| x.to_le_bytes()).collect();
+        values.insert(node(0, 1), &sig);
         let (out, _, kept) = verify_pairs(&[&pair], 0, &values, Verify::Signature, 0.75).unwrap();
         assert_eq!(kept, 1);
         assert_eq!(f32_at(&out, 12), 0.75);
