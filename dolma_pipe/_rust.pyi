@@ -5,7 +5,7 @@ Import from `dolma_pipe.bloom`, which documents the semantics; this file only ty
 
 from collections.abc import Iterable
 from os import PathLike
-from typing import Final
+from typing import Final, Literal
 
 from dolma_pipe.errors import DolmaPipeError
 
@@ -96,14 +96,25 @@ def _reopen_shared(path: StrPath, readonly: bool) -> BloomFilter: ...
 # Python's ``str.lower()`` passed in (None: the text is ASCII or needs no lower-casing).
 # Batches run with the GIL released.
 
-class GopherKernel:
-    """The Gopher measures of gopher_v1, with per-language stop words fixed at construction."""
+GopherMode = Literal["paper", "dolma_v1", "dolma_v2"]
 
-    def __init__(self, stop_words: list[tuple[str, list[str], list[str]]]) -> None:
-        """stop_words: (language, regex alternatives in match order (lower-cased), word set (lower-cased))."""
+class GopherKernel:
+    """The Gopher measures in one of three modes: the paper's (our ``gopher``, per-language stop
+    words fixed at construction) or Dolma 1.2.1's ``gopher_v1`` / ``gopher_v2`` definitions."""
+
+    def __init__(self, stop_words: list[tuple[str, list[str], list[str]]], mode: GopherMode = "paper") -> None:
+        """stop_words (paper mode): (language, regex alternatives in match order (lower-cased), word
+        set (lower-cased)). ValueError for an unknown mode or an empty stop word."""
+
+    @property
+    def mode(self) -> GopherMode: ...
+    def grouped_batch(self, texts: list[str]) -> list[dict[str, list[list[float]]]]:
+        """Dolma modes: per text, the grouped mapping Dolma's tagger writes, in its span order:
+        ``{type: [[0, len(text), round(value, 5)]]}`` (the n-gram types only for n up to the
+        number of words). ValueError in paper mode."""
 
     def stats_batch(self, texts: list[str], lowers: list[str | None], langs: list[str | None]) -> list[dict[str, float]]:
-        """Per text, its measures exactly as gopher.py's ``attributes`` returns them: a dict by
+        """Paper mode (ValueError otherwise): per text, its measures exactly as gopher.py's ``attributes`` returns them: a dict by
         type name, in this order: ``character_count`` and ``word_count`` (int),
         ``mean_word_length``, ``median_word_length``, ``hash_to_word_ratio``,
         ``ellipsis_to_word_ratio``, ``symbol_to_word_ratio``,
@@ -155,23 +166,33 @@ class C4Result:
     def keep(self) -> bool:
         """``c4_keep`` of this page, with the ``min_sentences`` of the call."""
 
+C4Mode = Literal["paper", "dolma_v1", "dolma_v2"]
+
 class C4Kernel:
-    """The C4 line and page rules of c4_v1/c4_v2 (bad words through Aho-Corasick)."""
+    """The C4 line and page rules in one of three modes: the paper's with our verdict (``c4``) or
+    Dolma 1.2.1's ``c4_v1`` / ``c4_v2`` (bad words through Aho-Corasick)."""
 
-    def __init__(self, bad_words: list[str], min_words_per_line: int) -> None:
-        """bad_words: the lower-cased, stripped list entries (phrases contain a space)."""
+    def __init__(self, bad_words: list[str], min_words_per_line: int, mode: C4Mode = "paper") -> None:
+        """bad_words: paper mode, the lower-cased, stripped list entries; Dolma modes, the list's
+        lines as they are (either way an entry with a space is a phrase). ValueError for an unknown mode."""
 
+    @property
+    def mode(self) -> C4Mode: ...
     def predict_batch(self, texts: list[str], lowers: list[str | None], min_sentences: int) -> list[C4Result]:
         """Per text, its ``C4Result``. ValueError if the lists differ in length."""
 
-    def predict_grouped_batch(self, texts: list[str], lowers: list[str | None], min_sentences: int) -> list[dict[str, list[list[float]]]]:
-        """Per text: its ``C4Result`` as Dolma's grouped mapping ``{type: [[start, end, score], ...]}``
-        (what ``Tagger.group`` makes of c4.py's spans: the two default line types always present,
-        the other line types and the flags only when not empty/true, then ``line_count``,
-        ``kept_sentence_count`` and ``keep``)."""
+    def predict_grouped_batch(
+        self, texts: list[str], lowers: list[str | None], min_sentences: int = 3
+    ) -> list[dict[str, list[list[float]]]]:
+        """Per text: its ``C4Result`` as the grouped mapping ``{type: [[start, end, score], ...]}``.
+        Paper mode: what ``Tagger.group`` makes of c4.py's spans (the two default line types always
+        present, the other line types and the flags only when not empty/true, then ``line_count``,
+        ``kept_sentence_count`` and ``keep``). Dolma modes: what Dolma writes (the two line types
+        and the flags only when not empty/true, then ``line_count``)."""
 
     def has_bad_word(self, lower: str) -> bool:
-        """c4.py ``has_bad_word`` on lower-cased text."""
+        """The mode's bad-word test on lower-cased text (paper: c4.py ``has_bad_word``; Dolma: a
+        whole ``split()`` word of the list, or a phrase of the list anywhere)."""
 
 def c4_keep(
     *,
@@ -183,6 +204,20 @@ def c4_keep(
 ) -> bool:
     """The C4 page verdict, the one definition both paths use: drop a page with a bad word, lorem
     ipsum or a curly brace, or with fewer than ``min_sentences`` sentences left in its kept lines."""
+
+def char_length_grouped_batch(texts: list[str]) -> list[dict[str, list[list[float]]]]:
+    """Per text, what Dolma's ``char_length_with_paragraphs_v1`` writes: ``paragraph`` spans over
+    Dolma's paragraphs (non-blank lines with their newline) scored by their length (absent when
+    there is none), then ``document`` scored by ``len(text)``."""
+
+def pii_windows_batch(
+    texts: list[str],
+) -> list[tuple[list[tuple[int, int]], list[tuple[int, int]], list[tuple[int, int]], list[tuple[int, int]]]]:
+    """Per text, where taggers/builtin/pii.py's patterns can match: (e-mail, phone, IPv4, IPv6)
+    windows, each a list of (start, end) code point offsets covering runs of consecutive lines
+    that hold an ``@`` / 8 decimal digits / a digit-dot-digit / ``::`` or 7 colons (newline
+    excluded). No pattern crosses a newline, so ``finditer(text, start, end)`` over them finds
+    every match a run over the whole text finds."""
 
 # -- mixer rules (rust_bloom/src/filters/) --------------------------------------------------
 # Used through dolma_pipe/filters.py, which documents the semantics (Dolma's mixer's).

@@ -7,7 +7,7 @@
 #[rustfmt::skip]
 mod pyunicode;
 
-pub use pyunicode::{is_letter, is_space, is_word, rstrip, strip};
+pub use pyunicode::{is_alpha, is_decimal, is_letter, is_space, is_word, rstrip, strip};
 
 /// Python's `len(s)`: the number of code points.
 #[inline]
@@ -94,6 +94,66 @@ pub fn for_each_word<'a>(text: &'a str, mut f: impl FnMut(&'a str, u64, bool)) {
     }
 }
 
+/// The words of Python's `text.split()` in order (runs of non-space characters, `is_space` as
+/// `str.isspace`). Calls `f(word, its length in code points)`.
+#[inline]
+pub fn for_each_split_word<'a>(text: &'a str, mut f: impl FnMut(&'a str, u64)) {
+    let b = text.as_bytes();
+    let ascii = text.is_ascii();
+    let mut i = 0;
+    while i < b.len() {
+        // Skip spaces (ASCII bytes are chars; a non-ASCII char is decoded to test it).
+        let mut start = None;
+        while i < b.len() {
+            let (c, w) = if b[i] < 0x80 { (b[i] as char, 1) } else { decode_at(text, i) };
+            if !is_space(c) {
+                start = Some(i);
+                break;
+            }
+            i += w;
+        }
+        let Some(s) = start else { break };
+        let mut n = 0u64;
+        while i < b.len() {
+            let (c, w) = if b[i] < 0x80 { (b[i] as char, 1) } else { decode_at(text, i) };
+            if is_space(c) {
+                break;
+            }
+            i += w;
+            n += 1;
+        }
+        f(&text[s..i], if ascii { (i - s) as u64 } else { n });
+    }
+}
+
+/// The character starting at byte `i` of `text` (a char boundary) and its UTF-8 length.
+#[inline]
+fn decode_at(text: &str, i: usize) -> (char, usize) {
+    let c = text[i..].chars().next().unwrap_or('\0');
+    (c, c.len_utf8().max(1))
+}
+
+/// Dolma's `split_paragraphs(text)` (`dolma/core/utils.py`): every line with its newline, and a
+/// last line without one, keeping those with a non-space character (`text.strip()` not empty).
+/// Returns (start, end) in code points.
+pub fn dolma_paragraphs(text: &str) -> Vec<(u64, u64)> {
+    let ascii = text.is_ascii();
+    let mut out = Vec::new();
+    let mut start = 0u64;
+    let mut segments = text.split('\n').peekable();
+    while let Some(line) = segments.next() {
+        let newline = segments.peek().is_some() as u64;
+        let len = if ascii { line.len() } else { char_len(line) } as u64;
+        let end = start + len + newline;
+        let blank = if ascii { line.bytes().all(|b| is_space(b as char)) } else { line.chars().all(is_space) };
+        if !blank {
+            out.push((start, end));
+        }
+        start = end;
+    }
+    out
+}
+
 /// Whether `s` has at least `k` whitespace-separated words (`len(s.split(None, k)) >= k`).
 #[inline]
 pub fn has_words(s: &str, k: usize) -> bool {
@@ -120,5 +180,13 @@ mod tests {
         assert_eq!(words(""), vec![]);
         assert_eq!(char_len("héllo"), 5);
         assert!(has_words(" a  b c ", 3) && !has_words("a b", 3) && has_words("", 0));
+        let mut split = Vec::new();
+        for_each_split_word(" a\tbc\x1c 中文x é\u{a0}y\u{3000}", |w, n| split.push((w, n)));
+        assert_eq!(split, vec![("a", 1), ("bc", 2), ("中文x", 3), ("é", 1), ("y", 1)]);
+        for_each_split_word("", |_, _| panic!("no word in an empty text"));
+        assert_eq!(dolma_paragraphs("a\n \n\nbé\n  c"), vec![(0, 2), (5, 8), (8, 11)]);
+        assert_eq!(dolma_paragraphs("x\n"), vec![(0, 2)]);
+        assert_eq!(dolma_paragraphs(""), vec![]);
+        assert_eq!(dolma_paragraphs("\u{a0}\n\x1c"), vec![]);
     }
 }

@@ -1,5 +1,8 @@
-//! The Gopher measures of the `gopher_v1` tagger (taggers/builtin/gopher.py `GopherTagger.attributes`).
-use crate::text::{char_len, for_each_word, is_letter, is_space, is_word, rstrip, strip};
+//! The Gopher measures, in two modes of one kernel: the paper's rules of our `gopher` tagger
+//! (taggers/builtin/gopher.py `PaperGopherTagger.attributes`, its Python reference) and Dolma
+//! 1.2.1's definitions of `gopher_v1`/`gopher_v2` (`Gopher::dolma_stats`; the reference is Dolma's
+//! own code, mirrored by gopher.py `dolma_attributes`).
+use crate::text::{char_len, for_each_word, is_alpha, is_letter, is_space, is_word, rstrip, strip};
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
 use xxhash_rust::xxh3::xxh3_64;
@@ -123,7 +126,55 @@ pub struct GopherStats {
     pub unspaced_words: u64,
 }
 
-/// The Gopher kernel: stop-word lists by language, fixed at construction.
+/// The measures of Dolma 1.2.1's `gopher_v1` / `gopher_v2` (`dolma/taggers/gopher.py`
+/// `get_attributes`), by Dolma's definitions (see `Gopher::dolma_stats`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DolmaGopherStats {
+    /// `len(text)`: the value of `character_count` and the end of every span.
+    pub character_count: u64,
+    pub word_count: u64,
+    pub median_word_length: f64,
+    pub symbol_to_word_ratio: f64,
+    pub fraction_of_words_with_alpha_character: f64,
+    pub required_word_count: u64,
+    pub fraction_of_lines_starting_with_bullet_point: f64,
+    pub fraction_of_lines_ending_with_ellipsis: f64,
+    pub fraction_of_duplicate_lines: f64,
+    pub fraction_of_characters_in_duplicate_lines: f64,
+    /// n = 2..4: most common n-gram; n = 5..10: duplicated n-grams; None: fewer than n words.
+    pub ngrams: [Option<f64>; 9],
+}
+
+/// Which definitions the Gopher kernel computes: the paper's (our `gopher` tagger) or Dolma
+/// 1.2.1's (`gopher_v1`, and `gopher_v2` whose lines are `re.split(r"\n+", text)`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GopherMode {
+    Paper,
+    Dolma { ignore_empty_lines: bool },
+}
+
+/// Dolma's `REQUIRED_ENGLISH_WORDS`, matched case-sensitively against whole `split()` words.
+const DOLMA_REQUIRED_WORDS: [&str; 8] = ["the", "be", "to", "of", "and", "that", "have", "with"];
+
+/// Python's `statistics.median` of word lengths (0.0 for none), as a float.
+fn median(lengths: &[u64]) -> f64 {
+    let n = lengths.len();
+    if n == 0 {
+        return 0.0;
+    }
+    let mut sorted = lengths.to_vec();
+    let half = n / 2;
+    let (below, &mut mid, _) = sorted.select_nth_unstable(half);
+    if n % 2 == 1 {
+        mid as f64
+    } else {
+        (below.iter().copied().max().unwrap_or(mid) + mid) as f64 / 2.0
+    }
+}
+
+/// The Gopher kernel: stop-word lists by language (paper mode), fixed at construction. One
+/// kernel for both modes: the word splitting, the n-gram grouping (`NgramScan`) and the line
+/// walk are shared; `stats` applies the paper's definitions, `dolma_stats` Dolma's.
 #[derive(Debug, Clone, Default)]
 pub struct Gopher {
     pub stop_words: HashMap<String, StopWords>,
@@ -183,7 +234,7 @@ fn paragraph_pieces(text: &str) -> Vec<&str> {
 /// Multiplier of the polynomial n-gram hash over the words' 64-bit hashes (as gopher.py).
 const NGRAM_MULT: u64 = 0x100000001B3;
 
-/// Hash of an n-gram: polynomial in the (pseudo-random, xxh3) word hashes, finalised.
+/// Hash of an n-gram: polynomial in the (pseudo-random, xxh3) word hashes.
 #[inline]
 fn ngram_hash(unigrams: &[u64]) -> u64 {
     let mut h = 0u64;
@@ -193,17 +244,167 @@ fn ngram_hash(unigrams: &[u64]) -> u64 {
     h
 }
 
-/// `prev` (hashes of the (n-1)-grams) extended by one word: hashes of the n-grams.
-#[inline]
-fn extend_hashes(prev: &mut Vec<u64>, unigram: &[u64], n: usize) {
-    let m = unigram.len() + 1 - n;
-    for p in 0..m {
-        prev[p] = prev[p].wrapping_mul(NGRAM_MULT).wrapping_add(unigram[p + n - 1]);
-    }
-    prev.truncate(m);
+/// The n-grams starting at some positions, grouped by identity: `ids[i]` is the group of the
+/// n-gram at `positions[i]`, groups are numbered in order of first occurrence, `counts[g]` is
+/// how often group `g` occurs among the positions and `first[g]` where it first starts.
+///
+/// Exact: n-grams are looked up by their 64-bit hash, and every hit is checked word by word;
+/// on a hash collision (never seen in practice) the grouping is redone keyed by the words.
+/// Shared by both modes: the paper's union coverage and Dolma's `Counter`-based sums.
+#[derive(Debug, Default)]
+struct Groups {
+    ids: Vec<u32>,
+    counts: Vec<u32>,
+    first: Vec<usize>,
 }
 
-/// Characters covered by n-grams starting at `starts` (sorted), over `lengths`.
+impl Groups {
+    fn build(words: &[&str], n: usize, positions: &[usize], hashes: &[u64], map: &mut U64Map<u32>) -> Groups {
+        let mut g = Groups { ids: Vec::with_capacity(positions.len()), counts: Vec::new(), first: Vec::new() };
+        map.clear();
+        map.reserve(positions.len());
+        for (&p, &h) in positions.iter().zip(hashes) {
+            let next = g.counts.len() as u32;
+            let id = *map.entry(h).or_insert(next);
+            if id == next {
+                g.counts.push(1);
+                g.first.push(p);
+            } else {
+                let q = g.first[id as usize];
+                if words[q..q + n] != words[p..p + n] {
+                    return Groups::build_exact(words, n, positions);
+                }
+                g.counts[id as usize] += 1;
+            }
+            g.ids.push(id);
+        }
+        g
+    }
+
+    /// The same grouping keyed by the words themselves (the collision fallback).
+    #[cold]
+    fn build_exact(words: &[&str], n: usize, positions: &[usize]) -> Groups {
+        let mut map: HashMap<&[&str], u32> = HashMap::with_capacity(positions.len());
+        let mut g = Groups::default();
+        for &p in positions {
+            let next = g.counts.len() as u32;
+            let id = *map.entry(&words[p..p + n]).or_insert(next);
+            if id == next {
+                g.counts.push(0);
+                g.first.push(p);
+            }
+            g.counts[id as usize] += 1;
+            g.ids.push(id);
+        }
+        g
+    }
+
+    /// The most frequent group; ties go to the one seen first (Python's `Counter.most_common`).
+    fn most_common(&self) -> Option<usize> {
+        let mut best: Option<usize> = None;
+        for (id, &c) in self.counts.iter().enumerate() {
+            if best.is_none_or(|b| c > self.counts[b]) {
+                best = Some(id);
+            }
+        }
+        best
+    }
+}
+
+/// The most common n-gram of one n (ties: the first seen) and which n-grams repeat.
+#[derive(Debug, Default)]
+struct Level {
+    /// Occurrences of the most common n-gram and where it first starts.
+    best_count: u32,
+    best_first: usize,
+    /// Where the most common n-gram starts, every occurrence (sorted).
+    best_starts: Vec<usize>,
+    /// repeated[p]: the n-gram starting at p occurs more than once.
+    repeated: Vec<bool>,
+}
+
+impl Level {
+    /// The level of the n-grams starting at `candidates` (every n-gram that can repeat; the
+    /// others occur once), with their hashes; `m` n-grams in all.
+    fn new(words: &[&str], n: usize, m: usize, candidates: &[usize], hashes: &[u64], map: &mut U64Map<u32>) -> Level {
+        let g = Groups::build(words, n, candidates, hashes, map);
+        let mut level = Level { best_count: 1, best_first: 0, best_starts: vec![0], repeated: vec![false; m] };
+        for (&p, &id) in candidates.iter().zip(&g.ids) {
+            level.repeated[p] = g.counts[id as usize] > 1;
+        }
+        if let Some(best) = g.most_common().filter(|&b| g.counts[b] > 1) {
+            level.best_count = g.counts[best];
+            level.best_first = g.first[best];
+            level.best_starts =
+                candidates.iter().zip(&g.ids).filter(|(_, &id)| id as usize == best).map(|(&p, _)| p).collect();
+        }
+        // Otherwise every n-gram occurs once and the first seen is the most common.
+        level
+    }
+}
+
+/// What the n-gram rules of both modes start from: the words' hashes, the 2-, 3- and 4-gram
+/// levels (as many as the words allow) and where runs of repeated 4-grams start.
+///
+/// Only n-grams that can repeat are grouped: an n-gram occurring twice is made of two
+/// (n-1)-grams that each occur twice (at p and p+1), so the 3-grams are only looked up where two
+/// repeated 2-grams start in a row, the 4-grams where two repeated 3-grams do, and an n-gram for
+/// n >= 5 where n-3 repeated 4-grams start in a row (in most documents there are none).
+struct NgramScan<'w, 'a> {
+    words: &'w [&'a str],
+    unigram: Vec<u64>,
+    /// Levels of the 2-, 3- and 4-grams.
+    short: Vec<Level>,
+    /// run[p]: how many repeated 4-grams start at p, p+1, ... in a row.
+    run: Vec<usize>,
+    map: U64Map<u32>,
+}
+
+impl<'w, 'a> NgramScan<'w, 'a> {
+    fn new(words: &'w [&'a str]) -> Self {
+        let n_words = words.len();
+        let unigram: Vec<u64> = words.iter().map(|w| xxh3_64(w.as_bytes())).collect();
+        let mut map = U64Map::default();
+        let mut short: Vec<Level> = Vec::with_capacity(3);
+        for n in 2..=4usize {
+            if n_words < n {
+                break;
+            }
+            let m = n_words - n + 1;
+            let candidates: Vec<usize> = match short.last() {
+                None => (0..m).collect(),
+                Some(prev) => (0..m).filter(|&p| prev.repeated[p] && prev.repeated[p + 1]).collect(),
+            };
+            let hashes: Vec<u64> = candidates.iter().map(|&p| ngram_hash(&unigram[p..p + n])).collect();
+            short.push(Level::new(words, n, m, &candidates, &hashes, &mut map));
+        }
+        let mut run = vec![0usize; n_words + 1];
+        if let Some(l4) = short.get(2) {
+            for p in (0..l4.repeated.len()).rev() {
+                run[p] = if l4.repeated[p] { run[p + 1] + 1 } else { 0 };
+            }
+        }
+        NgramScan { words, unigram, short, run, map }
+    }
+
+    /// Start positions of the repeated n-grams (n >= 5), in order.
+    fn repeated(&mut self, n: usize) -> Vec<usize> {
+        let n_words = self.words.len();
+        if n_words < n {
+            return Vec::new();
+        }
+        let m = n_words - n + 1;
+        let candidates: Vec<usize> = (0..m).filter(|&p| self.run[p] >= 2 && self.run[p] >= n - 3).collect();
+        if candidates.len() < 2 {
+            return Vec::new();
+        }
+        let hashes: Vec<u64> = candidates.iter().map(|&p| ngram_hash(&self.unigram[p..p + n])).collect();
+        let g = Groups::build(self.words, n, &candidates, &hashes, &mut self.map);
+        candidates.iter().zip(&g.ids).filter(|(_, &id)| g.counts[id as usize] > 1).map(|(&p, _)| p).collect()
+    }
+}
+
+/// Characters covered by n-grams starting at `starts` (sorted), over `lengths`: each word once.
 fn covered_chars(starts: &[usize], n: usize, lengths: &[u64]) -> u64 {
     let mut sum = 0u64;
     let mut until = 0usize; // words before this index are already counted
@@ -218,74 +419,63 @@ fn covered_chars(starts: &[usize], n: usize, lengths: &[u64]) -> u64 {
     sum
 }
 
-/// gopher.py `ngram_fractions`, with exact word identity (64-bit hashes) instead of Python's
-/// `hash`: the nine fractions for n = 2..10.
+/// The paper's n-gram measures (gopher.py `ngram_fractions`): for n = 2..4 the characters covered
+/// by the occurrences of the most frequent n-gram, for n = 5..10 the characters covered by
+/// n-grams occurring more than once, each word counted once, over the characters of all words.
 pub fn ngram_fractions(words: &[&str], lengths: &[u64]) -> [f64; 9] {
     let mut out = [0.0f64; 9];
+    if words.len() < 2 {
+        return out;
+    }
+    let total_len: u64 = lengths.iter().sum();
+    let total = if total_len == 0 { 1.0 } else { total_len as f64 };
+    let mut scan = NgramScan::new(words);
+    for (r, level) in scan.short.iter().enumerate() {
+        out[r] = covered_chars(&level.best_starts, r + 2, lengths) as f64 / total;
+    }
+    for n in 5..=10usize {
+        let repeated = scan.repeated(n);
+        if repeated.is_empty() {
+            break; // no repeated n-gram, no repeated longer one
+        }
+        out[n - 2] = covered_chars(&repeated, n, lengths) as f64 / total;
+    }
+    out
+}
+
+/// Dolma's n-gram measures (`dolma/taggers/gopher.py` `get_attributes`), `None` where the text
+/// has fewer than n words (Dolma writes no span for that n). With `chars` the characters of all
+/// words (at least 1):
+/// * n = 2..4: occurrences of the most common n-gram (ties: the first seen) times its
+///   characters, over `chars`: overlapping occurrences count again, so values above 1 happen;
+/// * n = 5..10: the characters of every occurrence of an n-gram that occurs more than once,
+///   over the characters of all n-gram occurrences.
+pub fn dolma_ngram_fractions(words: &[&str], lengths: &[u64]) -> [Option<f64>; 9] {
+    let mut out = [None; 9];
     let n_words = words.len();
     if n_words < 2 {
         return out;
     }
-    let unigram: Vec<u64> = words.iter().map(|w| xxh3_64(w.as_bytes())).collect();
-    let total_len: u64 = lengths.iter().sum();
-    let total = if total_len == 0 { 1.0 } else { total_len as f64 };
-    let rows = (n_words - 1).min(9); // n = 2 ..= rows + 1
-    let top = rows.min(3);
-    let mut repeated4: Vec<bool> = Vec::new();
-    let mut hashes: Vec<u64> = unigram.clone();
-    let mut counts: U64Map<(u32, u32)> = U64Map::default();
-    for (r, fraction) in out.iter_mut().enumerate().take(top) {
-        let n = r + 2;
-        let m = n_words - n + 1;
-        extend_hashes(&mut hashes, &unigram, n);
-        counts.clear();
-        counts.reserve(m);
-        for (p, &h) in hashes.iter().enumerate() {
-            counts.entry(h).or_insert((0, p as u32)).0 += 1;
-        }
-        // Most common; ties: the one seen first.
-        let (mut best_h, mut best_c, mut best_p) = (0u64, 0u32, u32::MAX);
-        for (&h, &(c, p)) in counts.iter() {
-            if c > best_c || (c == best_c && p < best_p) {
-                best_h = h;
-                best_c = c;
-                best_p = p;
-            }
-        }
-        let starts: Vec<usize> = (0..m).filter(|&p| hashes[p] == best_h).collect();
-        *fraction = covered_chars(&starts, n, lengths) as f64 / total;
-        if r == 2 {
-            repeated4 = hashes.iter().map(|h| counts[h].0 > 1).collect();
-        }
+    let mut prefix = Vec::with_capacity(n_words + 1);
+    prefix.push(0u64);
+    for &l in lengths {
+        prefix.push(prefix[prefix.len() - 1] + l);
     }
-    if rows > 3 {
-        // run[p]: how many repeated 4-grams start at p, p+1, ... in a row.
-        let mut run = vec![0usize; n_words + 1];
-        for p in (0..repeated4.len()).rev() {
-            run[p] = if repeated4[p] { run[p + 1] + 1 } else { 0 };
+    let chars = |p: usize, n: usize| prefix[p + n] - prefix[p];
+    let total = prefix[n_words].max(1) as f64;
+    let mut scan = NgramScan::new(words);
+    for (r, level) in scan.short.iter().enumerate() {
+        out[r] = Some((u64::from(level.best_count) * chars(level.best_first, r + 2)) as f64 / total);
+    }
+    for n in 5..=10usize {
+        if n_words < n {
+            break;
         }
-        if run.iter().any(|&x| x >= 2) {
-            let mut seen: U64Map<u32> = U64Map::default();
-            for (r, fraction) in out.iter_mut().enumerate().take(rows).skip(3) {
-                let n = r + 2;
-                let m = n_words - n + 1;
-                let candidates: Vec<usize> = (0..m).filter(|&p| run[p] >= 2 && run[p] >= n - 3).collect();
-                if candidates.len() < 2 {
-                    break;
-                }
-                seen.clear();
-                let hs: Vec<u64> = candidates.iter().map(|&p| ngram_hash(&unigram[p..p + n])).collect();
-                for &h in &hs {
-                    *seen.entry(h).or_insert(0) += 1;
-                }
-                let repeated: Vec<usize> =
-                    candidates.iter().zip(&hs).filter(|(_, h)| seen[*h] > 1).map(|(&p, _)| p).collect();
-                if repeated.is_empty() {
-                    break;
-                }
-                *fraction = covered_chars(&repeated, n, lengths) as f64 / total;
-            }
-        }
+        let m = n_words - n + 1;
+        // All occurrences' characters: each word counts once per n-gram holding it.
+        let all: u64 = (0..m).map(|p| chars(p, n)).sum();
+        let repeated: u64 = scan.repeated(n).iter().map(|&p| chars(p, n)).sum();
+        out[n - 2] = Some(repeated as f64 / all.max(1) as f64);
     }
     out
 }
@@ -353,18 +543,7 @@ impl Gopher {
         });
         let n_words = words.len();
         let per_word = if n_words > 0 { 1.0 / n_words as f64 } else { 0.0 };
-        let median = if n_words > 0 {
-            let mut sorted = lengths.clone();
-            let half = n_words / 2;
-            let (below, &mut mid, _) = sorted.select_nth_unstable(half);
-            if n_words % 2 == 1 {
-                mid as f64
-            } else {
-                (below.iter().copied().max().unwrap_or(mid) + mid) as f64 / 2.0
-            }
-        } else {
-            0.0
-        };
+        let median = median(&lengths);
         let total_len: u64 = lengths.iter().sum();
         let hashes = memchr::memchr_iter(b'#', text.as_bytes()).count() as f64 * per_word;
         let ellipses = (text.matches("...").count() + text.matches('\u{2026}').count()) as f64 * per_word;
@@ -431,6 +610,120 @@ impl Gopher {
             unspaced_words: unspaced,
         }
     }
+
+    /// Dolma 1.2.1's `get_attributes(text, ignore_empty_lines)`, definition for definition:
+    /// * words are `text.split()`; `word_count`, `median_word_length` (`statistics.median`);
+    /// * `symbol_to_word_ratio`: words containing `#` or `…` (U+2026; not `...`) per word;
+    /// * `fraction_of_words_with_alpha_character`: words with a `str.isalpha` character;
+    /// * `required_word_count`: words equal to one of the paper's eight English stop words,
+    ///   case-sensitively and without stripping punctuation ("The" and "the," do not count);
+    /// * lines are `text.split("\n")` (`ignore_empty_lines`: `re.split(r"\n+", text)`), empty
+    ///   ones included; a bullet line starts with `*` or `-` (no space skipped), an ellipsis
+    ///   line ends with `…` only; duplicate lines count every copy of a line seen more than once
+    ///   (the first too) over all lines, and their characters over the characters of the words;
+    /// * the n-gram measures of `dolma_ngram_fractions`.
+    pub fn dolma_stats(text: &str, ignore_empty_lines: bool) -> DolmaGopherStats {
+        let ascii = text.is_ascii();
+        let character_count = if ascii { text.len() } else { text.chars().count() } as u64;
+        let mut words: Vec<&str> = Vec::with_capacity(text.len() / 5 + 1);
+        let mut lengths: Vec<u64> = Vec::with_capacity(text.len() / 5 + 1);
+        let (mut with_symbol, mut with_alpha, mut required) = (0u64, 0u64, 0u64);
+        // One pass: the split() words, their lengths in code points, and per word whether it
+        // holds a symbol (# or U+2026) and a str.isalpha character.
+        let mut word = |w: &'_ str, n: u64, symbol: bool, alpha: bool| {
+            required += (w.len() <= 4 && DOLMA_REQUIRED_WORDS.contains(&w)) as u64;
+            with_symbol += symbol as u64;
+            with_alpha += alpha as u64;
+            n
+        };
+        if ascii {
+            let b = text.as_bytes();
+            let mut i = 0;
+            while i < b.len() {
+                while i < b.len() && is_space(b[i] as char) {
+                    i += 1;
+                }
+                let start = i;
+                let (mut symbol, mut alpha) = (false, false);
+                while i < b.len() && !is_space(b[i] as char) {
+                    symbol |= b[i] == b'#';
+                    alpha |= b[i].is_ascii_alphabetic();
+                    i += 1;
+                }
+                if i > start {
+                    let w = &text[start..i];
+                    lengths.push(word(w, (i - start) as u64, symbol, alpha));
+                    words.push(w);
+                }
+            }
+        } else {
+            let (mut start, mut n, mut symbol, mut alpha) = (None, 0u64, false, false);
+            for (i, c) in text.char_indices() {
+                if is_space(c) {
+                    if let Some(s) = start.take() {
+                        let w = &text[s..i];
+                        lengths.push(word(w, n, symbol, alpha));
+                        words.push(w);
+                    }
+                    continue;
+                }
+                if start.is_none() {
+                    (start, n, symbol, alpha) = (Some(i), 0, false, false);
+                }
+                n += 1;
+                symbol |= c == '#' || c == '\u{2026}';
+                alpha = alpha || is_alpha(c);
+            }
+            if let Some(s) = start {
+                let w = &text[s..];
+                lengths.push(word(w, n, symbol, alpha));
+                words.push(w);
+            }
+        }
+        let n_words = words.len() as u64;
+        let per_word = n_words.max(1) as f64;
+        let word_chars: u64 = lengths.iter().sum();
+
+        let mut n_lines = 0u64;
+        let (mut bullets, mut ellipses) = (0u64, 0u64);
+        let mut counts: StrMap<'_, u32> = StrMap::default();
+        let mut segments = text.split('\n').peekable();
+        let mut first = true;
+        while let Some(line) = segments.next() {
+            let last = segments.peek().is_none();
+            // re.split(r"\n+"): a run of newlines is one separator, so the empty pieces between
+            // two newlines vanish (a leading or trailing empty piece stays).
+            if ignore_empty_lines && line.is_empty() && !first && !last {
+                continue;
+            }
+            first = false;
+            n_lines += 1;
+            bullets += line.starts_with(['*', '-']) as u64;
+            ellipses += line.ends_with('\u{2026}') as u64;
+            *counts.entry(line).or_insert(0) += 1;
+        }
+        let (mut dup_lines, mut dup_chars) = (0u64, 0u64);
+        for (line, &c) in &counts {
+            if c > 1 {
+                dup_lines += u64::from(c);
+                dup_chars += if ascii { line.len() } else { char_len(line) } as u64 * u64::from(c);
+            }
+        }
+        let per_line = n_lines.max(1) as f64;
+        DolmaGopherStats {
+            character_count,
+            word_count: n_words,
+            median_word_length: median(&lengths),
+            symbol_to_word_ratio: with_symbol as f64 / per_word,
+            fraction_of_words_with_alpha_character: with_alpha as f64 / per_word,
+            required_word_count: required,
+            fraction_of_lines_starting_with_bullet_point: bullets as f64 / per_line,
+            fraction_of_lines_ending_with_ellipsis: ellipses as f64 / per_line,
+            fraction_of_duplicate_lines: dup_lines as f64 / per_line,
+            fraction_of_characters_in_duplicate_lines: dup_chars as f64 / word_chars.max(1) as f64,
+            ngrams: dolma_ngram_fractions(&words, &lengths),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -487,6 +780,75 @@ mod tests {
         let f = ngram_fractions(&words, &vec![1u64; words.len()]);
         assert!((f[3] - 10.0 / 11.0).abs() < 1e-12); // duplicate 5-gram
         assert_eq!(f[4], 0.0);
+    }
+
+    fn round5(x: f64) -> f64 {
+        format!("{x:.5}").parse().unwrap()
+    }
+
+    #[test]
+    fn dolma_mode_values() {
+        // The values Dolma 1.2.1's gopher_v1 writes for this text (rounded to 5 decimals).
+        let s = Gopher::dolma_stats("Hello world.\n\n- item one two\n* x\nthe the be to \u{2026}\n", false);
+        assert_eq!((s.character_count, s.word_count, s.required_word_count), (49, 13, 4));
+        assert_eq!(s.median_word_length, 3.0);
+        let got: Vec<f64> = [
+            s.symbol_to_word_ratio,
+            s.fraction_of_words_with_alpha_character,
+            s.fraction_of_lines_starting_with_bullet_point,
+            s.fraction_of_lines_ending_with_ellipsis,
+            s.fraction_of_duplicate_lines,
+            s.fraction_of_characters_in_duplicate_lines,
+        ]
+        .into_iter()
+        .map(round5)
+        .collect();
+        assert_eq!(got, vec![0.07692, 0.76923, 0.33333, 0.16667, 0.33333, 0.0]);
+        let ngrams: Vec<Option<f64>> = s.ngrams.iter().map(|v| v.map(round5)).collect();
+        assert_eq!(ngrams[..3], [Some(0.31429), Some(0.34286), Some(0.45714)]);
+        assert!(ngrams[3..].iter().all(|v| *v == Some(0.0)));
+        // Fewer words than n: no value for that n; an empty text has none at all.
+        let s = Gopher::dolma_stats("a b c d e f", false);
+        assert!(s.ngrams[..5].iter().all(Option::is_some) && s.ngrams[5..].iter().all(Option::is_none));
+        assert!(Gopher::dolma_stats("", false).ngrams.iter().all(Option::is_none));
+    }
+
+    #[test]
+    fn dolma_mode_definitions() {
+        // Overlapping repeats count again: "a a a a" has 3 copies of "a a" over 4 characters.
+        let s = Gopher::dolma_stats("a a a a", false);
+        assert_eq!(s.ngrams[0], Some(1.5));
+        // Duplicate 5-grams: every occurrence of a repeated one, over all occurrences.
+        let s = Gopher::dolma_stats("x y z w v x y z w v q", false);
+        assert_eq!(s.ngrams[3], Some(10.0 / 35.0));
+        // Case-sensitive stop words, whole split() words only; # and U+2026 symbols, not "...".
+        let s = Gopher::dolma_stats("The the the, to ## a... b\u{2026}", false);
+        assert_eq!(s.required_word_count, 2); // "the" and "to"
+        assert_eq!(s.symbol_to_word_ratio, 2.0 / 7.0);
+        // str.isalpha: superscripts and fractions are not letters.
+        assert_eq!(
+            Gopher::dolma_stats("\u{b2} \u{bd} \u{e9}2", false).fraction_of_words_with_alpha_character,
+            1.0 / 3.0
+        );
+        // Lines: split("\n") (v1) keeps empty lines, re.split(r"\n+") (v2) does not.
+        let v1 = Gopher::dolma_stats("a\n\n\nb\n", false);
+        let v2 = Gopher::dolma_stats("a\n\n\nb\n", true);
+        assert_eq!(v1.fraction_of_duplicate_lines, 3.0 / 5.0); // the three empty lines
+        assert_eq!(v2.fraction_of_duplicate_lines, 0.0); // "a", "b", ""
+        assert_eq!(Gopher::dolma_stats("\n\n", true).fraction_of_duplicate_lines, 1.0);
+        // Bullets at the very start of a line only; duplicate line characters over word characters.
+        let s = Gopher::dolma_stats("- ab\n - ab\n- ab", false);
+        assert_eq!(s.fraction_of_lines_starting_with_bullet_point, 2.0 / 3.0);
+        assert_eq!(s.fraction_of_characters_in_duplicate_lines, 8.0 / 9.0);
+        assert_eq!(Gopher::dolma_stats("abc de", false).median_word_length, 2.5);
+    }
+
+    #[test]
+    fn groups_are_exact() {
+        let words = ["a", "b", "a", "b", "c"];
+        let hashes = [7u64; 4]; // every bigram collides: the fallback groups by the words
+        let g = Groups::build(&words, 2, &[0, 1, 2, 3], &hashes, &mut U64Map::default());
+        assert_eq!((g.ids, g.counts, g.first), (vec![0, 1, 0, 2], vec![2, 1, 1], vec![0, 1, 3]));
     }
 
     #[test]
