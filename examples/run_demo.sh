@@ -15,24 +15,25 @@ echo "== 2. stats: what the corpus holds, per source"
 "$DP" stats --documents "$OUT/corpus/documents/*/*.jsonl.gz" --destination "$OUT/stats"
 
 echo
-echo "== 3. tag: language, Gopher and C4 rules, PII, profanity, lengths -> $OUT/corpus/attributes/demo/"
+echo "== 3. tag: language, Gopher and C4 rules (the papers' rules and verdicts), PII, profanity, lengths -> $OUT/corpus/attributes/demo/"
 "$DP" tag --documents "$OUT/corpus/documents/*/*.jsonl.gz" --experiment demo \
-  --taggers ft_lang_id gopher_v1 c4_v2 pii_regex_with_counts profanity_document lengths_v1 \
+  --taggers ft_lang_id gopher c4 pii_regex_with_counts profanity_document lengths_v1 \
   --tagger_options.ft_lang_id.granularity document
 "$VENV/bin/python" - "$OUT" <<'PY'
 import collections, glob, sys
 from dolma_pipe.attributes import read_with_attributes
-langs, kept, pii = collections.Counter(), 0, 0
+langs, kept, c4_kept, pii = collections.Counter(), 0, 0, 0
 docs = 0
 for path in sorted(glob.glob(f"{sys.argv[1]}/corpus/documents/*/*.jsonl.gz")):
     for _, doc, attrs in read_with_attributes(path, ["demo"]):
         docs += 1
         top = max((k for k in attrs if k.startswith("demo__ft_lang_id__doc_")), key=lambda k: attrs[k][0][2], default=None)
         langs[top.rsplit("_", 1)[-1] if top else "?"] += 1
-        kept += attrs["demo__gopher_v1__keep"][0][2] == 1.0
+        kept += attrs["demo__gopher__keep"][0][2] == 1.0
+        c4_kept += attrs["demo__c4__keep"][0][2] == 1.0
         pii += attrs["demo__pii_regex_with_counts__doc_count"][0][2] > 0
 print(f"{docs:,} documents: languages {dict(langs.most_common(10))}")
-print(f"Gopher rules keep {kept:,}; {pii:,} documents contain PII")
+print(f"Gopher rules keep {kept:,}, C4 rules keep {c4_kept:,}; {pii:,} documents contain PII")
 PY
 
 echo

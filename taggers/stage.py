@@ -3,7 +3,10 @@
 For ``X/documents/a/b.jsonl.gz`` and experiment ``E`` the rows go to
 ``X/attributes/E/a/b.jsonl.gz`` (or ``<destination>/E/a/b.jsonl.gz``), one row
 per good document in order: ``{"id": ..., "attributes": {"E__<tagger>__<type>":
-[[start, end, score], ...]}}``.  Taggers are built once per worker process and
+[[start, end, score], ...]}}``.  As in Dolma, ``<tagger>`` and ``<type>`` are the
+names with every character other than ``[A-Za-z0-9_]`` made ``_`` (Dolma's
+``make_variable_name``: ``dclm-oh-eli5`` writes ``E__dclm_oh_eli5__score``), and
+a type named ``""`` is not written.  Taggers are built once per worker process and
 fed documents in batches.  A tagger that fails on one document does not stop
 the file: the document is quarantined as ``tagger_error`` and its row is
 written with that tagger's defaults, so rows still line up with documents.
@@ -11,6 +14,7 @@ written with that tagger's defaults, so rows still line up with documents.
 
 from __future__ import annotations
 
+import gc
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -28,6 +32,18 @@ from taggers import registry
 from taggers.base import Document, Grouped, Span, Tagger, TaggerError
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
+_NOT_VARIABLE = re.compile(r"[^a-zA-Z0-9_]")
+_KEYS: dict[str, str] = {}
+
+
+def key_part(name: str) -> str:
+    """A tagger or span type name as Dolma puts it in an attribute key (``make_variable_name``)."""
+    key = _KEYS.get(name)
+    if key is None:
+        key = _KEYS[name] = _NOT_VARIABLE.sub("_", name)
+    return key
+
+
 # Attribute files are intermediates, rewritten whenever taggers change: gzip level 3 costs
 # about half of level 6's CPU for ~14% larger files (measured on the tagging bench corpus).
 ATTRIBUTE_COMPRESSION_LEVEL = 3
@@ -108,6 +124,21 @@ def build_taggers(config: TagConfig) -> list[Tagger]:
     return out
 
 
+_FROZEN = False
+
+
+def _freeze_heap() -> None:
+    """Once per process, with the taggers built: move every object alive now (modules, models,
+    tables) out of the garbage collector's sight (``gc.freeze``).  Tagging allocates millions of
+    small lists; each collection would otherwise walk that whole heap again (measured: c4_v2 ~20%
+    faster).  What is alive then (the taggers, their models and tables) lives as long as the process."""
+    global _FROZEN
+    if not _FROZEN:
+        gc.collect()
+        gc.freeze()
+        _FROZEN = True
+
+
 class TagStage(Stage[TagConfig]):
     name = "tag"
     description = "run taggers (language, quality, PII, toxicity, rules) and write Dolma attributes"
@@ -143,7 +174,8 @@ class TagStage(Stage[TagConfig]):
 
     def process(self, task: Task, quarantine: Quarantine) -> TaskOutput:
         taggers = build_taggers(self.config)
-        prefixes = [f"{self.experiment}__{t.name}__" for t in taggers]
+        _freeze_heap()
+        prefixes = [f"{self.experiment}__{key_part(t.name)}__" for t in taggers]
         out_path = self.output_path(task.rel)
         assert out_path is not None  # output_name names an output for every input
         counts = {"docs_out": 0, "spans": 0}
@@ -156,8 +188,9 @@ class TagStage(Stage[TagConfig]):
             for tagger, prefix in zip(taggers, prefixes):
                 for row, spans in zip(rows, self._predict(tagger, batch, docs, task, quarantine)):
                     for span_type, values in tagger.group(spans).items():
-                        row["attributes"][prefix + span_type] = values
-                        counts["spans"] += len(values)
+                        if span_type:
+                            row["attributes"][prefix + key_part(span_type)] = values
+                            counts["spans"] += len(values)
             writer.write_many(rows)
             counts["docs_out"] += len(rows)
             batch.clear()

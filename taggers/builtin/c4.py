@@ -1,42 +1,43 @@
 """C4 rules (Raffel et al. 2020, the "Colossal Clean Crawled Corpus" filter; TFDS ``c4_utils``).
 
-Owns the ``c4_v1`` and ``c4_v2`` taggers (the same rules; both names exist because Dolma has
-both and mixer configs name either).  Types Dolma emits keep Dolma's names and offsets:
+Owns three taggers on one Rust kernel (``rust_bloom/src/text_stats/c4.rs``) whose mode is the
+only difference:
 
-* ``lines_with_no_ending_punctuation``, ``lines_with_too_few_words``: one span per line of
-  ``text.split("\\n")`` (empty lines included, the newline inside the span so that removing the
-  spans removes the lines), exactly as Dolma's ``c4_v2``;
-* ``has_naughty_word``, ``has_javascript``, ``has_lorem_ipsum``, ``has_curly_brace``:
-  ``[0, len(text), 1.0]`` when true, absent otherwise; ``line_count``: number of lines.
+* ``c4_v1`` and ``c4_v2``: Dolma 1.2.1's taggers of those names, value for value (its
+  ``dolma/taggers/c4.py``; see :class:`DolmaC4Tagger`), with one documented exception where
+  Dolma's ``c4_v2`` offsets are not character offsets of the text.
+* ``c4``: the C4 paper's rules with the extensions Dolma lacks: the ellipsis, javascript and
+  policy line rules, bad words on word boundaries, sentences left after the line rules, and a
+  ``keep`` verdict (:class:`C4Tagger`).  A name Dolma does not use.
 
-Added, to apply every C4 rule: line spans ``lines_ending_with_ellipsis``,
-``lines_with_javascript`` and ``lines_with_policy`` (terms of use, privacy policy, cookie
-policy, uses cookies, use of cookies, use cookies), ``has_policy``, ``kept_sentence_count``
-(sentences left in the lines C4 keeps) and ``keep`` (1.0 keep / 0.0 drop): a page is dropped
-for lorem ipsum, a curly brace, a bad word, or fewer than 3 sentences left after C4's line
-removal (lines without terminal punctuation, ending in an ellipsis, with too few words, naming
-javascript, or policy boilerplate).
+``c4`` in detail.  Line spans, one per line of ``text.split("\\n")`` (the newline inside the span,
+so that removing the spans removes the lines), like Dolma's: ``lines_with_no_ending_punctuation``,
+``lines_with_too_few_words`` (fewer than ``min_words_per_line`` words: 5 as in C4; Dolma uses 3),
+``lines_ending_with_ellipsis``, ``lines_with_javascript`` and ``lines_with_policy`` (terms of use,
+privacy policy, cookie policy, uses cookies, use of cookies, use cookies).  Document spans
+``[0, len(text), 1.0]`` when true: ``has_naughty_word``, ``has_javascript``, ``has_lorem_ipsum``,
+``has_curly_brace``, ``has_policy``; ``line_count``; ``kept_sentence_count`` (sentences left in the
+lines C4 keeps) and ``keep`` (1.0 keep / 0.0 drop): a page is dropped for lorem ipsum, a curly
+brace, a bad word, or fewer than 3 sentences left after C4's line removal.
 
-``min_words_per_line`` defaults to 3 like Dolma; the original C4 used 5 (set the option).
-
-``keep`` is a default type (like the two line types Dolma writes for every document): a
-document on which the tagger failed gets an empty ``keep`` from the tag stage, never a missing
-key.  An absent or empty ``keep`` means "not evaluated": mixer filters should treat it as drop
-(a filter "drop when keep == 0" lets such a document through; "keep when keep == 1" does not).
+``keep`` is a default type (like the two line types): a document on which the tagger failed gets
+an empty ``keep`` from the tag stage, never a missing key.  An absent or empty ``keep`` means "not
+evaluated": mixer filters should treat it as drop (a filter "drop when keep == 0" lets such a
+document through; "keep when keep == 1" does not).
 
 Bad words: the English "List of Dirty, Naughty, Obscene, and Otherwise Bad Words" (LDNOOBW,
 https://github.com/LDNOOBW/List-of-Dirty-Naughty-Obscene-and-Otherwise-Bad-Words, CC BY 4.0),
-the list C4 used, shipped as ``ldnoobw_en.txt`` next to this module (the copy Dolma 1.2.1
-ships as ``dolma/data/naughty_words_en.txt``).  Single words match whole lower-cased words
-(punctuation around them does not hide them, unlike Dolma's whitespace split); phrases match on
-word boundaries.
+the list C4 used, shipped as ``ldnoobw_en.txt`` next to this module (byte for byte the copy Dolma
+1.2.1 ships as ``dolma/data/naughty_words_en.txt``).  In ``c4`` single words match whole
+lower-cased words (punctuation around them does not hide them, as in C4's ``(?:\\W|^)word(?:\\W|$)``)
+and phrases match on word boundaries; ``c4_v1``/``c4_v2`` match as Dolma does.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from typing import Any
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
@@ -47,6 +48,8 @@ from taggers.base import Document, Grouped, Span, Tagger, TaggerOptions
 from taggers.registry import register
 
 END_MARKS = (".", "?", "!", '"')
+C4_MIN_WORDS_PER_LINE = 5  # TFDS c4_utils _MIN_WORDS_PER_LINE
+DOLMA_MIN_WORDS_PER_LINE = 3  # Dolma's MIN_WORDS_PER_LINE
 POLICY_SUBSTRINGS = ("terms of use", "privacy policy", "cookie policy", "uses cookies", "use of cookies", "use cookies")
 MIN_SENTENCES = 3
 
@@ -114,12 +117,16 @@ def has_bad_word(lower: str) -> bool:
 
 
 class C4Tagger(Tagger):
-    description = "C4 rules: unpunctuated/short/javascript/policy lines, lorem ipsum, braces, bad words, and a verdict"
+    """``c4``: the C4 paper's line and page rules with a keep/drop verdict (see the module doc)."""
+
+    description = "C4 paper's rules: unpunctuated/short/ellipsis/javascript/policy lines, page flags, and a keep/drop verdict"
     granularity = "both"
     defaults = ("lines_with_no_ending_punctuation", "lines_with_too_few_words", "keep")
 
     class Options(TaggerOptions):
-        min_words_per_line: int = Field(3, ge=0, description="a line with fewer words is 'too few words' (Dolma: 3; the original C4: 5)")
+        min_words_per_line: int = Field(
+            C4_MIN_WORDS_PER_LINE, ge=0, description="a line with fewer words is 'too few words' (C4: 5; Dolma's c4_v1/c4_v2: 3)"
+        )
         min_sentences: int = Field(MIN_SENTENCES, ge=0, description="fewest sentences left after C4's line removal for keep=1")
         use_rust: bool | None = Field(None, description="use the Rust kernel (null: the default, the kernel; false: the Python reference)")
 
@@ -132,7 +139,7 @@ class C4Tagger(Tagger):
         self.min_sentences = min_sentences
         if use_rust is None:
             use_rust = USE_RUST
-        self.kernel = C4Kernel(BAD_WORD_ENTRIES, min_words_per_line) if use_rust else None
+        self.kernel = C4Kernel(BAD_WORD_ENTRIES, min_words_per_line, "paper") if use_rust else None
 
     def predict(self, doc: Document) -> list[Span]:
         return self.predict_spans([doc])[0]
@@ -234,9 +241,133 @@ class C4Tagger(Tagger):
         return spans
 
 
-register("c4_v2")(C4Tagger)
+register("c4")(C4Tagger)
+
+
+# -- Dolma's c4_v1 / c4_v2 ---------------------------------------------------------------------
+
+# Dolma's list as Dolma reads it: the file's lines, neither stripped nor lower-cased; an entry
+# with a space is a phrase (found anywhere in the lower-cased text), any other a word (equal to
+# a word of its split()).
+with open(_BAD_WORDS_FILE, encoding="utf-8") as _fh:
+    DOLMA_BAD_LINES = _fh.read().splitlines()
+DOLMA_BAD_WORDS = frozenset(w for w in DOLMA_BAD_LINES if " " not in w)
+DOLMA_BAD_PHRASES = tuple(w for w in DOLMA_BAD_LINES if " " in w)
+
+
+def dolma_c4_python(text: str, version: int) -> Grouped:
+    """Dolma 1.2.1's ``c4_v1`` (``version=1``) or ``c4_v2`` (2) as the grouped mapping, in Python:
+    the reference of the kernel's Dolma modes, Dolma's code statement for statement except for
+    the offsets, which are the text's (see :class:`DolmaC4Tagger`)."""
+    n = len(text)
+    lower = text.lower()
+    no_punct: list[list[float]] = []
+    few_words: list[list[float]] = []
+    naughty = javascript = lorem = curly = False
+    lines = text.split("\n")
+    # Lower-casing never adds or removes a newline, and a line lower-cased alone is that line
+    # of the lower-cased text (final-sigma context stops at a newline).
+    lower_lines = lower.split("\n")
+    start = 0
+    for i, line in enumerate(lines):
+        end = start + len(line) + (i < len(lines) - 1)
+        low = lower_lines[i].strip()
+        if not low.endswith(END_MARKS):
+            no_punct.append([start, end, 1.0])
+        words = low.split()
+        if len(words) < DOLMA_MIN_WORDS_PER_LINE:
+            few_words.append([start, end, 1.0])
+        if version == 1:
+            if any(w in DOLMA_BAD_WORDS for w in words) or any(p in low for p in DOLMA_BAD_PHRASES):
+                naughty = True
+            javascript = javascript or any(w == "javascript" for w in words)
+            lorem = lorem or "lorem ipsum" in low
+            curly = curly or "{" in low
+        start = end
+    if version == 2:
+        curly = "{" in lower
+        lorem = "lorem ipsum" in lower
+        javascript = "javascript" in lower
+        naughty = any(w in DOLMA_BAD_WORDS for w in lower.split()) or any(p in lower for p in DOLMA_BAD_PHRASES)
+    out: Grouped = {}
+    if no_punct:
+        out["lines_with_no_ending_punctuation"] = no_punct
+    if few_words:
+        out["lines_with_too_few_words"] = few_words
+    for name, flag in (
+        ("has_naughty_word", naughty),
+        ("has_javascript", javascript),
+        ("has_lorem_ipsum", lorem),
+        ("has_curly_brace", curly),
+    ):
+        if flag:
+            out[name] = [[0, n, 1.0]]
+    out["line_count"] = [[0, n, float(len(lines))]]
+    return out
+
+
+class DolmaC4Tagger(Tagger):
+    """``c4_v2``: Dolma 1.2.1's tagger of that name, the same attribute names, spans and scores.
+
+    Dolma's definitions (``c4`` has the paper's):
+
+    * ``lines_with_no_ending_punctuation`` / ``lines_with_too_few_words``: one span per line of
+      ``text.split("\\n")`` whose stripped text does not end with ``.``, ``?``, ``!`` or ``"`` /
+      has fewer than 3 ``split()`` words; the span holds the line's newline (the last line has
+      none; a final newline makes an empty last line ``[len, len]``);
+    * ``has_curly_brace``, ``has_lorem_ipsum``, ``has_javascript``: ``{``, ``lorem ipsum``,
+      ``javascript`` anywhere in ``text.lower()`` ("javascripts" and "nojavascript" count);
+    * ``has_naughty_word``: a word of ``text.lower().split()`` equal to a single-word entry of
+      the bad-word list (punctuation attached hides it: "shit," does not count), or a phrase
+      entry anywhere in the lower-cased text (also inside words: "blue waffles");
+    * ``line_count``: lines of ``text.split("\\n")``.  Flags are ``[0, len(text), 1.0]`` when
+      true and absent otherwise; no verdict; no type is written for every document.
+
+    Where following Dolma would break the data contract (character offsets into ``text``):
+    Dolma computes the line spans on ``text.lower()``, which is longer than the text when a
+    character lower-cases to two (U+0130 "İ" to "i̇"), so from that line on its offsets are not
+    the text's and its last span ends past the text.  Here the spans are the text's lines.  The
+    document ``"İİ abc\\nJavaScript here ok.\\nfoo"`` (30 characters) gets
+    ``lines_with_no_ending_punctuation`` ``[[0, 7], [27, 30]]`` here and ``[[0, 9], [29, 32]]``
+    from Dolma (its ``c4_v1`` agrees with us).  Only documents whose ``len(text.lower())``
+    differs from ``len(text)`` are affected; ``bench/parity.py`` counts them apart.
+    """
+
+    description = "Dolma 1.2.1's c4_v2: C4 line rules and page flags, Dolma's definitions (no verdict)"
+    granularity = "both"
+    _VERSION: ClassVar[int] = 2
+
+    class Options(TaggerOptions):
+        use_rust: bool | None = Field(None, description="use the Rust kernel (null: the default, the kernel; false: the Python reference)")
+
+    options: Options
+
+    def __init__(self, **options: Any):
+        super().__init__(**options)
+        use_rust = USE_RUST if self.options.use_rust is None else self.options.use_rust
+        mode: Literal["dolma_v1", "dolma_v2"] = "dolma_v1" if self._VERSION == 1 else "dolma_v2"
+        self.kernel = C4Kernel(DOLMA_BAD_LINES, DOLMA_MIN_WORDS_PER_LINE, mode) if use_rust else None
+
+    def predict(self, doc: Document) -> Grouped:
+        return self.predict_batch([doc])[0]
+
+    def predict_batch(self, docs: list[Document]) -> list[Grouped]:
+        if self.kernel is None:
+            return [dolma_c4_python(d.text, self._VERSION) for d in docs]
+        # The kernel lower-cases: in Dolma's rules the lower-cased text is only searched for ASCII
+        # words and phrases and an emoji, where Rust's lower-casing is Python's on every character
+        # (see rust_bloom/src/text_stats/c4.rs C4::predict; test_c4.py checks every code point).
+        return self.kernel.predict_grouped_batch([d.text for d in docs], [None] * len(docs))
 
 
 @register("c4_v1")
-class C4TaggerV1(C4Tagger):
-    description = "Same rules as c4_v2 (Dolma has both names; its v2 was only a faster v1)"
+class DolmaC4V1Tagger(DolmaC4Tagger):
+    """``c4_v1``: Dolma 1.2.1's tagger of that name: ``c4_v2``'s line rules, with the flags taken
+    per lower-cased stripped line: ``has_javascript`` only for "javascript" as a whole ``split()``
+    word, the others as in ``c4_v2``.  Its offsets are the text's in Dolma too: no exception."""
+
+    description = "Dolma 1.2.1's c4_v1: c4_v2 with javascript as a whole word"
+    _VERSION = 1
+
+
+register("c4_v2")(DolmaC4Tagger)

@@ -1,12 +1,21 @@
 """Gopher quality rules (Rae et al. 2021, "Scaling Language Models", MassiveText quality filter).
 
-Owns the ``gopher_v1`` tagger.  Every rule of the paper (its appendix A.1.1) is computed and
-emitted as one document-level span ``[0, len(text), value]``; a ``keep`` span says whether the
-document passes all rules that apply to it (1.0 keep / 0.0 drop).  Type names are Dolma's
-(``dolma/taggers/gopher.py``) where Dolma has the measure, so mixer filters carry over.
+Owns three taggers, all on one Rust kernel (``rust_bloom/src/text_stats/gopher.rs``) whose
+mode is the only difference, not a copy:
 
-Where we differ from Dolma's ``gopher_v1`` (on purpose, to follow the paper):
+* ``gopher_v1`` and ``gopher_v2``: Dolma 1.2.1's taggers of those names, value for value (its
+  ``dolma/taggers/gopher.py``; see :class:`DolmaGopherTagger` for every definition and where it
+  differs from the paper).  Mixer configs written for Dolma filter on exactly these attributes,
+  so their thresholds carry over.  No language detection, no verdict: Dolma has neither.
+* ``gopher``: the paper's rules (its appendix A.1.1) as the paper defines them, with
+  language-aware stop words, scripts written without spaces, repeats counted as the paper
+  counts them, and a ``keep`` verdict (:class:`GopherTagger`).  A name Dolma does not use, so no
+  Dolma config silently gets these values.
 
+The paper mode (``gopher``), where it differs from Dolma's ``gopher_v1``:
+
+* Every rule of the paper is emitted as one document-level span ``[0, len(text), value]``, plus
+  ``keep`` (1.0 keep / 0.0 drop): whether the document passes all rules that apply to it.
 * Lines are the non-empty lines (like Dolma's ``gopher_v2``); paragraphs are blank-line
   separated blocks.  Duplicate lines/paragraphs count the copies beyond the first (what a
   deduplication would remove), both as a fraction of lines/paragraphs and of their characters.
@@ -42,7 +51,9 @@ Where we differ from Dolma's ``gopher_v1`` (on purpose, to follow the paper):
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Annotated, Any
+import statistics
+from collections import Counter
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 import numpy as np
 from pydantic import Field, create_model, field_validator
@@ -318,7 +329,9 @@ else:
 
 
 class GopherTagger(Tagger):
-    description = "Gopher (MassiveText) quality rules: every paper rule as a value, plus a keep/drop verdict"
+    """``gopher``: the Gopher paper's rules, language-aware, with a keep/drop verdict (module doc)."""
+
+    description = "Gopher paper's quality rules (language-aware stop words, unspaced scripts) with a keep/drop verdict"
     granularity = "document"
     # Written (empty) even for a document the tagger failed on: "not evaluated", see the module doc.
     defaults = ("keep",)
@@ -519,4 +532,137 @@ class GopherTagger(Tagger):
         return spans
 
 
-register("gopher_v1")(GopherTagger)
+register("gopher")(GopherTagger)
+
+
+# -- Dolma's gopher_v1 / gopher_v2 --------------------------------------------------------------
+
+DOLMA_REQUIRED_WORDS = frozenset(("the", "be", "to", "of", "and", "that", "have", "with"))
+_DOLMA_LINE_BREAKS = re.compile(r"\n+")
+
+
+def dolma_attributes(text: str, ignore_empty_lines: bool = False) -> Grouped:
+    """Dolma 1.2.1's ``get_attributes`` (``dolma/taggers/gopher.py``) as the grouped mapping its
+    tagger writes, in its span order: the Python reference of the kernel's Dolma modes, written
+    as Dolma's own code is, statement for statement (tests compare the two; the committed
+    fixture of Dolma's output pins both)."""
+    n = len(text)
+    spans: list[tuple[str, float]] = []
+    words = text.split()
+    word_count = len(words)
+    character_count = sum(len(word) for word in words)
+    most_common: list[tuple[int, float]] = []
+    duplicate: list[tuple[int, float]] = []
+    values: dict[str, float] = dict.fromkeys(
+        (
+            "word_count",
+            "median_word_length",
+            "symbol_to_word_ratio",
+            "fraction_of_words_with_alpha_character",
+            "required_word_count",
+            "fraction_of_lines_starting_with_bullet_point",
+            "fraction_of_lines_ending_with_ellipsis",
+            "fraction_of_duplicate_lines",
+            "fraction_of_characters_in_duplicate_lines",
+        ),
+        0.0,
+    )
+    if n:
+        values["word_count"] = word_count
+        values["median_word_length"] = float(statistics.median([len(w) for w in words])) if words else 0.0
+        values["symbol_to_word_ratio"] = sum(1 for w in words if "#" in w or "\u2026" in w) / max(word_count, 1)
+        values["fraction_of_words_with_alpha_character"] = sum(1 for w in words if any(c.isalpha() for c in w)) / max(word_count, 1)
+        values["required_word_count"] = sum(1 for w in words if w in DOLMA_REQUIRED_WORDS)
+        for size in range(2, 11):
+            counts = Counter(zip(*[words[i:] for i in range(size)]))
+            if not counts:
+                continue
+            if size <= 4:
+                gram, count = counts.most_common(1)[0]
+                most_common.append((size, count * sum(len(w) for w in gram) / max(character_count, 1)))
+            else:
+                all_chars = sum(count * sum(len(w) for w in gram) for gram, count in counts.items())
+                repeated = sum(count * sum(len(w) for w in gram) for gram, count in counts.items() if count > 1)
+                duplicate.append((size, repeated / max(all_chars, 1)))
+        lines = _DOLMA_LINE_BREAKS.split(text) if ignore_empty_lines else text.split("\n")
+        line_count = len(lines)
+        bullets = sum(1 for line in lines if line.startswith(("*", "-")))
+        ellipses = sum(1 for line in lines if line.endswith("\u2026"))
+        values["fraction_of_lines_starting_with_bullet_point"] = bullets / max(line_count, 1)
+        values["fraction_of_lines_ending_with_ellipsis"] = ellipses / max(line_count, 1)
+        line_counts = Counter(lines)
+        values["fraction_of_duplicate_lines"] = sum(c for c in line_counts.values() if c > 1) / max(line_count, 1)
+        dup_chars = sum(len(line) * c for line, c in line_counts.items() if c > 1)
+        values["fraction_of_characters_in_duplicate_lines"] = dup_chars / max(character_count, 1)
+    spans.extend((f"fraction_of_characters_in_most_common_{size}grams", v) for size, v in most_common)
+    spans.extend((f"fraction_of_characters_in_duplicate_{size}grams", v) for size, v in duplicate)
+    spans.append(("character_count", n))
+    spans.extend(values.items())
+    return {name: [[0, n, round(float(v), SCORE_PRECISION)]] for name, v in spans}
+
+
+class DolmaGopherTagger(Tagger):
+    """``gopher_v1``: Dolma 1.2.1's tagger of that name, the same attribute names, spans and scores.
+
+    Dolma's definitions, which are not the paper's (the paper's are ``gopher``'s):
+
+    * words are ``text.split()`` whatever the script (a Chinese page is a few long "words");
+    * ``character_count`` is ``len(text)``; ``word_count``, ``median_word_length`` (no mean);
+    * ``symbol_to_word_ratio``: words containing ``#`` or ``…`` (U+2026; three dots do not
+      count) per word; ``fraction_of_words_with_alpha_character``: words with a ``str.isalpha``
+      character;
+    * ``required_word_count``: words equal to one of the paper's eight English stop words,
+      case-sensitively and with punctuation attached ("The" and "the," do not count), for every
+      language;
+    * lines are ``text.split("\\n")``, empty lines included (``gopher_v2``: ``re.split(r"\\n+", text)``);
+      a bullet line starts with ``*`` or ``-`` exactly (no space skipped, no other bullet), an
+      ellipsis line ends with ``…`` exactly (not ``...``, not before trailing spaces);
+      ``fraction_of_duplicate_lines`` counts every copy of a repeated line, the first included
+      (so two empty lines are duplicates), over all lines; ``fraction_of_characters_in_duplicate_lines``
+      is their characters times their count over the characters of the words (it can exceed 1);
+    * ``fraction_of_characters_in_most_common_{2,3,4}grams``: the occurrences of the most common
+      n-gram (ties: the first seen) times its characters over the characters of the words
+      (overlapping occurrences count again: above 1 happens); ``..._duplicate_{5..10}grams``:
+      the characters of every occurrence of a repeated n-gram over those of all n-gram
+      occurrences.  An n-gram type is absent when the text has fewer than n words; the other
+      types are always written, all 0.0 for an empty text;
+    * no language detection, no paragraphs, no verdict.
+
+    Every span is ``[0, len(text), round(value, 5)]``.  No case breaks the data contract here:
+    Dolma's offsets are ``len(text)``, a character offset.
+    """
+
+    description = "Dolma 1.2.1's gopher_v1: Dolma's Gopher statistics, value for value (no verdict)"
+    granularity = "document"
+    _MODE: ClassVar[Literal["dolma_v1", "dolma_v2"]] = "dolma_v1"
+
+    class Options(TaggerOptions):
+        use_rust: bool | None = Field(None, description="use the Rust kernel (null: the default, the kernel; false: the Python reference)")
+
+    options: Options
+
+    def __init__(self, **options: Any):
+        super().__init__(**options)
+        use_rust = USE_RUST if self.options.use_rust is None else self.options.use_rust
+        self.kernel = GopherKernel([], self._MODE) if use_rust else None
+        self.ignore_empty_lines = self._MODE == "dolma_v2"
+
+    def predict(self, doc: Document) -> Grouped:
+        return self.predict_batch([doc])[0]
+
+    def predict_batch(self, docs: list[Document]) -> list[Grouped]:
+        if self.kernel is None:
+            return [dolma_attributes(d.text, self.ignore_empty_lines) for d in docs]
+        return self.kernel.grouped_batch([d.text for d in docs])
+
+
+@register("gopher_v2")
+class DolmaGopherV2Tagger(DolmaGopherTagger):
+    """``gopher_v2``: Dolma 1.2.1's tagger of that name: ``gopher_v1`` with lines split on runs of
+    newlines (``re.split(r"\\n+", text)``: no empty line between two others)."""
+
+    description = "Dolma 1.2.1's gopher_v2: gopher_v1 with lines split on runs of newlines"
+    _MODE = "dolma_v2"
+
+
+register("gopher_v1")(DolmaGopherTagger)

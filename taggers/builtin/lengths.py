@@ -1,8 +1,8 @@
 """Length taggers: characters, bytes, words, lines and per-paragraph lengths.
 
-Owns ``char_length_with_paragraphs_v1`` (Dolma's tagger of that name, same spans and scores:
-``paragraph`` spans over non-blank lines *including* their newline, scored by that span's length,
-and ``document`` scored by ``len(text)``) and ``lengths_v1``, everything a mixer or a report
+Owns ``char_length_with_paragraphs_v1`` (Dolma 1.2.1's tagger of that name, same spans and
+scores: ``paragraph`` spans over non-blank lines *including* their newline, scored by that span's
+length, absent for a text without one, and ``document`` scored by ``len(text)``) and ``lengths_v1``, everything a mixer or a report
 usually wants in one pass:
 
 * document level: ``document`` (characters), ``bytes`` (UTF-8), ``word_count`` (whitespace
@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from operator import methodcaller
 
+from dolma_pipe._rust import char_length_grouped_batch
 from taggers.base import Document, Grouped, Tagger
 from taggers.registry import register
 from taggers.text import NON_EMPTY_LINE
@@ -34,10 +35,21 @@ class CharLengthWithParagraphs(Tagger):
     granularity = "both"
 
     def predict(self, doc: Document) -> Grouped:
-        text = doc.text
-        # Grouped output directly: one small list per paragraph, no Span objects.
-        paragraphs = [[s, e, float(e - s)] for s, e in map(_span, _DOLMA_PARAGRAPH.finditer(text))]
-        return {"paragraph": paragraphs, "document": [[0, len(text), float(len(text))]]}
+        return self.predict_batch([doc])[0]
+
+    def predict_batch(self, docs: list[Document]) -> list[Grouped]:
+        # The grouped mapping built in Rust (rust_bloom/src/text/mod.rs dolma_paragraphs);
+        # ``dolma_char_lengths`` is its Python reference.
+        return char_length_grouped_batch([d.text for d in docs])
+
+
+def dolma_char_lengths(text: str) -> Grouped:
+    """Dolma's ``char_length_with_paragraphs_v1`` in Python (the kernel's reference): its
+    ``split_paragraphs`` as one regex, each span scored by its length, then ``document``."""
+    paragraphs = [[s, e, float(e - s)] for s, e in map(_span, _DOLMA_PARAGRAPH.finditer(text))]
+    document = [[0, len(text), float(len(text))]]
+    # As Dolma: no paragraph type at all for a text without one (not an empty list).
+    return {"paragraph": paragraphs, "document": document} if paragraphs else {"document": document}
 
 
 @register("lengths_v1")

@@ -3,7 +3,8 @@
 Owns the ``quality`` tagger, which applies a model trained by
 ``dolma-pipe train-classifier`` (:mod:`taggers.train_classifier`) or any binary
 or multi-class fastText model, and ``dclm-oh-eli5``, DCLM's classifier under
-Dolma's name (given its ``.bin`` file, which is not shipped: nothing downloads).
+Dolma's name and with Dolma's values (given its ``.bin`` file, which is not
+shipped: nothing downloads; see :class:`DclmQualityTagger`).
 
 Span types: ``score`` over the whole document (DCLM's type name: the
 probability of the positive label) and, with ``granularity: paragraph`` or
@@ -182,16 +183,22 @@ class QualityClassifierTagger(_ClassifierTagger):
 
 
 @register("dclm-oh-eli5")
-class DclmQualityTagger(_ClassifierTagger):
-    """DCLM's OpenHermes + ELI5 vs RefinedWeb bigram classifier, as Dolma runs it.
+class DclmQualityTagger(Tagger):
+    """DCLM's OpenHermes + ELI5 vs RefinedWeb bigram classifier, as Dolma 1.2.1 runs it under this
+    name (``dolma/taggers/quality.py``), value for value given the same model file.
 
-    Dolma feeds it the whole document with lines joined by spaces, case kept,
-    and writes P(``__label__hq``) as ``score``; the model file
-    (``openhermes_reddit_eli5_vs_rw_v2_bigram_200k_train.bin``) must be given
-    with ``model_path``.
+    Dolma feeds fastText the whole document, stripped, its lines (``str.splitlines``) joined by
+    single spaces, case kept; takes the top label (``k=1``); writes its probability, or one minus
+    it when the label is ``__label__cc``, under the label with ``__label__`` removed and ``cc`` /
+    ``hq`` replaced by ``score`` (so ``score`` for DCLM's model), over ``[0, len(text)]``.  An
+    empty text is predicted like any other.  The model file
+    (``openhermes_reddit_eli5_vs_rw_v2_bigram_200k_train.bin``), which Dolma downloads, must be
+    given with ``model_path``: nothing downloads here.  The attribute key is
+    ``<experiment>__dclm_oh_eli5__score``, as Dolma writes it (the tag stage makes names keys as
+    Dolma does).  Nothing breaks the data contract here.
     """
 
-    description = "DCLM's fastText quality classifier (model_path to its .bin): P(hq) as score"
+    description = "DCLM's fastText quality classifier as Dolma runs it (model_path to its .bin): P(hq) as score"
     granularity = "document"
 
     class Options(TaggerOptions):
@@ -199,12 +206,24 @@ class DclmQualityTagger(_ClassifierTagger):
 
     options: Options
 
-    def _settings(self) -> dict[str, Any]:
-        return {
-            "model_path": self.options.model_path,
-            "positive_label": "hq",
-            "granularity": "document",
-            "lowercase": False,
-            "collapse_whitespace": False,
-            "max_chars": None,
-        }
+    def __init__(self, **options: Any):
+        super().__init__(**options)
+        if not os.path.isfile(self.options.model_path):
+            raise TaggerError(f"tagger {self.name!r}: model file {self.options.model_path} does not exist")
+        self.model = fasttext_models.load(self.options.model_path)
+
+    def predict(self, doc: Document) -> list[Span]:
+        return self.predict_batch([doc])[0]
+
+    def predict_batch(self, docs: list[Document]) -> list[list[Span]]:
+        if not docs:
+            return []
+        labels, probs = self.model.predict([" ".join(d.text.strip().splitlines()) for d in docs], k=1)
+        out = []
+        for doc, ls, ps in zip(docs, labels, probs):
+            label, score = ls[0], ps.tolist()[0]
+            if label == "__label__cc":
+                score = 1 - score
+            name = label.replace("__label__", "").replace("cc", "score").replace("hq", "score")
+            out.append([Span(name, 0, len(doc.text), score)])
+        return out

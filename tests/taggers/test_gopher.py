@@ -1,4 +1,6 @@
-"""gopher_v1: every Gopher rule on documents with known answers, and language handling."""
+"""gopher (the paper's rules): every rule on documents with known answers, and language handling;
+gopher_v1 / gopher_v2 (Dolma's definitions): known answers, and the Rust kernel's Dolma modes
+against their Python reference.  Values against Dolma's own output: test_dolma_parity.py."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import pytest
 import taggers.builtin.gopher as gopher_module
 from taggers import registry
 from taggers.base import Document, TaggerError
-from taggers.builtin.gopher import GopherTagger, ngram_fractions, normalize_lang
+from taggers.builtin.gopher import DolmaGopherTagger, DolmaGopherV2Tagger, GopherTagger, dolma_attributes, ngram_fractions, normalize_lang
 from tests.helpers import REPO_ROOT, sample_rows
 
 # Plain English prose (81 words, 11 stop words): passes every rule.
@@ -32,8 +34,10 @@ def attrs(text: str, lang: str | None = "en", **options) -> dict[str, float]:
     return {s.type: s.score for s in spans}
 
 
-def test_registered_with_dolma_name():
-    assert registry.get("gopher_v1") is GopherTagger
+def test_registered_names():
+    # The paper's rules under our own name; Dolma's names give Dolma's values.
+    assert registry.get("gopher") is GopherTagger
+    assert registry.get("gopher_v1") is DolmaGopherTagger and registry.get("gopher_v2") is DolmaGopherV2Tagger
 
 
 def test_good_english_document_is_kept():
@@ -303,7 +307,7 @@ def test_sample_corpus_runs_through_the_tag_stage(tmp_path):
             "--documents",
             *docs,
             "--taggers",
-            "gopher_v1",
+            "gopher",
             "--destination",
             str(out),
             "--processes",
@@ -312,9 +316,9 @@ def test_sample_corpus_runs_through_the_tag_stage(tmp_path):
         check=True,
         capture_output=True,
     )
-    rows = [json.loads(line) for f in sorted(glob.glob(str(out / "gopher_v1" / "*" / "*.jsonl.gz"))) for line in gzip.open(f, "rt")]
+    rows = [json.loads(line) for f in sorted(glob.glob(str(out / "gopher" / "*" / "*.jsonl.gz"))) for line in gzip.open(f, "rt")]
     assert len(rows) == 193
-    keep = [r["attributes"]["gopher_v1__gopher_v1__keep"][0][2] for r in rows]
+    keep = [r["attributes"]["gopher__gopher__keep"][0][2] for r in rows]
     assert 0 < sum(keep) < len(keep)
 
 
@@ -402,3 +406,79 @@ def test_rust_parity_on_sample_corpus_and_edge_cases(gopher_backend):
     for got, expected in zip(rust.predict_batch(lang_docs), ref.predict_batch(lang_docs)):
         assert json.dumps(rust.group(got)) == json.dumps(ref.group(expected))
     assert [rust.predict(d) for d in lang_docs[:20]] == [ref.predict(d) for d in lang_docs[:20]]
+
+
+# -- gopher_v1 / gopher_v2: Dolma's definitions --------------------------------------------------
+
+
+def dolma(text: str, v2: bool = False) -> dict[str, float]:
+    tagger = (DolmaGopherV2Tagger if v2 else DolmaGopherTagger)()
+    grouped = tagger.group(tagger.predict(Document("d", text)))
+    assert all(v == [[0, len(text), v[0][2]]] for v in grouped.values())
+    return {k: v[0][2] for k, v in grouped.items()}
+
+
+def test_dolma_definitions_known_answers():
+    # Dolma 1.2.1 writes these for this text (checked against its output, see test_dolma_parity.py).
+    text = "Hello world.\n\n- item one two\n* x\nthe the be to \u2026\n"
+    a = dolma(text)
+    assert a == {
+        "fraction_of_characters_in_most_common_2grams": 0.31429,
+        "fraction_of_characters_in_most_common_3grams": 0.34286,
+        "fraction_of_characters_in_most_common_4grams": 0.45714,
+        **{f"fraction_of_characters_in_duplicate_{n}grams": 0.0 for n in range(5, 11)},
+        "character_count": 49.0,
+        "word_count": 13.0,
+        "median_word_length": 3.0,
+        "symbol_to_word_ratio": 0.07692,  # the one word holding "\u2026"
+        "fraction_of_words_with_alpha_character": 0.76923,  # not "-", "*", "\u2026"
+        "required_word_count": 4.0,  # the the be to
+        "fraction_of_lines_starting_with_bullet_point": 0.33333,  # 2 of 6 split("\\n") lines
+        "fraction_of_lines_ending_with_ellipsis": 0.16667,
+        "fraction_of_duplicate_lines": 0.33333,  # the two empty lines
+        "fraction_of_characters_in_duplicate_lines": 0.0,
+    }
+    # gopher_v2: lines are re.split(r"\\n+"): 5 lines, one empty (the last) and none repeated.
+    b = dolma(text, v2=True)
+    assert b["fraction_of_duplicate_lines"] == 0.0 and b["fraction_of_lines_starting_with_bullet_point"] == 0.4
+    assert {k: v for k, v in a.items() if "lines" not in k} == {k: v for k, v in b.items() if "lines" not in k}
+
+
+def test_dolma_definitions_differ_from_the_papers():
+    # Case-sensitive stop words with punctuation attached, in any language; no verdict.
+    a = dolma("The the, THE the to")
+    assert a["required_word_count"] == 2.0 and "keep" not in a and "mean_word_length" not in a
+    # Overlapping repeats count again (above 1), where the paper counts each word once.
+    assert dolma("a a a a")["fraction_of_characters_in_most_common_2grams"] == 1.5
+    assert attrs("a a a a")["fraction_of_characters_in_most_common_2grams"] == 1.0
+    # No n-gram type for more words than the text has; an empty text gets the other types, all 0.
+    assert "fraction_of_characters_in_duplicate_6grams" not in dolma("a b c d e")
+    empty = dolma("")
+    assert empty["character_count"] == 0.0 and not any(k.startswith("fraction_of_characters_in_") and "grams" in k for k in empty)
+    # Words are split() words: a Chinese sentence is one word; "..." is no symbol, "\u2026" is.
+    assert dolma(CHINESE[:30])["word_count"] == 1.0
+    assert dolma("a... b\u2026 #c d")["symbol_to_word_ratio"] == 0.5
+
+
+@pytest.mark.slow
+def test_dolma_modes_rust_parity_on_sample_corpus_and_edge_cases(gopher_backend):
+    if not gopher_backend:
+        pytest.skip("compares both backends once")
+    texts = (
+        [d.text for d in _sample_docs()]
+        + EDGE_TEXTS
+        + [
+            "a a a a a a a a a a a a",
+            "x y z w v x y z w v q x y z w v x y z w v q r",
+            "\n\nline\n\n\nline\n",
+            "\u00b2 \u00bd \u01c5 \u0663 word",
+        ]
+    )
+    # gopher_v2 differs in its lines only: the edge cases and a share of the corpus suffice.
+    for ignore_empty_lines, cls, some in ((False, DolmaGopherTagger, texts), (True, DolmaGopherV2Tagger, texts[::5] + texts[-20:])):
+        rust = cls(use_rust=True)
+        assert rust.kernel is not None and rust.kernel.mode == ("dolma_v2" if ignore_empty_lines else "dolma_v1")
+        got = rust.predict_batch([Document(str(i), t) for i, t in enumerate(some)])
+        for text, grouped in zip(some, got):
+            expected = dolma_attributes(text, ignore_empty_lines)
+            assert json.dumps(grouped) == json.dumps(expected), (ignore_empty_lines, text[:200])

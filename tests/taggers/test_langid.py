@@ -65,55 +65,55 @@ def test_top_k_min_score_and_granularity():
 
 
 def test_empty_and_blank_documents():
+    # ft_lang_id writes nothing for a document without text; Dolma's taggers do what Dolma does.
     empty, blank = Document("e", ""), Document("b", " \n\n ")
     assert build("ft_lang_id").predict_batch([empty, blank]) == [[], []]
+    # Dolma predicts on the empty string: fastText's prior, en ~0.1245 with lid.176.ftz.
     en_doc = build("ft_lang_id_en_doc_v2")
-    assert [(s.type, s.start, s.end, s.score) for s in en_doc.predict(empty)] == [("en", 0, 0, 0.0), ("not_en", 0, 0, 1.0)]
+    for doc in (empty, blank):
+        en, not_en = en_doc.predict(doc)
+        assert (en.type, en.start, en.end, not_en.type) == ("en", 0, len(doc.text), "not_en")
+        assert en.score == pytest.approx(0.12450, abs=1e-5) and not_en.score == 1 - en.score
     assert build("ft_lang_id_en_paragraph_v2").predict(blank) == []
-    with_doc = build("ft_lang_id_en_paragraph_with_doc_score_v2").group([])
-    assert with_doc == {"en": [], "not_en": [], "doc_en": [], "doc_not_en": []}
-
-
-def test_empty_and_blank_documents_get_the_same_english_scores():
-    # No text is not English, whether the document is "" or only whitespace, in every English tagger.
-    empty, blank = Document("e", ""), Document("b", " \n\n ")
-    for name, types in (
-        ("ft_lang_id_en_doc_v2", ("en", "not_en")),
-        ("ft_lang_id_en_paragraph_with_doc_score_v2", ("doc_en", "doc_not_en")),
-    ):
-        tagger = build(name)
-        for doc in (empty, blank):
-            scores = {s.type: s.score for s in tagger.predict(doc) if s.type in types}
-            assert scores == {types[0]: 0.0, types[1]: 1.0}, (name, doc.text)
+    # doc_en / doc_not_en: 0.0 and 0.0 for "" (Dolma's ZeroDivisionError fallback), 0.0 and 1.0
+    # for a blank text (no paragraph: nothing English over its 4 characters).
+    with_doc = build("ft_lang_id_en_paragraph_with_doc_score_v2")
+    assert [(s.type, s.score) for s in with_doc.predict(empty)] == [("doc_en", 0.0), ("doc_not_en", 0.0)]
+    assert [(s.type, s.score) for s in with_doc.predict(blank)] == [("doc_en", 0.0), ("doc_not_en", 1.0)]
+    # No type is written for every document (Dolma's taggers have no defaults).
+    assert with_doc.group([]) == {} and en_doc.group([]) == {}
 
 
 def test_dolma_english_taggers():
     text = f"{EN}\n{DE}"
     doc = Document("d", text)
-    n_en = len(EN)
+    n_en = len(EN) + 1  # Dolma's paragraphs hold their newline
     doc_spans = build("ft_lang_id_en_doc_v2").predict(doc)
     assert [(s.type, s.start, s.end) for s in doc_spans] == [("en", 0, len(text)), ("not_en", 0, len(text))]
-    assert doc_spans[0].score + doc_spans[1].score == pytest.approx(1.0)
+    assert doc_spans[1].score == 1 - doc_spans[0].score
 
     para = build("ft_lang_id_en_paragraph_v2").predict(doc)
     by_type = collections.defaultdict(list)
     for s in para:
         by_type[s.type].append(s)
-    assert [(s.start, s.end) for s in by_type["en"]] == [(0, n_en), (n_en + 1, len(text))]
-    # lid.176.ftz's English probability of the English line; the German line's is below 0.01, written 0.0.
-    assert by_type["en"][0].score == pytest.approx(0.98484, abs=1e-4) and by_type["en"][1].score == 0.0
-    assert by_type["not_en"][0].score == pytest.approx(0.01516, abs=1e-4) and by_type["not_en"][1].score == 1.0
+    assert [(s.start, s.end) for s in by_type["en"]] == [(0, n_en), (n_en, len(text))]
+    assert [(s.start, s.end) for s in by_type["not_en"]] == [(0, n_en), (n_en, len(text))]
+    # lid.176.ftz on the lower-cased paragraphs: the English one ~0.98574, the German one's tiny
+    # probability written as it is (Dolma asks fastText for every label).
+    en, de = (s.score for s in by_type["en"])
+    assert en == pytest.approx(0.98574, abs=1e-5) and 0.0 < de < 0.001
+    assert [s.score for s in by_type["not_en"]] == [1 - en, 1 - de]
 
     spans = build("ft_lang_id_en_paragraph_with_doc_score_v2").predict(doc)
     doc_en = next(s for s in spans if s.type == "doc_en")
-    # By hand, as Dolma weighs paragraphs: (107 characters x 0.98484 + 113 x 0.0) / 221 characters
-    # in all (the newline counts) = 105.378 / 221 = 0.47682.
-    assert (len(EN), len(DE), len(text)) == (107, 113, 221)
-    assert doc_en.score == pytest.approx(0.47682, abs=1e-4) and (doc_en.start, doc_en.end) == (0, len(text))
-    assert next(s for s in spans if s.type == "doc_not_en").score == pytest.approx(0.52318, abs=1e-4)
+    # As Dolma weighs paragraphs: (108 characters x en + 113 x de) / 221 characters = 0.48180.
+    assert (n_en, len(DE), len(text)) == (108, 113, 221)
+    assert doc_en.score == (108 * en + 113 * de) / 221 == pytest.approx(0.48180, abs=1e-5)
+    assert (doc_en.start, doc_en.end) == (0, len(text))
+    assert next(s for s in spans if s.type == "doc_not_en").score == 1 - doc_en.score
 
     langs = build("ft_lang_id_1e2").predict(Document("x", DE))
-    assert langs[0].type == "de" and langs[0].score == round(langs[0].score, 2) and all(s.score > 0.01 for s in langs)
+    assert langs[0].type == "de" and langs[0].score == round(langs[0].score, 2) and all(s.score >= 0.01 for s in langs)
 
 
 def test_bounded_text_windows_cover_start_middle_end():

@@ -8,7 +8,7 @@ import pytest
 
 from taggers import registry
 from taggers.base import Document, TaggerError
-from taggers.builtin.lengths import CharLengthWithParagraphs, Lengths
+from taggers.builtin.lengths import CharLengthWithParagraphs, Lengths, dolma_char_lengths
 from taggers.builtin.repetitions import WordRepetitions, periodic_runs
 
 
@@ -23,12 +23,26 @@ def dolma_split_paragraphs(text: str) -> list[tuple[int, int]]:
     return [(m.start(), m.end()) for m in re.finditer(r"([^\n]*\n|[^\n]+$)", text) if m.group().strip()]
 
 
-@pytest.mark.parametrize("text", ["ab cd\n\n  \nefg\nü", "one\n", "", "\n\n", "  x  \n\ty\n\n", "no newline"])
+TEXTS = ["ab cd\n\n  \nefg\nü", "one\n", "", "\n\n", "  x  \n\ty\n\n", "no newline", "\u00a0\n\x1c\nä\u2028b\n\u3000", "中文\r\n\r\nx"]
+
+
+@pytest.mark.parametrize("text", TEXTS)
 def test_char_length_with_paragraphs_matches_dolma(text):
     got = spans(CharLengthWithParagraphs(), text)
     want = [("paragraph", s, e, float(e - s)) for s, e in dolma_split_paragraphs(text)]
     want.append(("document", 0, len(text), float(len(text))))
     assert got == want
+    # The Rust kernel and the Python reference agree, and like Dolma neither writes an empty
+    # paragraph list for a text without paragraphs.
+    assert CharLengthWithParagraphs().predict(Document("d", text)) == dolma_char_lengths(text)
+    assert ("paragraph" in dolma_char_lengths(text)) == bool(dolma_split_paragraphs(text))
+
+
+def test_char_length_kernel_on_the_sample_corpus():
+    from tests.helpers import sample_rows
+
+    docs = [Document.from_row(r) for r in sample_rows()]
+    assert CharLengthWithParagraphs().predict_batch(docs) == [dolma_char_lengths(d.text) for d in docs]
 
 
 def test_lengths_v1_exact():

@@ -29,16 +29,16 @@ def error(cls: type[Tagger], **options) -> str:
 
 def test_unknown_option_says_did_you_mean_with_the_full_key():
     assert error(GopherTagger, detect_language=False, langauge_chars=500) == (
-        "invalid options for tagger 'gopher_v1': unknown config key 'tagger_options.gopher_v1.langauge_chars' "
-        "(did you mean 'tagger_options.gopher_v1.language_chars'?)"
+        "invalid options for tagger 'gopher': unknown config key 'tagger_options.gopher.langauge_chars' "
+        "(did you mean 'tagger_options.gopher.language_chars'?)"
     )
     # inside an option group too
     assert error(GopherTagger, detect_language=False, thresholds={"word_count_mn": 5}) == (
-        "invalid options for tagger 'gopher_v1': unknown config key 'tagger_options.gopher_v1.thresholds.word_count_mn' "
-        "(did you mean 'tagger_options.gopher_v1.thresholds.word_count_min'?)"
+        "invalid options for tagger 'gopher': unknown config key 'tagger_options.gopher.thresholds.word_count_mn' "
+        "(did you mean 'tagger_options.gopher.thresholds.word_count_min'?)"
     )
     # no close name: no hint; a tagger without options says so
-    assert error(C4Tagger, zzz=1) == "invalid options for tagger 'c4_v2': unknown config key 'tagger_options.c4_v2.zzz'"
+    assert error(C4Tagger, zzz=1) == "invalid options for tagger 'c4': unknown config key 'tagger_options.c4.zzz'"
     assert error(registry.get("lengths_v1"), min=1) == (
         "invalid options for tagger 'lengths_v1' (it takes no options): unknown config key 'tagger_options.lengths_v1.min'"
     )
@@ -46,8 +46,8 @@ def test_unknown_option_says_did_you_mean_with_the_full_key():
 
 
 def test_wrong_types_are_refused_not_coerced():
-    assert error(registry.get("c4_v2"), use_rust="maybe") == (
-        "invalid options for tagger 'c4_v2': config key 'tagger_options.c4_v2.use_rust': Input should be a valid boolean (got 'maybe')"
+    assert error(registry.get("c4"), use_rust="maybe") == (
+        "invalid options for tagger 'c4': config key 'tagger_options.c4.use_rust': Input should be a valid boolean (got 'maybe')"
     )
     # a string is not a number and a number is not a boolean, even where pydantic would coerce
     for options, key in (
@@ -57,10 +57,10 @@ def test_wrong_types_are_refused_not_coerced():
         ({"use_rust": 1}, "use_rust"),
     ):
         assert re.fullmatch(
-            rf"invalid options for tagger 'c4_v2': config key 'tagger_options\.c4_v2\.{key}': .* \(got .*\)", error(C4Tagger, **options)
+            rf"invalid options for tagger 'c4': config key 'tagger_options\.c4\.{key}': .* \(got .*\)", error(C4Tagger, **options)
         )
     msg = error(GopherTagger, detect_language=False, stop_words={"de": "der"})
-    assert "config key 'tagger_options.gopher_v1.stop_words.de': Input should be a valid list (got 'der')" in msg
+    assert "config key 'tagger_options.gopher.stop_words.de': Input should be a valid list (got 'der')" in msg
     # an integer is a number
     assert GopherTagger(detect_language=False, min_language_score=1).options.min_language_score == 1.0
     # several problems: one line, each key named
@@ -78,7 +78,7 @@ def test_bad_values_are_refused():
     assert "non-empty subset of ['EMAIL_ADDRESS', 'PHONE_NUMBER', 'IP_ADDRESS']" in msg and "(got ['SSN'])" in msg
     assert "at least 256" in error(registry.get("ft_lang_id"), max_chars=10)
     assert "'document', 'paragraph' or 'both'" in error(registry.get("ft_lang_id"), granularity="sentence")
-    assert "tagger_options.gopher_v1.stop_words" in error(GopherTagger, detect_language=False, stop_words={" ": ["a"]})
+    assert "tagger_options.gopher.stop_words" in error(GopherTagger, detect_language=False, stop_words={" ": ["a"]})
     # a required option
     assert (
         error(registry.get("quality")) == "invalid options for tagger 'quality': config key 'tagger_options.quality.model_path' is required"
@@ -96,9 +96,9 @@ def test_bad_values_are_refused():
 def test_defaults_are_applied_and_options_are_typed():
     tagger = C4Tagger()
     assert isinstance(tagger.options, C4Tagger.Options)
-    assert (tagger.options.min_words_per_line, tagger.options.min_sentences, tagger.options.use_rust) == (3, 3, None)
-    assert tagger.min_words == 3
-    assert C4Tagger(min_words_per_line=5).options.min_words_per_line == 5
+    assert (tagger.options.min_words_per_line, tagger.options.min_sentences, tagger.options.use_rust) == (5, 3, None)
+    assert tagger.min_words == 5
+    assert C4Tagger(min_words_per_line=3).options.min_words_per_line == 3
     gopher = GopherTagger(detect_language=False, thresholds={"word_count_min": 10}, stop_words={"German": ("der", "die")})
     assert gopher.thresholds["word_count_min"] == ("min", 10.0)
     assert gopher.thresholds["word_count_max"] == ("max", 100_000.0)
@@ -119,7 +119,7 @@ def _required_filled(model: type[TaggerOptions]) -> dict:
 
 def test_every_builtin_declares_options_that_build_with_defaults():
     builtins = {n: c for n, c in registry.available().items() if c.__module__.startswith("taggers.builtin.")}
-    assert len(builtins) >= 19
+    assert len(builtins) >= 22
     with_options = set()
     for name, cls in builtins.items():
         model = cls.options_model()
@@ -132,7 +132,10 @@ def test_every_builtin_declares_options_that_build_with_defaults():
         for option, kind, default, help_text in registry.options_table(cls):
             assert kind and default and help_text, (name, option)
     assert {
+        "gopher",
         "gopher_v1",
+        "gopher_v2",
+        "c4",
         "c4_v2",
         "c4_v1",
         "ft_lang_id",
@@ -154,7 +157,7 @@ def test_options_table_and_describe_show_types_defaults_and_help():
     rows = {r[0]: r for r in registry.options_table(C4Tagger)}
     assert list(rows) == ["min_words_per_line", "min_sentences", "use_rust"]
     name, kind, default, help_text = rows["min_words_per_line"]
-    assert (kind, default) == ("int (>= 0)", "3") and "too few words" in help_text
+    assert (kind, default) == ("int (>= 0)", "5") and "too few words" in help_text
     assert rows["use_rust"][1:3] == ("bool | null", "null")
     langid = {r[0]: r for r in registry.options_table(registry.get("ft_lang_id"))}
     assert langid["granularity"][1:3] == ("'document' | 'paragraph' | 'both'", '"both"')
@@ -166,17 +169,17 @@ def test_options_table_and_describe_show_types_defaults_and_help():
     assert gopher["thresholds.word_count_min"][1:3] == ("float", "50")
     assert gopher["stop_words"][1:3] == ("dict[str, list[str]]", "{}")
 
-    text = registry.describe("gopher_v1")
-    assert text.splitlines()[0] == "gopher_v1  (document)"
-    assert "options (tagger_options.gopher_v1.<option>):" in text
+    text = registry.describe("gopher")
+    assert text.splitlines()[0] == "gopher  (document)"
+    assert "options (tagger_options.gopher.<option>):" in text
     assert "  language_chars: int (>= 1) = 1000\n      characters of the text that language detection reads" in text
     assert "  thresholds.word_count_min: float = 50\n" in text
     assert "  model_path: str (non-empty) (required)" in registry.describe("quality")
     assert registry.describe("lengths_v1").endswith("options: none")
     assert registry.option_names(GopherTagger)[:2] == ["thresholds", "stop_words"]
     assert registry.option_names(registry.get("lengths_v1")) == []
-    with pytest.raises(TaggerError, match="unknown tagger 'gopher_v2'"):
-        registry.describe("gopher_v2")
+    with pytest.raises(TaggerError, match="unknown tagger 'gopher_v3'"):
+        registry.describe("gopher_v3")
 
 
 # -- user taggers -------------------------------------------------------------------------------
@@ -248,10 +251,10 @@ def config(tmp_path, taggers, options, modules=()):
 
 def test_tag_stage_refuses_bad_options_when_it_is_made(tmp_path):
     with pytest.raises(TaggerError) as info:
-        TagStage(config(tmp_path, ["c4_v2", "gopher_v1"], {"gopher_v1": {"langauge_chars": 10}}))
+        TagStage(config(tmp_path, ["c4_v2", "gopher"], {"gopher": {"langauge_chars": 10}}))
     assert str(info.value) == (
-        "invalid options for tagger 'gopher_v1': unknown config key 'tagger_options.gopher_v1.langauge_chars' "
-        "(did you mean 'tagger_options.gopher_v1.language_chars'?)"
+        "invalid options for tagger 'gopher': unknown config key 'tagger_options.gopher.langauge_chars' "
+        "(did you mean 'tagger_options.gopher.language_chars'?)"
     )
     with pytest.raises(
         TaggerError, match=re.escape("config key 'tagger_options.c4_v2.use_rust': Input should be a valid boolean (got 'maybe')")
@@ -265,7 +268,10 @@ def test_tag_stage_refuses_bad_options_when_it_is_made(tmp_path):
     stage = TagStage(config(tmp_path, ["quality"], {"quality": {"model_path": str(tmp_path / "nope.bin")}}))
     with pytest.raises(TaggerError, match="nope.bin does not exist"):
         build_taggers(stage.config)
-    TagStage(config(tmp_path, ["c4_v2", "lengths_v1"], {"c4_v2": {"min_words_per_line": 5}}))
+    TagStage(config(tmp_path, ["c4", "lengths_v1"], {"c4": {"min_words_per_line": 3}}))
+    # A Dolma-named tagger means what it means in Dolma: no option changes its values.
+    with pytest.raises(TaggerError, match=re.escape("unknown config key 'tagger_options.c4_v2.min_words_per_line'")):
+        TagStage(config(tmp_path, ["c4_v2"], {"c4_v2": {"min_words_per_line": 5}}))
 
 
 def test_tag_stage_checks_user_module_options_when_it_is_made(tmp_path):
