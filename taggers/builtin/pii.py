@@ -58,9 +58,14 @@ a match, miss every non-US phone format and take section numbers for IPs):
 * E-mail boundaries: an address ends before ``--`` or a final ``-`` (``alice@example.com--or``)
   and starts after ``...`` (``us...alice@example.com``: no local part holds two dots in a row).
 
-Speed: each pattern is compiled once at import, runs once over the whole text
-(patterns never cross a newline) and only when a cheap test passes ('@' in the
-text; a digit for phones; a dotted digit for IPv4; '::' or 7 colons for IPv6).
+Speed: each pattern is compiled once at import.  No pattern crosses a newline,
+so each runs only over the lines that hold what every one of its matches needs
+(an '@' for e-mails, 8 decimal digits for phones, a digit-dot-digit for IPv4,
+'::' or 7 colons for IPv6), found for a whole batch of documents in one Rust
+call (``pii_windows_batch``, ``rust_bloom/src/text_stats/pii.rs``):
+``pattern.finditer(text, start, end)`` over those windows finds exactly the
+matches of a run over the whole text (look-behinds still see the text before
+``start``), without CPython's regex engine trying every position of the prose.
 The per-match checks in Python run on the few candidates only.
 """
 
@@ -72,8 +77,13 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
+from dolma_pipe._rust import pii_windows_batch
 from taggers.base import Document, Span, Tagger, TaggerOptions
 from taggers.registry import register
+
+# Candidate windows (start, end) of one pattern, and of all four: e-mail, phone, IPv4, IPv6.
+Windows = list[tuple[int, int]]
+AllWindows = tuple[Windows, Windows, Windows, Windows]
 
 EMAIL = "EMAIL_ADDRESS"
 PHONE = "PHONE_NUMBER"
@@ -129,7 +139,6 @@ _PHONE_RE = re.compile(
 )
 _NOT_DIGIT = re.compile(r"\D")
 _ZIP_PLUS_4 = re.compile(r"\d{5}-\d{4}")  # US ZIP+4 (MA 02111-1307) has a trunk-number shape
-_HAS_DIGIT = re.compile(r"\d")
 # A digit/hex group right before or after a candidate (same line, only blanks between) means
 # a hex dump or a row of numbers, not a phone number.
 # After a candidate, one plain decimal number followed by a word is prose ("call +49 30 12345678
@@ -162,7 +171,6 @@ _OCTET = r"(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)"
 # Boundaries are ASCII so an address glued to CJK text is found; a neighbouring '.digit'
 # means a longer dotted run (section number, version string), never an address.
 _IPV4_RE = re.compile(rf"(?=\d{{1,3}}\.\d)(?<![A-Za-z0-9_.])(?<!\d\.){_OCTET}(?:\.{_OCTET}){{3}}(?![A-Za-z0-9_]|\.\d)")
-_IPV4_PRE = re.compile(r"\d\.\d")
 # Context that makes a dotted quad a section, version or file name rather than an address:
 # a word naming a section or version right before ("Section\xa04.2.13.1", "§ 10.1.2.3",
 # "Linux 2.6.18.3", "v. 2.6.8.1", "as of 2.6.8.1", "第 6.1.2.2 节"), a letter and '/' ("Firefox/2.0.0.11"), or '-'/'.' and a letter
@@ -194,15 +202,14 @@ def _is_message_id(text: str, start: int, end: int, local: str) -> bool:
     return 2 * digits >= len(local) and _DIGIT_RUN.search(local) is not None
 
 
-def _email_spans(text: str, keep_message_ids: bool) -> list[Span]:
-    if "@" not in text:
-        return []
+def _email_spans(text: str, keep_message_ids: bool, windows: Windows) -> list[Span]:
     out = []
-    for m in _EMAIL_RE.finditer(text):
-        start, end = m.span()
-        if not keep_message_ids and _is_message_id(text, start, end, m.group("local")):
-            continue
-        out.append(Span(EMAIL, start, end, 1.0))
+    for w_start, w_end in windows:
+        for m in _EMAIL_RE.finditer(text, w_start, w_end):
+            start, end = m.span()
+            if not keep_message_ids and _is_message_id(text, start, end, m.group("local")):
+                continue
+            out.append(Span(EMAIL, start, end, 1.0))
     return out
 
 
@@ -242,9 +249,9 @@ def _phone_ok(s: str) -> bool:
     return True
 
 
-def _phone_spans(text: str) -> list[Span]:
+def _phone_spans(text: str, windows: Windows) -> list[Span]:
     out = []
-    for m in _PHONE_RE.finditer(text):
+    for m in (m for w_start, w_end in windows for m in _PHONE_RE.finditer(text, w_start, w_end)):
         start, end = m.span()
         s = m.group()
         # Try the whole match, then cut back group by group (a following number group or an
@@ -288,12 +295,12 @@ def _ipv4_ok(text: str, m: re.Match) -> bool:
     return True
 
 
-def _ip_spans(text: str) -> list[Span]:
+def _ip_spans(text: str, v4_windows: Windows, v6_windows: Windows) -> list[Span]:
     out: list[Span] = []
-    if _IPV4_PRE.search(text):
-        out.extend(Span(IP, m.start(), m.end(), 1.0) for m in _IPV4_RE.finditer(text) if _ipv4_ok(text, m))
-    if "::" in text or text.count(":") >= 7:
-        for m in _IPV6_RE.finditer(text):
+    for w_start, w_end in v4_windows:
+        out.extend(Span(IP, m.start(), m.end(), 1.0) for m in _IPV4_RE.finditer(text, w_start, w_end) if _ipv4_ok(text, m))
+    for w_start, w_end in v6_windows:
+        for m in _IPV6_RE.finditer(text, w_start, w_end):
             s = m.group()
             groups = [g for g in s.split(":") if g]
             # Two groups and a digit at least: keeps "fe80::1" and "2001:db8::1", drops "a::b", "::";
@@ -308,18 +315,21 @@ def _ip_spans(text: str) -> list[Span]:
     return out
 
 
-def find_pii(text: str, keep_message_ids: bool = False, types: frozenset[str] | None = None) -> list[Span]:
+def find_pii(
+    text: str, keep_message_ids: bool = False, types: frozenset[str] | None = None, windows: AllWindows | None = None
+) -> list[Span]:
     """Every e-mail, phone and IP span in ``text`` (of ``types`` only, when given), sorted by start;
     overlaps resolved in favour of the earlier, then longer, match (an IP inside a phone-looking
     run, say).  Types are filtered before overlaps are resolved, so an unwanted type never hides
-    a wanted one."""
+    a wanted one.  ``windows``: the text's ``pii_windows_batch`` entry, when the caller has it
+    (a batch of documents gets them in one call)."""
     want = TYPES if types is None else types
-    spans = _email_spans(text, keep_message_ids) if EMAIL in want else []
-    if _HAS_DIGIT.search(text):  # no digit, no phone and no IP: skip both passes
-        if PHONE in want:
-            spans += _phone_spans(text)
-        if IP in want:
-            spans += _ip_spans(text)
+    email_w, phone_w, v4_w, v6_w = windows if windows is not None else pii_windows_batch([text])[0]
+    spans = _email_spans(text, keep_message_ids, email_w) if EMAIL in want else []
+    if PHONE in want:
+        spans += _phone_spans(text, phone_w)
+    if IP in want:
+        spans += _ip_spans(text, v4_w, v6_w)
     if len(spans) < 2:
         return spans
     spans.sort(key=lambda s: (s.start, -s.end))
@@ -360,8 +370,19 @@ class _PiiBase(Tagger):
         self.types = frozenset(TYPES if types is None else types)
         self._want = None if len(self.types) == len(TYPES) else self.types
 
-    def _find(self, text: str) -> list[Span]:
-        return find_pii(text, self.keep_message_ids, self._want)
+    def _find(self, text: str, windows: AllWindows | None = None) -> list[Span]:
+        return find_pii(text, self.keep_message_ids, self._want, windows)
+
+    def predict(self, doc: Document) -> list[Span]:
+        return self.predict_batch([doc])[0]
+
+    def predict_batch(self, docs: list[Document]) -> list[list[Span]]:
+        """Every document's spans, the candidate windows of the whole batch found in one Rust call."""
+        return [self.spans(d.text, w) for d, w in zip(docs, pii_windows_batch([d.text for d in docs]))]
+
+    def spans(self, text: str, windows: AllWindows) -> list[Span]:
+        """One document's spans (the subclass adds its document-level spans)."""
+        raise NotImplementedError
 
 
 @register("pii_regex")
@@ -369,10 +390,10 @@ class PiiRegex(_PiiBase):
     description = "e-mails, phone numbers (international formats), IPv4/IPv6 by regex; doc = matches per word"
     defaults = ("doc",)
 
-    def predict(self, doc: Document) -> list[Span]:
-        spans = self._find(doc.text)
-        words = len(doc.text.split())
-        spans.append(Span("doc", 0, len(doc.text), len(spans) / words if words else -1.0))
+    def spans(self, text: str, windows: AllWindows) -> list[Span]:
+        spans = self._find(text, windows)
+        words = len(text.split())
+        spans.append(Span("doc", 0, len(text), len(spans) / words if words else -1.0))
         return spans
 
 
@@ -386,10 +407,9 @@ class PiiRegexWithCounts(_PiiBase):
         # Only the selected types' counts are written (Tagger.group writes every default).
         self.defaults = ("doc_count", "doc_frac") + tuple(f"{t}_count" for t in TYPES if t in self.types)
 
-    def predict(self, doc: Document) -> list[Span]:
-        text = doc.text
+    def spans(self, text: str, windows: AllWindows) -> list[Span]:
         n = len(text)
-        spans = self._find(text)
+        spans = self._find(text, windows)
         counts = dict.fromkeys(TYPES, 0)
         covered = 0
         for s in spans:
