@@ -31,7 +31,7 @@ _span = methodcaller("span")
 
 @register("char_length_with_paragraphs_v1")
 class CharLengthWithParagraphs(Tagger):
-    description = "Dolma-compatible: characters per paragraph (non-blank line with its newline) and per document"
+    description = "Dolma 1.2.1's char_length_with_paragraphs_v1: characters per paragraph (non-blank line, newline in) and document"
     granularity = "both"
 
     def predict(self, doc: Document) -> Grouped:

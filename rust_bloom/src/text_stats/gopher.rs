@@ -1,5 +1,5 @@
 //! The Gopher measures, in two modes of one kernel: the paper's rules of our `gopher` tagger
-//! (taggers/builtin/gopher.py `PaperGopherTagger.attributes`, its Python reference) and Dolma
+//! (taggers/builtin/gopher.py `GopherTagger.attributes`, its Python reference) and Dolma
 //! 1.2.1's definitions of `gopher_v1`/`gopher_v2` (`Gopher::dolma_stats`; the reference is Dolma's
 //! own code, mirrored by gopher.py `dolma_attributes`).
 use crate::text::{char_len, for_each_word, is_alpha, is_letter, is_space, is_word, rstrip, strip};
