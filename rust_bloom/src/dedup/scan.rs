@@ -652,6 +652,7 @@ impl Scanner {
                     if words.len() < shingler.ngram {
                         continue;
                     }
+                    grams.clear();
                     shingler.shingles_of_words(&words, &mut grams);
                     let found = grams.iter().filter(|g| set.ngrams.contains(g)).count();
                     if found > 0 {
@@ -844,6 +845,10 @@ mod tests {
         let mut s = Scanner::new(Arc::new(spec));
         s.add_document(1, "d", "nothing here at all\nsaw the QUICK brown fox!", KeyValue::Missing);
         assert_eq!(s.counts().decontaminated_paragraphs, 1);
+        s.add_document(2, "e", "the quick brown fox jumps\nthe quick brown fox jumps", KeyValue::Missing);
+        let out = s.finish();
+        let hits: Vec<f32> = out.meta[out.meta.len() - 48..].chunks_exact(16).map(|c| records::f32_at(c, 12)).collect();
+        assert_eq!(hits, vec![2.0 / 3.0, 1.0, 1.0], "each paragraph scored on its own n-grams");
         assert!(DecontamSet::from_bytes(b"junk").is_err());
     }
 }

@@ -462,7 +462,7 @@ impl Shingler {
         scratch.hashes = hashes;
     }
 
-    /// Shingle hashes from word hashes.
+    /// Shingle hashes from word hashes, appended to `out`.
     pub fn shingles_of_words(&self, words: &[u64], out: &mut Vec<u64>) {
         let n = self.ngram;
         if words.is_empty() {

@@ -142,7 +142,7 @@ def near_copy(text: str, rate: float, rng: random.Random) -> str:
 
 def near_corpus(root: Path, copies: int = 60, seed: int = 3) -> list[tuple[str, str]]:
     """Real documents (the sample corpus's long ones) with planted near copies at edit rates
-    from 1% to 40%, spread over three files; returns (original id, copy id) of every copy."""
+    from 0.5% to 40%, spread over three files; returns (original id, copy id) of every copy."""
     rng = random.Random(seed)
     rows = [r for r in sample_rows() if len(r["text"].split()) >= 150]
     rng.shuffle(rows)
@@ -150,7 +150,7 @@ def near_corpus(root: Path, copies: int = 60, seed: int = 3) -> list[tuple[str, 
     planted = []
     extra = []
     for j, r in enumerate(base[:copies]):
-        rate = [0.01, 0.03, 0.06, 0.1, 0.2, 0.4][j % 6]
+        rate = [0.005, 0.01, 0.02, 0.03, 0.06, 0.4][j % 6]
         copy = {**r, "id": f"{r['id']}|near{j}", "text": near_copy(r["text"], rate, rng)}
         extra.append(copy)
         planted.append((r["id"], copy["id"]))
