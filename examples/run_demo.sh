@@ -41,7 +41,34 @@ echo "== 4. the Rust Bloom filter: exact duplicate documents and repeated paragr
 "$VENV/bin/python" examples/bloom_demo.py "$OUT/corpus/documents/*/*.jsonl.gz"
 
 echo
-echo "== 5. mix: a broad stage-1 mix (Dolma's mixer schema) and a three-seed stage-2 Dolmino mix -> $OUT/mix/"
+echo "== 5. dedup: duplicate documents and paragraphs (Dolma's dedupe configs), near-duplicates (MinHash) -> $OUT/corpus/attributes/dedup_*/"
+mkdir -p "$OUT/configs"
+cat > "$OUT/configs/dedup-docs.json" <<JSON
+{"documents": ["$OUT/corpus/documents/*/*.jsonl.gz"], "dedupe": {"name": "dedup_docs", "documents": {"attribute_name": "bff_duplicate_docs", "key": "\$.text"}, "skip_empty": true},
+ "bloom_filter": {"file": "$OUT/dedup-docs.bloom", "read_only": false, "estimated_doc_count": 1000000, "desired_false_positive_rate": 1e-6}}
+JSON
+cat > "$OUT/configs/dedup-paras.json" <<JSON
+{"documents": ["$OUT/corpus/documents/*/*.jsonl.gz"], "dedupe": {"name": "dedup_paras", "paragraphs": {"attribute_name": "bff_duplicate_paragraph_spans"}, "skip_empty": true},
+ "bloom_filter": {"file": "$OUT/dedup-paras.bloom", "read_only": false, "estimated_doc_count": 1000000, "desired_false_positive_rate": 1e-6}}
+JSON
+"$DP" dedup -c "$OUT/configs/dedup-docs.json"
+"$DP" dedup -c "$OUT/configs/dedup-paras.json"
+"$DP" dedup --documents "$OUT/corpus/documents/*/*.jsonl.gz" --dedupe.name dedup_near --minhash.threshold 0.8
+"$VENV/bin/python" - "$OUT" <<'PY'
+import sys
+from dolma_pipe.manifest import read_manifest
+out = sys.argv[1]
+docs = read_manifest(f"{out}/corpus/attributes/dedup_docs").results
+paras = read_manifest(f"{out}/corpus/attributes/dedup_paras").results
+near = read_manifest(f"{out}/corpus/attributes/dedup_near").results
+clusters = near["phases"]["clusters"]["counts"]
+print(f"{docs['documents']:,} documents: {docs['marked'].get('marked_documents', 0):,} exact duplicates, "
+      f"{paras['marked'].get('marked_paragraphs', 0):,} duplicate paragraphs, "
+      f"{clusters.get('clusters', 0):,} near-duplicate clusters ({near['marked'].get('marked_near_duplicates', 0):,} documents to drop)")
+PY
+
+echo
+echo "== 6. mix: a broad stage-1 mix (Dolma's mixer schema) and a three-seed stage-2 Dolmino mix -> $OUT/mix/"
 # The mixes read the tagger's attributes (demo) and the dedup attributes dedup_docs and dedup_paras,
 # made here with Dolma's dedupe configs if no earlier step made them.
 mkdir -p "$OUT/configs"
