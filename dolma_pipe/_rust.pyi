@@ -5,7 +5,7 @@ Import from `dolma_pipe.bloom`, which documents the semantics; this file only ty
 
 from collections.abc import Iterable
 from os import PathLike
-from typing import Final, Literal
+from typing import Final, Literal, TypedDict
 
 from dolma_pipe.errors import DolmaPipeError
 
@@ -390,3 +390,16 @@ def verify_pairs(
     pairs: list[bytes], hi_file: int, nodes: list[int], values: list[bytes], mode: str, threshold: float
 ) -> tuple[bytes, int, int]: ...
 def cluster_pairs(slices: list[tuple[int, bytes]], record_size: int, files: int) -> tuple[bytes, bytes]: ...
+
+class BloomSetter:
+    """Bloom mode's test-and-set in the global order (a filter loaded from ``path``, or new)."""
+
+    def __init__(self, path: str | None, num_bits: int, num_hashes: int, seed: int) -> None: ...
+    def insert(self, records: bytes, record_size: int, skip: list[int]) -> tuple[bytes, int]:
+        """(DUP records of the keys already present, keys inserted) for one file's key records."""
+    def save(self, path: str) -> None: ...
+    def current_fp_rate(self) -> float: ...
+    @property
+    def num_bits(self) -> int: ...
+    @property
+    def num_hashes(self) -> int: ...

@@ -61,9 +61,15 @@ COMMANDS: list[Command] = [
     Command("stats", "dolma_pipe.stages.stats:StatsStage", "count documents, characters, bytes and words per source"),
     Command("tag", "taggers.stage:TagStage", "run taggers (language, quality, PII, toxicity, rules) and write Dolma attributes"),
     Command("train-classifier", "taggers.train_classifier:TrainClassifier", "train a fastText quality classifier from labelled documents"),
-    Command("dedup", "dolma_pipe.stages.dedup:DedupStage", "exact, paragraph (Bloom filter) and near-duplicate (MinHash LSH) deduplication"),
+    Command(
+        "dedup", "dolma_pipe.stages.dedup:DedupStage", "exact, paragraph (Bloom filter) and near-duplicate (MinHash LSH) deduplication"
+    ),
     Command("mix", "mixers.stage:MixStage", "mix sources into a corpus from a YAML spec (Dolma and Dolmino style)"),
-    Command("tokenize", "dolma_pipe.stages.tokenize:TokenizeStage", "tokenize documents into OLMo token shards (.npy + .csv.gz), train and validation"),
+    Command(
+        "tokenize",
+        "dolma_pipe.stages.tokenize:TokenizeStage",
+        "tokenize documents into OLMo token shards (.npy + .csv.gz), train and validation",
+    ),
     Command("report", None, "summarise a run's manifests and attributes", issue="a later issue"),
 ]
 

@@ -19,8 +19,10 @@ def test_help_lists_every_stage():
 def test_list_and_unbuilt_stages():
     proc = run_cli("list")
     assert proc.returncode == 0 and "convert" in proc.stdout and "not built yet" in proc.stdout
-    proc = run_cli("mix", "--whatever")
+    proc = run_cli("report", "--whatever")
     assert proc.returncode == 2 and "not built yet" in proc.stderr and "Traceback" not in proc.stderr
+    proc = run_cli("mix", "--whatever")
+    assert proc.returncode == 2 and "unknown option or config key '--whatever'" in proc.stderr and "Traceback" not in proc.stderr
 
 
 def test_stats_totals(tmp_path, make_corpus):

@@ -242,9 +242,11 @@ def run_scan(
         quarantine.add(task.path, 0, "empty_file", f"{task.path}: file has no records", None)
     storage.write_bytes(layout.scan(task.rel, "meta"), out["meta"])
     for kind, name in (("documents", "docs"), ("paragraphs", "paras"), ("bands", "bands"), ("signatures", "sigs"), ("sets", "sets")):
-        if out[kind] is not None:
-            storage.write_bytes(layout.scan(task.rel, name), out[kind])
-    result = {k: int(counts[k]) for k in COUNTS if counts.get(k)}
+        data = cast("dict[str, bytes | None]", out)[kind]  # the kernel's output, keyed by kind
+        if data is not None:
+            storage.write_bytes(layout.scan(task.rel, name), data)
+    by_name = cast("dict[str, int]", counts)
+    result = {k: int(by_name[k]) for k in COUNTS if by_name.get(k)}
     if bloom_filter is not None:
         # Read-only Bloom mode: the lookups need no global order, so they happen here.
         kind, size = ("docs", DOC) if config.dedupe.documents is not None else ("paras", PARA)

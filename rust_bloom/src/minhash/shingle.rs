@@ -63,7 +63,7 @@ const fn ascii_classes(whitespace_words: bool) -> [u8; 256] {
         let space = matches!(b, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r' | 0x1c..=0x1f);
         let word = b.is_ascii_alphanumeric() || b == b'_';
         let in_word = if whitespace_words { !space } else { word };
-        t[i] = (in_word as u8) * IN_WORD | (b.is_ascii_uppercase() as u8) * UPPER;
+        t[i] = ((in_word as u8) * IN_WORD) | ((b.is_ascii_uppercase() as u8) * UPPER);
         i += 1;
     }
     t
@@ -91,7 +91,7 @@ fn bmp() -> &'static Bmp {
         for cp in 0..0x10000u32 {
             let Some(c) = char::from_u32(cp) else { continue };
             class[cp as usize] =
-                (is_word(c) as u8) * WORD | (is_space(c) as u8) * SPACE | (is_unspaced(c) as u8) * UNSPACED;
+                ((is_word(c) as u8) * WORD) | ((is_space(c) as u8) * SPACE) | ((is_unspaced(c) as u8) * UNSPACED);
             let mut it = c.to_lowercase();
             if let (Some(l), None) = (it.next(), it.next()) {
                 if (l as u32) < 0x10000 && l as u32 != 0 {
@@ -109,7 +109,7 @@ fn class_of(c: char) -> u8 {
     if cp < 0x10000 {
         bmp().class[cp as usize]
     } else {
-        (is_word(c) as u8) * WORD | (is_space(c) as u8) * SPACE | (is_unspaced(c) as u8) * UNSPACED
+        ((is_word(c) as u8) * WORD) | ((is_space(c) as u8) * SPACE) | ((is_unspaced(c) as u8) * UNSPACED)
     }
 }
 
