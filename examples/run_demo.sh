@@ -89,5 +89,10 @@ for stage in stage1 stage2; do sed "s#demo-output/#$OUT/#g" "examples/configs/mi
 "$DP" mix -c "$OUT/configs/mix-stage2.yaml"
 
 echo
+echo "== 7. tokenize: the stage-1 mix into OLMo token shards (train/ and val/) -> $OUT/tokens/"
+"$DP" tokenize -c examples/tokenize.yaml --documents "$OUT/mix/stage1/*.jsonl.gz" --destination "$OUT/tokens"
+echo "train/configs/tiny.yaml trains on these shards: $VENV/bin/python -m train --config train/configs/tiny.yaml"
+
+echo
 echo "Outputs under $OUT/ (each stage wrote _manifest.json; rerunning skips finished files, --force redoes them)."
 "$DP" list
