@@ -403,3 +403,19 @@ class BloomSetter:
     def num_bits(self) -> int: ...
     @property
     def num_hashes(self) -> int: ...
+
+def render_attributes(
+    meta: bytes,
+    *,
+    documents: str | None = None,
+    paragraphs: str | None = None,
+    by_ngram: bool = False,
+    threshold: float = 1.0,
+    minhash: str | None = None,
+    decontamination: str | None = None,
+    doc_dups: bytes = b"",
+    para_dups: bytes = b"",
+    members: bytes = b"",
+) -> tuple[bytes, dict[str, int]]:
+    """One file's attribute rows as JSON lines, and the marks written (documents, paragraphs,
+    near_duplicates, contaminated)."""

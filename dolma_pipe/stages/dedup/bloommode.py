@@ -35,13 +35,14 @@ from typing import Any
 import orjson
 
 from dolma_pipe import storage
+from dolma_pipe._rust import BloomSetter
 from dolma_pipe.bloom import DEFAULT_SEED, MAX_HASHES, BloomFileError, BloomFilter
 from dolma_pipe.config import ConfigError
 from dolma_pipe.stage import RunContext, StepResult, Task, TaskOutput
 
 from .config import BloomFilterSection, DedupConfig
 from .scan import bucketed_single
-from .workfiles import DOC, DUP, PARA, WHOLE_DOCUMENT, Layout, read_slice
+from .workfiles import DOC, DUP, PARA, Layout, read_slice
 
 SIDECAR_SUFFIX = ".dedup.json"
 FORMAT = "dolma-pipe dedup bloom keys 1"
@@ -178,25 +179,26 @@ class FilterState:
     def identity(self) -> dict[str, Any]:
         return {"file": self.path, "initial_checksum": self.initial, "kind": key_kind(self.config)}
 
-    def load_initial(self) -> BloomFilter:
+    def load_initial(self) -> BloomSetter:
+        """The filter the run starts from, ready for test-and-set (a new one when there is none)."""
         bf = self.config.bloom_filter
         assert bf is not None
+        bits, hashes = shape(bf)
         if self.initial is None:
-            bits, hashes = shape(bf)
-            return BloomFilter(num_bits=bits, num_hashes=hashes, seed=DEFAULT_SEED)
+            return BloomSetter(None, bits, hashes, DEFAULT_SEED)
         kept = self.layout.single("bloom/initial.bloom")
         if self.current == self.initial:
             # Keep the starting filter: publishing replaces the file, and a redo starts from here.
             if not storage.exists(kept):
                 with storage.open_read(self.path) as src, storage.open_write_atomic(kept) as dst:
                     shutil.copyfileobj(src, dst, 1 << 20)
-            return BloomFilter.load(self.local)
+            return BloomSetter(local_copy(self.path), bits, hashes, DEFAULT_SEED)
         if not storage.exists(kept):
             raise ConfigError(
                 f"bloom_filter.file {self.path}: the filter this run started from is gone ({kept} was removed); "
                 "delete the work directory to start over from the current filter"
             )
-        return BloomFilter.load(local_copy(kept))
+        return BloomSetter(local_copy(kept), bits, hashes, DEFAULT_SEED)
 
 
 def _published(layout: Layout) -> dict[str, Any] | None:
@@ -211,39 +213,26 @@ def run_bloom(config: DedupConfig, layout: Layout, state: FilterState, task: Tas
     from .exact import removed_documents
 
     kind, size = ("docs", DOC) if config.dedupe.documents is not None else ("paras", PARA)
-    filt = state.load_initial()
+    setter = state.load_initial()
     inserted = dups_total = 0
     for f in ctx.inputs:
-        recs = read_slice(layout.scan(f.rel, kind), 0)
-        removed = set(removed_documents(layout, f.rel)) if skip_removed else set()
-        keys: list[bytes] = []
-        where: list[int] = []
-        for off in range(0, len(recs), size):
-            doc = int.from_bytes(recs[off + 16 : off + 20], "little")
-            if doc in removed:
-                continue
-            keys.append(recs[off : off + 16])
-            where.append(off)
-        present = filt.insert_many(keys)
-        out = bytearray()
-        for off, seen in zip(where, present):
-            if seen:
-                out += recs[off + 16 : off + 20]
-                out += recs[off + 20 : off + 24] if size == PARA else WHOLE_DOCUMENT.to_bytes(4, "little")
-        storage.write_bytes(layout.per_file("bloom", f.rel), bucketed_single(bytes(out), DUP))
-        inserted += len(keys)
-        dups_total += len(out) // DUP
+        records = read_slice(layout.scan(f.rel, kind), 0)
+        skip = removed_documents(layout, f.rel) if skip_removed else []
+        dups, keys = setter.insert(records, size, skip)
+        storage.write_bytes(layout.per_file("bloom", f.rel), bucketed_single(dups, DUP))
+        inserted += keys
+        dups_total += len(dups) // DUP
     final = layout.single("bloom/filter.bloom")
     if storage.is_remote(final):
         with tempfile.TemporaryDirectory() as tmp:
             local = os.path.join(tmp, "filter.bloom")
-            filt.save(local)
+            setter.save(local)
             with open(local, "rb") as src, storage.open_write_atomic(final) as dst:
                 shutil.copyfileobj(src, dst, 1 << 20)
     else:
-        filt.save(storage.local_path(final))
-    fp = filt.current_fp_rate()
-    filt.close()
+        os.makedirs(os.path.dirname(storage.local_path(final)), exist_ok=True)
+        setter.save(storage.local_path(final))
+    fp = setter.current_fp_rate()
     return TaskOutput(
         counts={"bloom_keys": inserted, "bloom_duplicates": dups_total},
         data={"keys": inserted, "duplicates": dups_total, "fp_rate": fp},

@@ -11,11 +11,13 @@
 //! - `scan`: one input file's pass: per document its key, paragraph and MinHash records, and
 //!   decontamination hits;
 //! - `kernels`: the per-bucket steps (first occurrence in the global order, band buckets to
-//!   candidate pairs, verification, clustering).
+//!   candidate pairs, verification, clustering);
+//! - `render`: one file's attribute rows as JSON lines.
 pub mod digest;
 pub mod jsonline;
 pub mod kernels;
 pub mod keypath;
 pub mod paragraph;
 pub mod records;
+pub mod render;
 pub mod scan;

@@ -3,17 +3,22 @@
 //! happens without the GIL; records cross the boundary as `bytes` in the formats of
 //! `crate::dedup::records`.
 use super::minhash::shingler;
+use crate::bloom::params::{false_positive_rate, Params};
+use crate::bloom::{Bloom, BloomError};
 use crate::dedup::kernels::{self, Verify};
 use crate::dedup::keypath::{KeyPath, KeyValue, Step};
+use crate::dedup::records::{self, u32_at};
+use crate::dedup::render::{render, RenderSpec};
 use crate::dedup::scan::{
     DecontamMode, DecontamSet, DocSpec, Fallback, Filters, MinhashSpec, NgramSpec, ParaSpec, ScanSpec, Scanner,
 };
 use crate::minhash::cluster::U64Map;
 use crate::minhash::shingle::Scratch;
 use crate::minhash::Permutations;
-use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::exceptions::{PyOSError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyString};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 fn value_error(e: String) -> PyErr {
@@ -336,6 +341,129 @@ impl PyDedupScanner {
     }
 }
 
+/// Bloom mode's test-and-set in the global order: a filter (loaded, or new with the given
+/// shape) into which each file's key records are inserted in order; the records whose key was
+/// (probably) present already come back as DUP records.
+#[pyclass(module = "dolma_pipe._rust", name = "BloomSetter")]
+struct PyBloomSetter {
+    inner: Bloom,
+}
+
+fn bloom_error(e: BloomError) -> PyErr {
+    match e {
+        BloomError::Io { .. } => PyOSError::new_err(e.to_string()),
+        _ => PyValueError::new_err(e.to_string()),
+    }
+}
+
+#[pymethods]
+impl PyBloomSetter {
+    /// `path`: an existing filter file (verified); None: a new filter of `num_bits` and `num_hashes`.
+    #[new]
+    #[pyo3(signature = (path, num_bits, num_hashes, seed))]
+    fn new(py: Python<'_>, path: Option<PathBuf>, num_bits: u64, num_hashes: u32, seed: u64) -> PyResult<Self> {
+        let inner = py
+            .detach(|| match &path {
+                Some(p) => Bloom::load(p, true),
+                None => Params::explicit(num_bits, num_hashes).and_then(|params| Bloom::new(params, seed)),
+            })
+            .map_err(bloom_error)?;
+        Ok(PyBloomSetter { inner })
+    }
+
+    /// Inserts the key (first 16 bytes) of each record of one file, in order, skipping the records
+    /// of `skip` documents; returns (DUP records of the keys found present, keys inserted).
+    fn insert<'py>(
+        &self,
+        py: Python<'py>,
+        records: &[u8],
+        record_size: usize,
+        skip: Vec<u32>,
+    ) -> PyResult<(Bound<'py, PyBytes>, u64)> {
+        if record_size != records::DOC && record_size != records::PARA {
+            return Err(PyValueError::new_err(format!("unknown record size {record_size}")));
+        }
+        records::check_records(records, record_size, "key records").map_err(value_error)?;
+        let bloom = &self.inner;
+        let (out, inserted) = py
+            .detach(|| -> Result<(Vec<u8>, u64), BloomError> {
+                let mut skip = skip;
+                skip.sort_unstable();
+                let kept: Vec<&[u8]> = records
+                    .chunks_exact(record_size)
+                    .filter(|rec| skip.is_empty() || skip.binary_search(&u32_at(rec, 16)).is_err())
+                    .collect();
+                // One batch: keys hashed and their bits prefetched ahead of the inserts.
+                let keys: Vec<&[u8]> = kept.iter().map(|rec| &rec[..16]).collect();
+                let mut present = Vec::with_capacity(keys.len());
+                bloom.insert_batch(&keys, &mut present)?;
+                let mut out = Vec::new();
+                for (rec, seen) in kept.iter().zip(present) {
+                    if seen {
+                        out.extend_from_slice(&rec[16..20]);
+                        if record_size == records::PARA {
+                            out.extend_from_slice(&rec[20..24]);
+                        } else {
+                            out.extend_from_slice(&records::WHOLE_DOCUMENT.to_le_bytes());
+                        }
+                    }
+                }
+                Ok((out, kept.len() as u64))
+            })
+            .map_err(bloom_error)?;
+        Ok((PyBytes::new(py, &out), inserted))
+    }
+
+    /// Saves the filter (sealed, with its checksum) at `path`, atomically.
+    fn save(&self, py: Python<'_>, path: PathBuf) -> PyResult<()> {
+        py.detach(|| self.inner.save(&path)).map_err(bloom_error)
+    }
+
+    /// The expected false-positive rate at the current number of distinct keys.
+    fn current_fp_rate(&self) -> f64 {
+        let p = self.inner.params();
+        false_positive_rate(p.num_bits, p.num_hashes, self.inner.count())
+    }
+
+    #[getter]
+    fn num_bits(&self) -> u64 {
+        self.inner.params().num_bits
+    }
+
+    #[getter]
+    fn num_hashes(&self) -> u32 {
+        self.inner.params().num_hashes
+    }
+}
+
+/// One file's attribute rows as JSON lines: (bytes, {documents, paragraphs, near_duplicates,
+/// contaminated}: marks written).
+#[pyfunction]
+#[pyo3(signature = (meta, *, documents=None, paragraphs=None, by_ngram=false, threshold=1.0, minhash=None, decontamination=None, doc_dups=Vec::new(), para_dups=Vec::new(), members=Vec::new()))]
+#[allow(clippy::too_many_arguments)]
+fn render_attributes<'py>(
+    py: Python<'py>,
+    meta: &[u8],
+    documents: Option<String>,
+    paragraphs: Option<String>,
+    by_ngram: bool,
+    threshold: f64,
+    minhash: Option<String>,
+    decontamination: Option<String>,
+    doc_dups: Vec<u8>,
+    para_dups: Vec<u8>,
+    members: Vec<u8>,
+) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyDict>)> {
+    let spec = RenderSpec { documents, paragraphs, by_ngram, threshold, minhash, decontamination };
+    let (out, marked) = py.detach(|| render(meta, &spec, &doc_dups, &para_dups, &members)).map_err(value_error)?;
+    let d = PyDict::new(py);
+    d.set_item("documents", marked.documents)?;
+    d.set_item("paragraphs", marked.paragraphs)?;
+    d.set_item("near_duplicates", marked.near_duplicates)?;
+    d.set_item("contaminated", marked.contaminated)?;
+    Ok((PyBytes::new(py, &out), d))
+}
+
 fn borrow_slices(slices: &[(u32, Vec<u8>)]) -> Vec<(u32, &[u8])> {
     slices.iter().map(|(f, b)| (*f, b.as_slice())).collect()
 }
@@ -445,10 +573,12 @@ pub(super) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyDedupScanner>()?;
     m.add_class::<PyDecontamSet>()?;
     m.add_class::<PyDecontamBuilder>()?;
+    m.add_class::<PyBloomSetter>()?;
     m.add_function(wrap_pyfunction!(key_path_steps, m)?)?;
     m.add_function(wrap_pyfunction!(first_occurrence, m)?)?;
     m.add_function(wrap_pyfunction!(band_candidates, m)?)?;
     m.add_function(wrap_pyfunction!(verify_pairs, m)?)?;
     m.add_function(wrap_pyfunction!(cluster_pairs, m)?)?;
+    m.add_function(wrap_pyfunction!(render_attributes, m)?)?;
     Ok(())
 }
