@@ -343,6 +343,7 @@ class ScanPlan:
 
 class _ScanCounts(TypedDict):
     lines: int
+    blank_lines: int
     documents: int
     python_lines: int
     document_keys: int
@@ -387,8 +388,9 @@ def first_occurrence(
 ) -> tuple[bytes, int]: ...
 def band_candidates(slices: list[tuple[int, bytes]], files: int, max_group: int) -> tuple[bytes, int]: ...
 def verify_pairs(
-    pairs: list[bytes], hi_file: int, nodes: list[int], values: list[bytes], mode: str, threshold: float
-) -> tuple[bytes, int, int]: ...
+    groups: list[tuple[int, list[bytes]]], nodes: list[int], values: list[bytes], mode: str, threshold: float
+) -> list[tuple[bytes, int, int]]:
+    """Per later file (its index, its PAIR buffers): (VERIFIED records, distinct pairs, kept)."""
 def cluster_pairs(slices: list[tuple[int, bytes]], record_size: int, files: int) -> tuple[bytes, bytes]: ...
 
 class BloomSetter:

@@ -41,15 +41,18 @@ def run_bands(layout: Layout, task: Task, ctx: RunContext, max_group: int) -> Ta
     return TaskOutput(counts={"candidate_pairs": pairs}, data={"band_records": sum(len(s) for _, s in slices) // BAND})
 
 
-def run_verify(layout: Layout, i: int, rel: str, ctx: RunContext, buckets: int, m: MinhashSection) -> TaskOutput:
-    """Verifies the candidate pairs whose later document is in file ``i``."""
-    pairs = [read_slice(layout.bucket("pairs", b), i) for b in range(buckets)]
+def run_verify(layout: Layout, files: list[int], ctx: RunContext, buckets: int, m: MinhashSection) -> TaskOutput:
+    """Verifies the candidate pairs whose later document is in one of ``files`` (a group task):
+    every file's sets or signatures needed by the group are read once, then each file's pairs are
+    checked."""
+    pairs = {i: [read_slice(layout.bucket("pairs", b), i) for b in range(buckets)] for i in files}
     wanted: dict[int, set[int]] = defaultdict(set)
-    for buf in pairs:
-        recs = u32_records(buf)
-        for k in range(0, len(recs), 3):
-            wanted[recs[k]].add(recs[k + 1])
-            wanted[i].add(recs[k + 2])
+    for i, bufs in pairs.items():
+        for buf in bufs:
+            recs = u32_records(buf)
+            for k in range(0, len(recs), 3):
+                wanted[recs[k]].add(recs[k + 1])
+                wanted[i].add(recs[k + 2])
     kind = "sets" if m.verify == "jaccard" else "sigs"
     reader = read_set_values if m.verify == "jaccard" else read_signatures
     nodes: list[int] = []
@@ -59,9 +62,13 @@ def run_verify(layout: Layout, i: int, rel: str, ctx: RunContext, buckets: int, 
         for doc, value in got.items():
             nodes.append((f << 32) | doc)
             values.append(value)
-    records, candidates, kept = verify_pairs(pairs, i, nodes, values, m.verify, m.threshold)
-    storage.write_bytes(layout.per_file("verified", rel), bucketed_single(records, VERIFIED))
-    return TaskOutput(counts={"verified_pairs": kept, "rejected_pairs": candidates - kept})
+    counts = {"verified_pairs": 0, "rejected_pairs": 0}
+    results = verify_pairs([(i, pairs[i]) for i in files], nodes, values, m.verify, m.threshold)
+    for i, (records, candidates, kept) in zip(files, results):
+        storage.write_bytes(layout.per_file("verified", ctx.inputs[i].rel), bucketed_single(records, VERIFIED))
+        counts["verified_pairs"] += kept
+        counts["rejected_pairs"] += candidates - kept
+    return TaskOutput(counts={k: v for k, v in counts.items() if v})
 
 
 def run_clusters(layout: Layout, root: str, task: Task, ctx: RunContext, buckets: int, verified: bool) -> TaskOutput:

@@ -28,7 +28,7 @@ from dolma_pipe.quarantine import Quarantine
 from dolma_pipe.stage import Task, TaskOutput
 
 from .config import DedupConfig, minhash_shape
-from .workfiles import DOC, DUP, PARA, WHOLE_DOCUMENT, Layout
+from .workfiles import DOC, DUP, PARA, WHOLE_DOCUMENT, Layout, parse_meta
 
 # Built once per worker process: a scan plan holds the decontamination set and the MinHash
 # permutations, both worth reusing across the files a worker scans.
@@ -240,6 +240,14 @@ def run_scan(
     counts = out["counts"]
     if counts["lines"] == 0 and not quarantine.has_file_error(task.path) and compression_of(task.path) != "parquet":
         quarantine.add(task.path, 0, "empty_file", f"{task.path}: file has no records", None)
+    if compression_of(task.path) != "parquet":
+        # What read_documents notes for the runner (Parquet files went through it already): blank
+        # lines, and every good document's id for the duplicate-id check.
+        if counts["blank_lines"]:
+            quarantine.notes["blank_lines"] += counts["blank_lines"]
+        if config.duplicate_ids != "ignore":
+            for doc_id in parse_meta(out["meta"]).ids():
+                quarantine.saw_document(doc_id)
     storage.write_bytes(layout.scan(task.rel, "meta"), out["meta"])
     for kind, name in (("documents", "docs"), ("paragraphs", "paras"), ("bands", "bands"), ("signatures", "sigs"), ("sets", "sets")):
         data = cast("dict[str, bytes | None]", out)[kind]  # the kernel's output, keyed by kind

@@ -255,7 +255,7 @@ class DedupStage(Stage[DedupConfig]):
     def _verify(self, task: Task, quarantine: Quarantine, ctx: RunContext) -> TaskOutput:
         m = self.config.minhash
         assert m is not None
-        return self._each_file(task, lambda i, rel: minhash.run_verify(self.layout, i, rel, ctx, task.params["buckets"], m))
+        return minhash.run_verify(self.layout, task.params["files"], ctx, task.params["buckets"], m)
 
     def _clusters(self, task: Task, quarantine: Quarantine, ctx: RunContext) -> TaskOutput:
         assert self.config.minhash is not None

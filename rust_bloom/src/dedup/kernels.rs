@@ -158,61 +158,66 @@ pub enum Verify {
     Signature,
 }
 
-/// The pairs of one later file (`PAIR` records, any order, repeats allowed) whose similarity
-/// reaches `threshold`, as sorted distinct `VERIFIED` records. `values` maps each document
-/// node to its shingle set or signature (u32 values).
+/// For each later file (`(hi file, PAIR record buffers)`: pairs in any order, repeats allowed),
+/// its pairs whose similarity reaches `threshold`, as sorted distinct `VERIFIED` records, with the
+/// number of distinct pairs and of kept ones. `values` maps each document node to its shingle
+/// values or signature (u32s); each document's values are decoded once for all files.
 pub fn verify_pairs(
-    pairs: &[&[u8]],
-    hi_file: u32,
+    groups: &[(u32, Vec<&[u8]>)],
     values: &U64Map<&[u8]>,
     mode: Verify,
     threshold: f64,
-) -> Result<(Vec<u8>, u64, u64), String> {
-    let mut all: Vec<(u64, u64)> = Vec::new();
-    for buf in pairs {
-        records::check_records(buf, records::PAIR, "pair records")?;
-        for rec in buf.chunks_exact(records::PAIR) {
-            all.push((node(u32_at(rec, 0), u32_at(rec, 4)), node(hi_file, u32_at(rec, 8))));
-        }
-    }
-    all.sort_unstable();
-    all.dedup();
+) -> Result<Vec<(Vec<u8>, u64, u64)>, String> {
     // Each document's values once: shingle values are stored as they came (unsorted, repeated)
     // and become a sorted set here; signatures stay in order.
     let mut decoded: U64Map<Vec<u32>> = U64Map::default();
-    for &(lo, hi) in &all {
-        for n in [lo, hi] {
-            if decoded.contains_key(&n) {
-                continue;
+    let mut results = Vec::with_capacity(groups.len());
+    for (hi_file, pairs) in groups {
+        let mut all: Vec<(u64, u64)> = Vec::new();
+        for buf in pairs {
+            records::check_records(buf, records::PAIR, "pair records")?;
+            for rec in buf.chunks_exact(records::PAIR) {
+                all.push((node(u32_at(rec, 0), u32_at(rec, 4)), node(*hi_file, u32_at(rec, 8))));
             }
-            let Some(raw) = values.get(&n) else {
-                return Err(format!("verify_pairs: no values for document {n:#x}"));
+        }
+        all.sort_unstable();
+        all.dedup();
+        for &(lo, hi) in &all {
+            for n in [lo, hi] {
+                if decoded.contains_key(&n) {
+                    continue;
+                }
+                let Some(raw) = values.get(&n) else {
+                    return Err(format!("verify_pairs: no values for document {n:#x}"));
+                };
+                let mut v: Vec<u32> =
+                    raw.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+                if mode == Verify::Jaccard {
+                    v.sort_unstable();
+                    v.dedup();
+                }
+                decoded.insert(n, v);
+            }
+        }
+        let mut out = Vec::new();
+        let mut kept = 0u64;
+        for &(lo, hi) in &all {
+            let (a, b) = (&decoded[&lo], &decoded[&hi]);
+            let sim = match mode {
+                Verify::Jaccard => jaccard_sorted(a, b),
+                Verify::Signature => signature_similarity(a, b),
             };
-            let mut v: Vec<u32> = raw.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
-            if mode == Verify::Jaccard {
-                v.sort_unstable();
-                v.dedup();
+            if sim >= threshold {
+                out.extend_from_slice(&((lo >> 32) as u32).to_le_bytes());
+                out.extend_from_slice(&(lo as u32).to_le_bytes());
+                out.extend_from_slice(&(hi as u32).to_le_bytes());
+                out.extend_from_slice(&(sim as f32).to_le_bytes());
+                kept += 1;
             }
-            decoded.insert(n, v);
         }
+        results.push((out, all.len() as u64, kept));
     }
-    let mut out = Vec::new();
-    let mut kept = 0u64;
-    for &(lo, hi) in &all {
-        let (a, b) = (&decoded[&lo], &decoded[&hi]);
-        let sim = match mode {
-            Verify::Jaccard => jaccard_sorted(a, b),
-            Verify::Signature => signature_similarity(a, b),
-        };
-        if sim >= threshold {
-            out.extend_from_slice(&((lo >> 32) as u32).to_le_bytes());
-            out.extend_from_slice(&(lo as u32).to_le_bytes());
-            out.extend_from_slice(&(hi as u32).to_le_bytes());
-            out.extend_from_slice(&(sim as f32).to_le_bytes());
-            kept += 1;
-        }
-    }
-    Ok((out, all.len() as u64, kept))
+    Ok(results)
 }
 
 /// One clustered document for the clusters file.
@@ -352,18 +357,21 @@ mod tests {
         let mut values: U64Map<&[u8]> = U64Map::default();
         values.insert(node(0, 0), &a);
         values.insert(node(0, 1), &b);
-        let (out, n, kept) = verify_pairs(&[&pair, &pair], 0, &values, Verify::Jaccard, 0.61).unwrap();
+        let one = |pairs: Vec<&[u8]>, values: &U64Map<&[u8]>, mode, t| {
+            verify_pairs(&[(0, pairs)], values, mode, t).map(|mut r| r.remove(0))
+        };
+        let (out, n, kept) = one(vec![&pair, &pair], &values, Verify::Jaccard, 0.61).unwrap();
         assert_eq!((n, kept), (1, 0), "J = 3/5");
         assert!(out.is_empty());
-        let (out, _, kept) = verify_pairs(&[&pair], 0, &values, Verify::Jaccard, 0.6).unwrap();
+        let (out, _, kept) = one(vec![&pair], &values, Verify::Jaccard, 0.6).unwrap();
         assert_eq!(kept, 1, "the stored values are made a set first (order and repeats do not count)");
         assert_eq!(f32_at(&out, 12), 0.6);
         let sig: Vec<u8> = [1u32, 0, 3, 4].iter().flat_map(|x| x.to_le_bytes()).collect();
         values.insert(node(0, 1), &sig);
-        let (out, _, kept) = verify_pairs(&[&pair], 0, &values, Verify::Signature, 0.75).unwrap();
+        let (out, _, kept) = one(vec![&pair], &values, Verify::Signature, 0.75).unwrap();
         assert_eq!(kept, 1);
         assert_eq!(f32_at(&out, 12), 0.75);
         values.remove(&node(0, 1));
-        assert!(verify_pairs(&[&pair], 0, &values, Verify::Jaccard, 0.5).is_err());
+        assert!(one(vec![&pair], &values, Verify::Jaccard, 0.5).is_err());
     }
 }

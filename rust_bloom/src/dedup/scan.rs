@@ -249,6 +249,7 @@ pub struct ScanSpec {
 #[derive(Debug, Clone, Default)]
 pub struct Counts {
     pub lines: u64,
+    pub blank_lines: u64,
     pub documents: u64,
     pub python_lines: u64,
     pub document_keys: u64,
@@ -375,6 +376,7 @@ impl Scanner {
     fn take_line(&mut self, raw: &[u8]) -> Option<Fallback> {
         self.line += 1;
         if is_blank_line(raw) {
+            self.counts.blank_lines += 1;
             return None;
         }
         self.counts.lines += 1;

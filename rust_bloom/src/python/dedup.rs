@@ -322,6 +322,7 @@ impl PyDedupScanner {
         let counts = PyDict::new(py);
         for (k, v) in [
             ("lines", c.lines),
+            ("blank_lines", c.blank_lines),
             ("documents", c.documents),
             ("python_lines", c.python_lines),
             ("document_keys", c.document_keys),
@@ -509,17 +510,17 @@ fn band_candidates<'py>(
     Ok((PyBytes::new(py, &bytes), n))
 }
 
-/// VERIFIED records of one later file's pairs; returns (records, distinct pairs, kept).
+/// VERIFIED records of the pairs of each later file `(hi file, [PAIR buffers])`; returns per
+/// file (records, distinct pairs, kept). `values[i]` holds the u32 values of document `nodes[i]`.
 #[pyfunction]
 fn verify_pairs<'py>(
     py: Python<'py>,
-    pairs: Vec<Vec<u8>>,
-    hi_file: u32,
+    groups: Vec<(u32, Vec<Bound<'py, PyBytes>>)>,
     nodes: Vec<u64>,
-    values: Vec<Vec<u8>>,
+    values: Vec<Bound<'py, PyBytes>>,
     mode: &str,
     threshold: f64,
-) -> PyResult<(Bound<'py, PyBytes>, u64, u64)> {
+) -> PyResult<Vec<(Bound<'py, PyBytes>, u64, u64)>> {
     let mode = match mode {
         "jaccard" => Verify::Jaccard,
         "signature" => Verify::Signature,
@@ -528,17 +529,20 @@ fn verify_pairs<'py>(
     if nodes.len() != values.len() {
         return Err(PyValueError::new_err("nodes and values differ in length"));
     }
-    let (bytes, n, kept) = py
+    // Borrowed, not copied: the bytes objects stay alive (and immutable) through the call.
+    let value_slices: Vec<&[u8]> = values.iter().map(|b| b.as_bytes()).collect();
+    let group_slices: Vec<(u32, Vec<&[u8]>)> =
+        groups.iter().map(|(f, bufs)| (*f, bufs.iter().map(|b| b.as_bytes()).collect())).collect();
+    let results = py
         .detach(|| {
             let mut map: U64Map<&[u8]> = U64Map::default();
-            for (n, v) in nodes.iter().zip(&values) {
-                map.insert(*n, v.as_slice());
+            for (n, v) in nodes.iter().zip(&value_slices) {
+                map.insert(*n, v);
             }
-            let p: Vec<&[u8]> = pairs.iter().map(|b| b.as_slice()).collect();
-            kernels::verify_pairs(&p, hi_file, &map, mode, threshold)
+            kernels::verify_pairs(&group_slices, &map, mode, threshold)
         })
         .map_err(value_error)?;
-    Ok((PyBytes::new(py, &bytes), n, kept))
+    Ok(results.into_iter().map(|(b, n, k)| (PyBytes::new(py, &b), n, k)).collect())
 }
 
 /// Clusters of pairs: (MEMBER records bucketed by file, members as 24-byte records of node u64,

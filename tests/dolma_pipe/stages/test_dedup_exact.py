@@ -314,3 +314,12 @@ def test_documents_and_outputs_on_s3(corpus, reference, s3_bucket):
         if not name.startswith(("_", "part-")) or name.startswith(("_done", "_work", "_errors")):
             continue
         assert storage.read_bytes(f"{out}/dd/{name}") == data, name
+
+
+def test_blank_lines_and_duplicate_ids_are_noted_as_in_every_stage(tmp_path):
+    (tmp_path / "documents").mkdir()
+    (tmp_path / "documents" / "a.jsonl").write_text('{"id": "x", "text": "one"}\n\n{"id": "x", "text": "two"}\n')
+    (tmp_path / "documents" / "b.jsonl").write_text('{"id": "x", "text": "three"}\n')
+    summary = run(config(f"{tmp_path}/documents/*"))
+    warnings = summary.manifest.phase("scan").warnings()
+    assert warnings["blank_lines"] == 1 and warnings["duplicate_ids"] == 2
