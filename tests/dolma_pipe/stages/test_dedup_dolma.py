@@ -13,7 +13,7 @@ import pytest
 
 from dolma_pipe.documents import write_documents
 from tests.dolma_pipe.stages.dedup_support import attribute_rows, config, outputs, planted_corpus, run, stand_in_mix
-from tests.helpers import run_cli
+from tests.helpers import run_cli, sample_rows
 
 DATA = Path(__file__).parent / "data" / "dolma_dedupe"
 CONFIGS = {"dedupe-by-url": "dedupe_by_url", "dedupe-paragraphs": "dedupe_paragraphs", "dedupe-paragraph-ngrams": "dedupe_paragraph_ngrams"}
@@ -61,6 +61,22 @@ def test_dolmas_configs_run_unchanged_and_match_dolma(dolma_tree, name):
     assert differences == 1
     sidecar = json.loads(Path(json.load(open(f"tests/config/{name}.json"))["bloom_filter"]["file"] + ".dedup.json").read_text())
     assert sidecar["kind"]["keys"] == ("documents" if name == "dedupe-by-url" else "paragraphs")
+
+
+def test_dolmas_document_dir_configs(dolma_tree):
+    """filepath-good: documents under pathnotd0cumentz/ (dedupe.document_dir) get their attributes
+    beside them, the n-gram config's; filepath-bad: the same path without document_dir is refused."""
+    provided = dolma_tree / "tests/data/provided/deduper"
+    (provided / "pathnotd0cumentz").mkdir()
+    shutil.copy(provided / "documents/000.json.gz", provided / "pathnotd0cumentz/000.json.gz")
+    shutil.rmtree(provided / "documents")
+    proc = run_cli("dedup", "-c", "tests/config/filepath-good.json")
+    assert proc.returncode == 0, proc.stderr
+    got = _rows(provided / "attributes/dedupe_paragraph_ngrams/000.json.gz")
+    expected = _rows(DATA / "expected_dolma_1.2.1" / "dedupe-paragraph-ngrams.json.gz")
+    assert [r["id"] for r in got] == [r["id"] for r in expected]
+    proc = run_cli("dedup", "-c", "tests/config/filepath-bad.json")
+    assert proc.returncode != 0 and "no 'documents/' component" in proc.stderr and "Traceback" not in proc.stderr
 
 
 @pytest.fixture(scope="module")
@@ -183,3 +199,47 @@ def test_wrong_corrupt_and_stale_filters_are_refused(corpus, tmp_path):
     missing = json.loads(json.dumps(cfg))
     missing["bloom_filter"] = {"file": str(tmp_path / "nope.bloom"), "read_only": True}
     assert "does not exist" in _filter_error(missing, tmp_path)
+
+
+@pytest.mark.parametrize("mode", ["exact", "bloom"])
+def test_paragraphs_of_near_duplicates_removed_whole_do_not_count(tmp_path, mode):
+    """A near-duplicate removed by MinHash does not hold the first copy of a paragraph: the next
+    surviving document does, so the paragraph survives the mix."""
+    rows = [r for r in sample_rows("linux-doc/*") if len(r["text"].split()) > 300][:3]
+    a = rows[0]["text"]
+    b = a.replace(" the ", " a ", 3)  # a near copy of a
+    shared = "This exact paragraph appears in the near copy and in a later document, nowhere else."
+    docs = [
+        {"id": "a", "text": a},
+        {"id": "b", "text": b + "\n" + shared},
+        {"id": "c", "text": rows[1]["text"] + "\n" + shared},
+    ]
+    write_documents(str(tmp_path / "documents" / "d.jsonl"), docs)
+    cfg = config(f"{tmp_path}/documents/*", minhash={"threshold": 0.8})
+    cfg["dedupe"] = {"name": "dd", "paragraphs": {"attribute_name": "dup_paras"}, "skip_empty": True}
+    if mode == "bloom":
+        cfg["bloom_filter"] = {"file": str(tmp_path / "f.bloom"), "estimated_doc_count": 10_000, "desired_false_positive_rate": 1e-9}
+    summary = run(cfg)
+    assert "removed" in [p.name for p in summary.manifest.phases]
+    got = attribute_rows(tmp_path)
+    assert got[(0, 1)][1]["minhash_duplicate"] and not got[(0, 0)][1].get("minhash_duplicate")
+    c_text = docs[2]["text"]
+    assert all(c_text[s:e].rstrip("\n") != shared for s, e, _ in got[(0, 2)][1]["dup_paras"]), "c holds the first surviving copy"
+    kept = stand_in_mix(got, ["minhash_duplicate"], ["dup_paras"])
+    assert sum(t.count(shared) for t in kept.values()) == 1
+
+
+@pytest.mark.slow
+def test_killed_in_the_bloom_phase_resumes_from_the_starting_filter(corpus, tmp_path):
+    from tests.dolma_pipe.stages.dedup_support import kill_in_phase
+
+    root, _ = corpus
+    ref = tmp_path / "ref"
+    run(_bloom(root, ref, "paragraphs", processes=1))
+    expected = outputs(ref / "paragraphs") | {"filter": (ref / "paragraphs.bloom").read_bytes()}
+    out = tmp_path / "out"
+    cfg = _bloom(root, out, "paragraphs", processes=2)
+    kill_in_phase(cfg, out / "paragraphs", "bloom")
+    assert not (out / "paragraphs.bloom").exists(), "nothing published before the phase ends"
+    run(cfg)
+    assert outputs(out / "paragraphs") | {"filter": (out / "paragraphs.bloom").read_bytes()} == expected
