@@ -20,7 +20,7 @@ from __future__ import annotations
 import struct
 
 from dolma_pipe import storage
-from dolma_pipe._rust import first_occurrence
+from dolma_pipe._rust import FirstOccurrence
 from dolma_pipe.stage import RunContext, Task, TaskOutput
 
 from .workfiles import DOC, MEMBER, PARA, Layout, read_slice, u32_records
@@ -33,13 +33,20 @@ def bucket_tasks(buckets: int) -> list[Task]:
     return [Task(key=f"bucket-{b:05d}", params={"bucket": b}) for b in range(buckets)]
 
 
+def _first_occurrences(layout: Layout, phase: str, kind: str, size: int, b: int, ctx: RunContext, skip_removed: bool) -> TaskOutput:
+    """One hash range's first occurrences, the files read one at a time in the global order
+    (memory holds the range's distinct keys, not its records)."""
+    fo = FirstOccurrence(size, len(ctx.inputs))
+    for i, f in enumerate(ctx.inputs):
+        fo.add(i, read_slice(layout.scan(f.rel, kind), b), removed_documents(layout, f.rel) if skip_removed else [])
+    out, dups, records, keys = fo.finish()
+    storage.write_bytes(layout.bucket(phase, b), out)
+    name = "duplicate_documents" if phase == "documents" else "duplicate_paragraph_keys"
+    return TaskOutput(counts={name: dups}, data={"records": records, "keys": keys, "duplicates": dups})
+
+
 def run_documents(layout: Layout, task: Task, ctx: RunContext) -> TaskOutput:
-    b = task.params["bucket"]
-    slices = [(i, read_slice(layout.scan(f.rel, "docs"), b)) for i, f in enumerate(ctx.inputs)]
-    out, dups = first_occurrence(slices, DOC, len(ctx.inputs))
-    storage.write_bytes(layout.bucket("documents", b), out)
-    keys = sum(len(s) for _, s in slices) // DOC
-    return TaskOutput(counts={"duplicate_documents": dups}, data={"keys": keys, "duplicates": dups})
+    return _first_occurrences(layout, "documents", "docs", DOC, task.params["bucket"], ctx, False)
 
 
 def documents_removed_by(layout: Layout, file_index: int, buckets: int) -> set[int]:
@@ -76,13 +83,7 @@ def removed_documents(layout: Layout, rel: str) -> list[int]:
 
 
 def run_paragraphs(layout: Layout, task: Task, ctx: RunContext, skip_removed: bool) -> TaskOutput:
-    b = task.params["bucket"]
-    slices = [(i, read_slice(layout.scan(f.rel, "paras"), b)) for i, f in enumerate(ctx.inputs)]
-    removed = [(i, removed_documents(layout, f.rel)) for i, f in enumerate(ctx.inputs)] if skip_removed else []
-    out, dups = first_occurrence(slices, PARA, len(ctx.inputs), [r for r in removed if r[1]])
-    storage.write_bytes(layout.bucket("paragraphs", b), out)
-    keys = sum(len(s) for _, s in slices) // PARA
-    return TaskOutput(counts={"duplicate_paragraph_keys": dups}, data={"keys": keys, "duplicates": dups})
+    return _first_occurrences(layout, "paragraphs", "paras", PARA, task.params["bucket"], ctx, skip_removed)
 
 
 def dup_records(layout: Layout, phase: str, file_index: int, buckets: int) -> bytes:

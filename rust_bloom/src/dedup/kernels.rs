@@ -46,6 +46,69 @@ pub type Slice<'a> = (u32, &'a [u8]);
 /// Documents to leave out of a first-occurrence pass: (file index, sorted document indices).
 pub type Removed<'a> = (u32, &'a [u32]);
 
+/// First occurrences in the global order, fed one file at a time (in file order): memory holds
+/// the distinct keys seen, not the records (a key repeated a million times costs one entry).
+pub struct FirstSeen {
+    record_size: usize,
+    files: usize,
+    seen: HashSet<u128, BuildHasherDefault<DigestHasher>>,
+    out: Bucketed,
+    last_file: Option<u32>,
+    dups: u64,
+    records: u64,
+}
+
+impl FirstSeen {
+    pub fn new(record_size: usize, files: usize) -> Result<FirstSeen, String> {
+        if record_size != records::DOC && record_size != records::PARA {
+            return Err(format!("first_occurrence: unknown record size {record_size}"));
+        }
+        Ok(FirstSeen {
+            record_size,
+            files,
+            seen: HashSet::default(),
+            out: Bucketed::new(records::DUP, files),
+            last_file: None,
+            dups: 0,
+            records: 0,
+        })
+    }
+
+    /// The records of file `file` (files in increasing order), leaving out the documents in
+    /// `removed` (sorted): a removed document's key is neither a first occurrence nor a duplicate.
+    pub fn add(&mut self, file: u32, buf: &[u8], removed: &[u32]) -> Result<(), String> {
+        records::check_records(buf, self.record_size, "key records")?;
+        if file as usize >= self.files {
+            return Err(format!("first_occurrence: file index {file} out of range"));
+        }
+        if self.last_file.is_some_and(|last| file <= last) {
+            return Err("first_occurrence: files must come in increasing order, each once".into());
+        }
+        self.last_file = Some(file);
+        for rec in buf.chunks_exact(self.record_size) {
+            let doc = u32_at(rec, 16);
+            if !removed.is_empty() && removed.binary_search(&doc).is_ok() {
+                continue;
+            }
+            self.records += 1;
+            if !self.seen.insert(u128_at(rec, 0)) {
+                let para = if self.record_size == records::PARA { u32_at(rec, 20) } else { WHOLE_DOCUMENT };
+                let mut dup = [0u8; records::DUP];
+                dup[..4].copy_from_slice(&doc.to_le_bytes());
+                dup[4..].copy_from_slice(&para.to_le_bytes());
+                self.out.push(file as usize, &dup);
+                self.dups += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// (DUP records bucketed by file, duplicates, records considered, distinct keys).
+    pub fn finish(self) -> (Bucketed, u64, u64, u64) {
+        (self.out, self.dups, self.records, self.seen.len() as u64)
+    }
+}
+
 /// DUP records (bucketed by file) of every key record whose key occurred before it in the
 /// global order. `record_size` is `records::DOC` or `records::PARA`. Records of documents in
 /// `removed` take no part: a removed document's paragraph is neither a first occurrence nor a
@@ -56,42 +119,15 @@ pub fn first_occurrence(
     files: usize,
     removed: &[Removed],
 ) -> Result<(Bucketed, u64), String> {
-    if record_size != records::DOC && record_size != records::PARA {
-        return Err(format!("first_occurrence: unknown record size {record_size}"));
-    }
     let mut order: Vec<usize> = (0..slices.len()).collect();
     order.sort_by_key(|&i| slices[i].0);
-    if order.windows(2).any(|w| slices[w[0]].0 == slices[w[1]].0) {
-        return Err("first_occurrence: a file is given twice".into());
-    }
-    let removed_of = |file: u32| removed.iter().find(|r| r.0 == file).map(|r| r.1);
-    let total: usize = slices.iter().map(|s| s.1.len() / record_size).sum();
-    let mut seen: HashSet<u128, BuildHasherDefault<DigestHasher>> =
-        HashSet::with_capacity_and_hasher(total, Default::default());
-    let mut out = Bucketed::new(records::DUP, files);
-    let mut dups = 0u64;
+    let mut fs = FirstSeen::new(record_size, files)?;
     for i in order {
         let (file, buf) = slices[i];
-        records::check_records(buf, record_size, "key records")?;
-        if file as usize >= files {
-            return Err(format!("first_occurrence: file index {file} out of range"));
-        }
-        let skip = removed_of(file);
-        for rec in buf.chunks_exact(record_size) {
-            let doc = u32_at(rec, 16);
-            if skip.is_some_and(|s| s.binary_search(&doc).is_ok()) {
-                continue;
-            }
-            if !seen.insert(u128_at(rec, 0)) {
-                let para = if record_size == records::PARA { u32_at(rec, 20) } else { WHOLE_DOCUMENT };
-                let mut dup = [0u8; records::DUP];
-                dup[..4].copy_from_slice(&doc.to_le_bytes());
-                dup[4..].copy_from_slice(&para.to_le_bytes());
-                out.push(file as usize, &dup);
-                dups += 1;
-            }
-        }
+        let skip = removed.iter().find(|r| r.0 == file).map_or(&[][..], |r| r.1);
+        fs.add(file, buf, skip)?;
     }
+    let (out, dups, _, _) = fs.finish();
     Ok((out, dups))
 }
 

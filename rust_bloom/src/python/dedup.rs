@@ -465,47 +465,56 @@ fn render_attributes<'py>(
     Ok((PyBytes::new(py, &out), d))
 }
 
-fn borrow_slices(slices: &[(u32, Vec<u8>)]) -> Vec<(u32, &[u8])> {
-    slices.iter().map(|(f, b)| (*f, b.as_slice())).collect()
+/// The records of (file, bytes) slices, borrowed from the bytes objects (which stay alive and
+/// immutable through the call): no copy of what can be hundreds of megabytes.
+fn borrow_slices<'a>(slices: &'a [(u32, Bound<'_, PyBytes>)]) -> Vec<(u32, &'a [u8])> {
+    slices.iter().map(|(f, b)| (*f, b.as_bytes())).collect()
 }
 
-/// DUP records (bucketed by file) of the key records seen earlier in the global order.
-#[pyfunction]
-#[pyo3(signature = (slices, record_size, files, removed=Vec::new()))]
-fn first_occurrence<'py>(
-    py: Python<'py>,
-    slices: Vec<(u32, Vec<u8>)>,
-    record_size: usize,
-    files: usize,
-    removed: Vec<(u32, Vec<u32>)>,
-) -> PyResult<(Bound<'py, PyBytes>, u64)> {
-    let (bytes, n) = py
-        .detach(|| {
-            let s = borrow_slices(&slices);
+/// First occurrences of one hash range's keys, fed file by file in the global order.
+#[pyclass(module = "dolma_pipe._rust", name = "FirstOccurrence")]
+struct PyFirstOccurrence {
+    inner: Option<kernels::FirstSeen>,
+}
+
+#[pymethods]
+impl PyFirstOccurrence {
+    #[new]
+    fn new(record_size: usize, files: usize) -> PyResult<Self> {
+        Ok(PyFirstOccurrence { inner: Some(kernels::FirstSeen::new(record_size, files).map_err(value_error)?) })
+    }
+
+    /// One file's key records (files in increasing order), without the documents in `removed`.
+    #[pyo3(signature = (file, records, removed=Vec::new()))]
+    fn add(&mut self, py: Python<'_>, file: u32, records: &[u8], removed: Vec<u32>) -> PyResult<()> {
+        let inner = self.inner.as_mut().ok_or_else(|| PyRuntimeError::new_err("finished"))?;
+        py.detach(|| {
             let mut removed = removed;
-            for r in removed.iter_mut() {
-                r.1.sort_unstable();
-            }
-            let r: Vec<(u32, &[u32])> = removed.iter().map(|(f, v)| (*f, v.as_slice())).collect();
-            kernels::first_occurrence(&s, record_size, files, &r).map(|(b, n)| (b.to_bytes(), n))
+            removed.sort_unstable();
+            inner.add(file, records, &removed)
         })
-        .map_err(value_error)?;
-    Ok((PyBytes::new(py, &bytes), n))
+        .map_err(value_error)
+    }
+
+    /// (DUP records bucketed by file, duplicates, records considered, distinct keys).
+    fn finish<'py>(&mut self, py: Python<'py>) -> PyResult<(Bound<'py, PyBytes>, u64, u64, u64)> {
+        let inner = self.inner.take().ok_or_else(|| PyRuntimeError::new_err("finished"))?;
+        let (out, dups, records, keys) = py.detach(|| inner.finish());
+        Ok((PyBytes::new(py, &out.to_bytes()), dups, records, keys))
+    }
 }
 
 /// PAIR records (bucketed by the later document's file) of documents sharing a band.
 #[pyfunction]
 fn band_candidates<'py>(
     py: Python<'py>,
-    slices: Vec<(u32, Vec<u8>)>,
+    slices: Vec<(u32, Bound<'py, PyBytes>)>,
     files: usize,
     max_group: usize,
 ) -> PyResult<(Bound<'py, PyBytes>, u64)> {
+    let s = borrow_slices(&slices);
     let (bytes, n) = py
-        .detach(|| {
-            let s = borrow_slices(&slices);
-            kernels::band_candidates(&s, files, max_group).map(|(b, n)| (b.to_bytes(), n))
-        })
+        .detach(|| kernels::band_candidates(&s, files, max_group).map(|(b, n)| (b.to_bytes(), n)))
         .map_err(value_error)?;
     Ok((PyBytes::new(py, &bytes), n))
 }
@@ -550,13 +559,13 @@ fn verify_pairs<'py>(
 #[pyfunction]
 fn cluster_pairs<'py>(
     py: Python<'py>,
-    slices: Vec<(u32, Vec<u8>)>,
+    slices: Vec<(u32, Bound<'py, PyBytes>)>,
     record_size: usize,
     files: usize,
 ) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
+    let s = borrow_slices(&slices);
     let (members, clustered) = py
         .detach(|| {
-            let s = borrow_slices(&slices);
             kernels::cluster(&s, record_size, files).map(|(b, c)| {
                 let mut flat = Vec::with_capacity(c.len() * 24);
                 for m in &c {
@@ -579,7 +588,7 @@ pub(super) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyDecontamBuilder>()?;
     m.add_class::<PyBloomSetter>()?;
     m.add_function(wrap_pyfunction!(key_path_steps, m)?)?;
-    m.add_function(wrap_pyfunction!(first_occurrence, m)?)?;
+    m.add_class::<PyFirstOccurrence>()?;
     m.add_function(wrap_pyfunction!(band_candidates, m)?)?;
     m.add_function(wrap_pyfunction!(verify_pairs, m)?)?;
     m.add_function(wrap_pyfunction!(cluster_pairs, m)?)?;
