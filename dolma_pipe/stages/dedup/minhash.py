@@ -91,22 +91,22 @@ def run_clusters(layout: Layout, root: str, task: Task, ctx: RunContext, buckets
         meta = read_meta(layout.scan(ctx.inputs[f].rel, "meta"))
         for d in docs:
             names[(f << 32) | d] = (meta.id(d), meta.lines[d])
-    clusters = 0
+    files = [f.rel for f in ctx.inputs]
+    lines = [
+        {
+            "id": names[node][0],
+            "file": files[node >> 32],
+            "line": names[node][1],
+            "cluster": cluster,
+            "size": size,
+            "survivor": node == survivor,
+            "survivor_id": names[survivor][0],
+        }
+        for node, survivor, cluster, size in rows
+    ]
     with JsonlWriter(storage.join(root, CLUSTERS_FILE)) as out:
-        for node, survivor, cluster, size in rows:
-            doc_id, line = names[node]
-            out.write(
-                {
-                    "id": doc_id,
-                    "file": ctx.inputs[node >> 32].rel,
-                    "line": line,
-                    "cluster": cluster,
-                    "size": size,
-                    "survivor": node == survivor,
-                    "survivor_id": names[survivor][0],
-                }
-            )
-            clusters = max(clusters, cluster + 1)
+        out.write_many(lines)
+    clusters = rows[-1][2] + 1 if rows else 0
     return TaskOutput(
         counts={"clusters": clusters, "clustered_documents": len(rows)},
         data={"clusters": clusters, "clustered_documents": len(rows), "near_duplicates": len(rows) - clusters},
