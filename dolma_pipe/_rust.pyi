@@ -390,11 +390,13 @@ class FirstOccurrence:
     def add(self, file: int, records: bytes, removed: list[int] = ...) -> None: ...
     def finish(self) -> tuple[bytes, int, int, int]:
         """(DUP records bucketed by file, duplicates, records considered, distinct keys)."""
+
 def band_candidates(slices: list[tuple[int, bytes]], files: int, max_group: int) -> tuple[bytes, int]: ...
 def verify_pairs(
     groups: list[tuple[int, list[bytes]]], nodes: list[int], values: list[bytes], mode: str, threshold: float
 ) -> list[tuple[bytes, int, int]]:
     """Per later file (its index, its PAIR buffers): (VERIFIED records, distinct pairs, kept)."""
+
 def cluster_pairs(slices: list[tuple[int, bytes]], record_size: int, files: int) -> tuple[bytes, bytes]: ...
 
 class BloomSetter:
