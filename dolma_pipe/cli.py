@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import importlib
+import itertools
 import os
 import signal
 import sys
@@ -124,7 +125,18 @@ def _add_model_options(parser: argparse.ArgumentParser, model: type[BaseModel]) 
         group.add_argument(*flags, **kwargs)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser; with ``argv``, only the command it names gets its config options.
+
+    A command's options come from its stage's config model, which means importing the stage's
+    module (numpy, tokenizers, the mixers ...): a run imports its own stage only, and ``--help``
+    lists every command from the help lines alone.  Without ``argv`` every command is complete.
+    """
+    if argv is None:
+        wanted = {c.name for c in COMMANDS}
+    else:
+        # The top-level options (-h, --version) take no value: the first other word is the command.
+        wanted = set(itertools.islice((a for a in argv if not a.startswith("-")), 1))
     parser = argparse.ArgumentParser(
         prog="dolma-pipe",
         description="Turn raw text into pretraining corpora: tag, dedup, mix, tokenize (Dolma-compatible).",
@@ -134,12 +146,11 @@ def build_parser() -> argparse.ArgumentParser:
     for cmd in COMMANDS:
         help_text = cmd.help + ("" if cmd.issue is None else " [not built yet]")
         p = sub.add_parser(cmd.name, help=help_text, description=help_text)
-        model = cmd.config_model()
-        if model is not None:
-            p.add_argument("-c", "--config", help="YAML or JSON config file")
-            _add_model_options(p, model)
-        else:
+        if cmd.target is None:
             p.add_argument("args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+        elif cmd.name in wanted:  # another command's options are never parsed
+            p.add_argument("-c", "--config", help="YAML or JSON config file")
+            _add_model_options(p, cmd.load().config_model)
     lp = sub.add_parser("list", help="list the stages and the registered taggers (--tagger NAME: one tagger's options)")
     lp.add_argument("--tagger", metavar="NAME", help="show this tagger's options: types, defaults and help")
     lp.add_argument("--tagger-modules", "--tagger_modules", nargs="+", default=[], help="also load taggers from these modules")
@@ -238,7 +249,9 @@ def _terminate(signum: int, frame: Any) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _terminate)
-    parser = build_parser()
+    if argv is None:
+        argv = sys.argv[1:]
+    parser = build_parser(argv)
     ns, unknown = parser.parse_known_args(argv)
     cmd = next((c for c in COMMANDS if c.name == ns.command), None)
     if cmd is not None and cmd.issue is not None:
