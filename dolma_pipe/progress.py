@@ -34,10 +34,25 @@ class LogProgress:
         pass
 
 
+class NoProgress:
+    """``--no-progress``: the same calls, nothing shown."""
+
+    def update(self, n: int) -> None:
+        pass
+
+    def set_postfix(self, refresh: bool = False, **kv: str) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
 def progress(name: str, total: int, enabled: bool, stream: TextIO, unit: str = "file") -> Any:
     """A progress bar (tqdm on a terminal, :class:`LogProgress` otherwise, silent when disabled)."""
-    if enabled and not stream.isatty():
+    if not enabled:
+        return NoProgress()
+    if not stream.isatty():
         return LogProgress(name, total, stream, unit)
-    from tqdm import tqdm
+    from tqdm import tqdm  # imported on a terminal only
 
-    return tqdm(total=total, unit=unit, disable=not enabled, file=stream, dynamic_ncols=True, desc=name)
+    return tqdm(total=total, unit=unit, file=stream, dynamic_ncols=True, desc=name)

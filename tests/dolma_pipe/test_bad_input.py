@@ -168,3 +168,34 @@ def test_duplicate_ids_can_fail_the_run_or_go_unchecked(tmp_path):
     proc = run_cli("convert", "--documents", f"{d}/*", "--destination", str(tmp_path / "o2"), "--duplicate_ids", "ignore")
     assert proc.returncode == 0 and "duplicate ids" not in proc.stderr
     assert not (tmp_path / "o2" / "_ids").exists()
+
+
+def test_id_hash_files_are_the_same_sorted_unique_records_at_any_size(tmp_path, monkeypatch):
+    """Small tasks sort their id hashes in Python, large ones with numpy: one file format."""
+    import hashlib
+    import random
+
+    import numpy as np
+
+    from dolma_pipe import runner
+    from dolma_pipe.manifest import TaskRecord
+
+    rng = random.Random(7)
+    hashes = [hashlib.blake2b(str(rng.randrange(3000)).encode(), digest_size=16).digest() for _ in range(5000)]
+    hashes += [b"\x00" * 16, b"\xff" * 16, b"\x80" + b"\x00" * 15, b"\x7f" + b"\xff" * 15]
+    expected = np.unique(np.frombuffer(b"".join(hashes), dtype="V16")).tobytes()
+    repeated = len(hashes) - len(expected) // 16
+    assert runner._write_unique_ids(str(tmp_path / "python.ids"), hashes) == repeated
+    monkeypatch.setattr(runner, "_NUMPY_IDS", 10)
+    assert runner._write_unique_ids(str(tmp_path / "numpy.ids"), hashes) == repeated
+    assert (tmp_path / "python.ids").read_bytes() == (tmp_path / "numpy.ids").read_bytes() == expected
+
+    # Across tasks: an id in k task files counts k - 1 times.
+    def record(name, ids):
+        (tmp_path / name).write_bytes(b"".join(sorted(set(ids))))
+        return TaskRecord(phase="files", key=name, inputs=[], params={}, docs_in=0, ids_file=name)
+
+    a, b, c = hashes[:2000], hashes[1000:3000], hashes[2500:]
+    records = [record("a.ids", a), record("b.ids", b), record("c.ids", c), record("d.ids", [])]
+    per_task = [set(a), set(b), set(c)]
+    assert runner._duplicate_ids_across(str(tmp_path), records) == sum(map(len, per_task)) - len(set().union(*per_task))
