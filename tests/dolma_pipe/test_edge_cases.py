@@ -29,6 +29,25 @@ def test_big_integers_stay_exact(tmp_path):
     assert b"18446744073709551616" in open(out, "rb").read()
 
 
+def test_long_digit_runs_are_found_as_the_regex_finds_them():
+    """The check that sends a line to the stdlib parser: 20 consecutive ASCII digits, as ``\\d{20}``."""
+    import random
+    import re
+
+    from dolma_pipe.documents import _has_long_digits
+
+    regex = re.compile(rb"\d{20}")
+    rng = random.Random(3)
+    alphabet = b'0123456789 -.e"a\xff\x00\xd9\xa0'  # digits, separators, non-ASCII bytes
+    # Mostly digits, so that runs of about 20 are common.
+    lines = [
+        bytes(rng.choice(alphabet if rng.random() < 0.08 else b"0123456789") for _ in range(rng.randrange(0, 60))) for _ in range(20000)
+    ]
+    lines += [b"1" * 20, b"1" * 19, b"x" + b"9" * 20 + b"x", b"1" * 19 + b"\xd9\xa0" + b"1", "\u0661".encode() * 20]
+    assert [_has_long_digits(x) for x in lines] == [regex.search(x) is not None for x in lines]
+    assert 1000 < sum(map(_has_long_digits, lines)) < 19000
+
+
 def test_byte_order_mark_is_dropped(tmp_path):
     path = tmp_path / "bom.jsonl"
     path.write_bytes(b'\xef\xbb\xbf{"id": "a", "text": "x"}\r\n{"id": "b", "text": "y"}\r\n')

@@ -23,7 +23,16 @@ import orjson
 
 from dolma_pipe import storage
 from dolma_pipe._rust import DecontamSet, DedupScanner, ScanPlan, key_path_steps
-from dolma_pipe.documents import _CHUNKERS, _LONG_DIGITS, CHUNK, DocumentError, TruncatedArchive, _normalise, compression_of, read_documents
+from dolma_pipe.documents import (
+    _CHUNKERS,
+    CHUNK,
+    DocumentError,
+    TruncatedArchive,
+    _has_long_digits,
+    _normalise,
+    compression_of,
+    read_documents,
+)
 from dolma_pipe.quarantine import Quarantine
 from dolma_pipe.stage import Task, TaskOutput
 
@@ -120,7 +129,7 @@ def _python_line(scanner: DedupScanner, key: KeyReader, path: str, lineno: int, 
     """One line the fast path left to Python: decided exactly as ``read_documents`` decides."""
     try:
         obj = orjson.loads(line)
-        if _LONG_DIGITS.search(line) is not None:
+        if _has_long_digits(line):
             obj = json.loads(line)
     except orjson.JSONDecodeError as exc:
         try:
