@@ -42,6 +42,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import math
+import mmap
 import os
 from collections.abc import Callable, Iterator
 from typing import Any, Literal
@@ -297,9 +298,21 @@ def _set_parallelism() -> None:
 
 
 def _load_array(path: str, dtype: np.dtype) -> np.ndarray:
-    """A work file as a read-only memmap (an empty array for an empty file)."""
+    """A work file as a read-only memory-mapped array (an empty array for an empty file).
+
+    A plain ndarray view of the memmap: slicing an ``np.memmap`` runs its Python-level
+    ``__array_finalize__`` each time (the write phase slices once per document).
+    """
     n = os.path.getsize(path) // dtype.itemsize
-    return np.zeros(0, dtype=dtype) if n == 0 else np.memmap(path, dtype=dtype, mode="r", shape=(n,))
+    return np.zeros(0, dtype=dtype) if n == 0 else np.memmap(path, dtype=dtype, mode="r", shape=(n,)).view(np.ndarray)
+
+
+def _load_blob(path: str) -> bytes | mmap.mmap:
+    """A work file's bytes, memory-mapped (slices are bytes)."""
+    if os.path.getsize(path) == 0:
+        return b""
+    with open(path, "rb") as fh:
+        return mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
 
 
 def _write_atomic(path: str, data: bytes | np.ndarray) -> None:
@@ -610,12 +623,12 @@ class TokenizeStage(Stage[TokenizeConfig]):
         if bucket.n_shards != p["shards"]:
             raise TokenizeError(f"bucket {task.key}: {bucket.n_shards} shards now, {p['shards']} when counted (inputs changed mid-run?)")
         runs: dict[int, np.ndarray] = {}
-        blobs: dict[int, np.ndarray] = {}
+        blobs: dict[int, bytes | mmap.mmap] = {}
 
         def open_file(fi: int) -> None:
             rel = ctx.inputs[fi].rel
             runs[fi] = _load_array(self.work_path(rel, ".tok"), self.dtype)
-            blobs[fi] = _load_array(self.work_path(rel, ".ids"), np.dtype(np.uint8))
+            blobs[fi] = _load_blob(self.work_path(rel, ".ids"))
 
         files, rows = bucket.files.tolist(), bucket.rows
         starts, ntoks, locs = rows["start"].tolist(), rows["ntok"].tolist(), rows["loc"].tolist()
@@ -633,7 +646,7 @@ class TokenizeStage(Stage[TokenizeConfig]):
                         if fi not in runs:
                             open_file(fi)
                         pieces.append(runs[fi][starts[i] : starts[i] + ntoks[i]])
-                        ids.append(blobs[fi][id_offs[i] : id_ends[i]].tobytes().decode("utf-8", "surrogatepass"))
+                        ids.append(blobs[fi][id_offs[i] : id_ends[i]].decode("utf-8", "surrogatepass"))
                         srcs.append(ctx.inputs[fi].path)
                     offsets = np.zeros(b - a + 1, dtype=np.int64)
                     np.cumsum(ntoks[a:b], out=offsets[1:])
