@@ -415,3 +415,33 @@ def test_cli_runs_with_custom_fields(tmp_path):
     import hashlib
 
     assert ids == sorted(f"{hashlib.sha256(str(path).encode()).hexdigest()}-{i}" for i in range(1, 21))
+
+
+@pytest.mark.parametrize("name", [NEOX, "olmo:dolma2"])
+def test_encoder_gives_encode_batch_ids_and_leaves_the_tokenizer_as_it_was(name):
+    """The Encoder skips NFC for Latin-1 texts and offset trimming: the same ids as encode_batch."""
+    from tokenizers import Tokenizer
+
+    path = toks.resolve(name)
+    reference = Tokenizer.from_file(path)  # untouched: its own instance
+    tok = toks.load(path)
+    before = tok.to_str()
+    texts = [
+        "plain ASCII, twice:  the the the",
+        "Latin-1: café, naïve, Ångström, ½ price, ¿qué?, ÿ\u00a0end",
+        "decomposed: cafe\u0301 and A\u030a (NFC composes them)",
+        "Angstrom sign \u212b and Kelvin \u212a (NFC maps them)",
+        "curly \u2019quotes\u201d, dashes \u2014 and emoji \U0001f600",
+        "Hangul \u1100\u1161\u11a8 jamo, CJK 漢字, Devanagari \u0915\u093f",
+        "<|endoftext|> inside a text, and <|padding|>",
+        "\t tabs\nand\r\nnewlines \u00ad soft hyphen",
+        "x" * 3000 + " ünïcödé " * 50,
+    ]
+    expected = [e.ids for e in reference.encode_batch(texts, add_special_tokens=False)]
+    enc = toks.encoder(path)
+    assert enc.ids(texts) == expected  # mixed batch
+    assert enc.ids(texts[:3]) == expected[:3]  # Latin-1 only
+    assert enc.ids(texts[3:6]) == expected[3:6]  # none Latin-1
+    assert enc.ids(texts * 3) == expected * 3  # the word cache in use
+    assert tok.to_str() == before and str(tok.normalizer) == str(reference.normalizer)
+    assert str(tok.post_processor) == str(reference.post_processor)
