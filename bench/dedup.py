@@ -1,6 +1,7 @@
 """Deduplication speed and quality: dolma-pipe dedup against Dolma 1.2.1, datasketch and datatrove.
 
     .venv/bin/python bench/dedup.py [--processes 2] [--scale 5] [--skip TOOL ...]
+    .venv/bin/python bench/dedup.py --skip exact dolma datatrove   # MinHash: datasketch and dolma-pipe only
 
 All tools run on the shared bench corpus (``bench/corpus.py``: 20,138 real ~2.4 KB documents from
 Debian's packages, with planted exact copies, repeated paragraphs and near copies), each with the
@@ -388,7 +389,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--processes", type=int, default=2)
     ap.add_argument("--scale", type=int, default=0, help="also run dolma-pipe on this many copies of the corpus (peak memory)")
-    ap.add_argument("--skip", nargs="*", default=[], choices=["dolma", "datasketch", "datatrove", "ours"])
+    ap.add_argument(
+        "--skip",
+        nargs="*",
+        default=[],
+        choices=["dolma", "datasketch", "datatrove", "ours", "exact"],
+        help="tools to leave out; 'exact': the exact documents and paragraphs runs of every tool (near-duplicates only)",
+    )
     args = ap.parse_args()
     p = args.processes
     docs_dir = corpus.ensure()
@@ -417,7 +424,7 @@ def main() -> None:
     names = {"documents": "bench_dedup_docs", "paragraphs": "bench_dedup_paras"}
     keep = os.path.join(WORK, "run", "attributes")
     for tool in ("dolma", "ours-bloom"):
-        if ("dolma" if tool == "dolma" else "ours") in args.skip:
+        if ("dolma" if tool == "dolma" else "ours") in args.skip or "exact" in args.skip:
             continue
         made = {}
         for kind in ("documents", "paragraphs"):
@@ -435,7 +442,7 @@ def main() -> None:
             shutil.move(os.path.join(REAL, "attributes", name), made[kind])
             add("Dolma 1.2.1 dedupe" if tool == "dolma" else "dolma-pipe (Bloom)", kind, m)
         pending.append((rows[-2], "exact-pair", (made["documents"], made["paragraphs"], rows[-1])))
-    if "ours" not in args.skip:
+    if "ours" not in args.skip and "exact" not in args.skip:
         out = os.path.join(WORK, "run", "ours-exact")
         cfg = dolma_config("documents", docs_glob, "exact", "", p)
         cfg.pop("bloom_filter"), cfg.pop("work_dir")
