@@ -24,8 +24,9 @@ Layout: ``<destination>/train/part-XXXXX.npy`` (+ ``.csv.gz``) and, with a valid
 
 Three phases (each resumable where it stopped):
 
-1. ``encode``, one task per input file: batches of ``batch_size`` documents through one
-   ``encode_batch`` call (the GIL is released while the Rust tokenizer runs), special tokens added
+1. ``encode``, one task per input file: batches of ``batch_size`` documents through
+   ``encode_batch`` (``tokenizer.Encoder``: the Latin-1 texts of a batch without the NFC step that
+   leaves them unchanged, the others with it; the GIL is released while the Rust tokenizer runs), special tokens added
    with numpy, tokens appended to ``_work/encode/<file>.tok`` in input order, and a per-document
    index (shuffle key, validation key, token offset and count, line, id) sorted by key.
    Memory: one batch plus the file's index (56 bytes a document).
