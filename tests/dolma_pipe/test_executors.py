@@ -139,6 +139,9 @@ def _start_run(corpus: Path, out: Path) -> tuple[subprocess.Popen, list[int]]:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         start_new_session=True,
+        # A shell's background job (`make test &`, CI launchers) inherits SIGINT ignored, and Python
+        # then installs no Ctrl-C handler: give the run the disposition a terminal would.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     deadline = time.time() + 60
     kids: list[int] = []
