@@ -111,7 +111,12 @@ def main(argv=None) -> int:
         metavar="PATH",
         help="evaluate ingredients and soup on these shards or folder (repeatable)",
     )
-    ap.add_argument("--max-instances", type=int, default=1024)
+    ap.add_argument(
+        "--max-instances",
+        type=int,
+        default=None,
+        help="instances evaluated (default: the checkpoint's data.val_max_instances, as in training)",
+    )
     ap.add_argument("--device", default=None, help="cuda, cpu, ... (default: cuda if available, else cpu)")
     args = ap.parse_args(argv)
     try:

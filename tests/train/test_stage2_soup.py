@@ -76,6 +76,32 @@ def test_evaluate_cli_reports_each_checkpoint(stage2, capsys):
     assert list(out) == paths and all(out[p]["tokens"] == 60 * 31 for p in paths)
 
 
+def test_evaluate_untrained_baseline_and_the_configs_instance_count(stage2, tmp_path, capsys):
+    from train.evaluate import main
+
+    _, _, data, runs = stage2
+    trained = str(runs[SEEDS[0]] / "step3")
+    raw = tiny_config(tmp_path / "unused", data, data={"val_max_instances": 20}, train={"init_seed": 7})
+    config = str(write_config(tmp_path / "fresh.yaml", raw))
+    assert main(["--val-paths", data["val"], "--untrained", config, trained, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    fresh = out[f"untrained:{config}"]
+    assert list(out) == [f"untrained:{config}", trained]
+    # each model reads as many instances as its own data.val_max_instances says (61 is all of them)
+    assert fresh["tokens"] == 20 * 31 and out[trained]["tokens"] == 61 * 31
+    # near-uniform predictions over the 512-entry vocabulary, far above the trained model
+    assert abs(fresh["loss"] - math.log(512)) < 0.2 and fresh["loss"] > out[trained]["loss"] + 0.5
+    # the weights are those the trainer starts from with that seed: the same result twice, another seed differs
+    assert main(["--val-paths", data["val"], "--untrained", config, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)[f"untrained:{config}"]["loss"] == fresh["loss"]
+    raw["train"]["init_seed"] = 8
+    other = str(write_config(tmp_path / "other.yaml", raw))
+    assert main(["--val-paths", data["val"], "--untrained", other, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)[f"untrained:{other}"]["loss"] != fresh["loss"]
+    assert main(["--val-paths", data["val"], "--untrained", str(tmp_path / "missing.yaml")]) == 2
+    assert "missing.yaml" in capsys.readouterr().err
+
+
 def test_soup_of_three_runs_averages_weights_and_is_evaluated(stage2):
     from train.checkpoint import load_model_weights, read_state
     from train.evaluate import evaluate_checkpoints
