@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The main job on the bundled sample corpus, with the stages that exist so far.
+# The main job on the bundled sample corpus: raw text -> clean documents -> attributes -> dedup ->
+# mixes -> token shards -> a two-stage trained, souped model exported for Hugging Face.
 # Usage: bash examples/run_demo.sh [VENV]   (`make demo` sets up the venv and calls this)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -91,7 +92,79 @@ for stage in stage1 stage2; do sed "s#demo-output/#$OUT/#g" "examples/configs/mi
 echo
 echo "== 7. tokenize: the stage-1 mix into OLMo token shards (train/ and val/) -> $OUT/tokens/"
 "$DP" tokenize -c examples/tokenize.yaml --documents "$OUT/mix/stage1/*.jsonl.gz" --destination "$OUT/tokens"
-echo "train/configs/tiny.yaml trains on these shards: $VENV/bin/python -m train --config train/configs/tiny.yaml"
+
+# Training: a tiny OLMo-2-style model on CPU (torch, a one-rank gloo group; the same commands run
+# the 1B and 7B presets with torchrun on GPUs). Each run evaluates on stage 1's validation shards,
+# which no mix trains on (tokenize holds documents out by a seeded hash of their id).
+TRAIN="$VENV/bin/python -m train"
+S1_STEPS=150
+S2_STEPS=40
+summary() {  # one line per run from its metrics.jsonl: steps, tokens, seconds, last training and validation loss
+  "$VENV/bin/python" - "$1" "$2" "$3" <<'PY'
+import json, sys
+rows = [json.loads(line) for line in open(f"{sys.argv[2]}/metrics.jsonl")]
+train = [r for r in rows if "loss" in r]
+evals = [r for r in rows if "eval/loss" in r]
+last, ev = train[-1], evals[-1]
+print(f"{sys.argv[1]}: {last['step']} steps, {last['tokens']:,} tokens in {sys.argv[3]} s; "
+      f"train loss {last['loss']:.3f}, validation loss {ev['eval/loss']:.3f} (ppl {ev['eval/ppl']:,.0f})")
+PY
+}
+
+echo
+echo "== 8. train stage 1: a tiny model (train/configs/tiny.yaml) on the stage-1 tokens -> $OUT/runs/stage1/"
+t0=$SECONDS
+$TRAIN --config train/configs/tiny.yaml --set log.interval=50 --set train.max_steps=$S1_STEPS \
+  --set "data.paths=[$OUT/tokens/train]" --set "data.val_paths=[$OUT/tokens/val]" --set "checkpoint.save_dir=$OUT/runs/stage1"
+summary "stage 1" "$OUT/runs/stage1" $((SECONDS - t0))
+
+echo
+echo "== 9. stage 2: tokenize each seed's Dolmino mix, train from the stage-1 checkpoint on it (train/configs/tiny-stage2.yaml) -> $OUT/runs/stage2-seed-<n>/"
+for n in 0 1 2; do
+  # A Dolmino mix repeats documents on purpose (max_repetition): their ids repeat too.
+  "$DP" tokenize -c examples/tokenize.yaml --documents "$OUT/mix/stage2/seed-$n/documents/*.jsonl.gz" \
+    --destination "$OUT/tokens/stage2/seed-$n" --duplicate_ids ignore >/dev/null
+  t0=$SECONDS
+  $TRAIN --config train/configs/tiny-stage2.yaml --set log.interval=50 --set train.max_steps=$S2_STEPS --set data.seed=$n \
+    --set "data.paths=[$OUT/tokens/stage2/seed-$n/train]" --set "data.val_paths=[$OUT/tokens/val]" \
+    --set "checkpoint.init_from=$OUT/runs/stage1/step$S1_STEPS" --set "checkpoint.save_dir=$OUT/runs/stage2-seed-$n"
+  summary "stage 2, seed $n" "$OUT/runs/stage2-seed-$n" $((SECONDS - t0))
+done
+
+echo
+echo "== 10. soup: average the three stage-2 models, then evaluate everything on the same validation shards -> $OUT/runs/soup/"
+INGREDIENTS=("$OUT/runs/stage2-seed-0/step$S2_STEPS" "$OUT/runs/stage2-seed-1/step$S2_STEPS" "$OUT/runs/stage2-seed-2/step$S2_STEPS")
+"$VENV/bin/python" -m train.soup --out "$OUT/runs/soup" "${INGREDIENTS[@]}"
+"$VENV/bin/python" -m train.evaluate --val-paths "$OUT/tokens/val" --untrained train/configs/tiny.yaml \
+  "$OUT/runs/stage1/step$S1_STEPS" "${INGREDIENTS[@]}" "$OUT/runs/soup"
+
+echo
+echo "== 11. export the soup as a Hugging Face Olmo2 model with its tokenizer -> $OUT/hf-model/"
+"$VENV/bin/python" -m train.export_hf "$OUT/runs/soup" "$OUT/hf-model" --eos-id 50279 --pad-id 1
+"$VENV/bin/python" - "$OUT" <<'PY'
+import glob, sys
+import numpy as np, torch, transformers
+from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
+from dolma_pipe.tokenizer import resolve
+from train.checkpoint import load_model_weights, read_state
+from train.evaluate import empty_model, model_config_from_state
+out = sys.argv[1]
+transformers.logging.disable_progress_bar()
+tok = PreTrainedTokenizerFast(tokenizer_file=resolve("olmo:gpt-neox-olmo-dolma-v1_5"), eos_token="<|endoftext|>", pad_token="<|padding|>")
+tok.save_pretrained(f"{out}/hf-model")
+hf = AutoModelForCausalLM.from_pretrained(f"{out}/hf-model").float().eval()
+ours = empty_model(model_config_from_state(read_state(f"{out}/runs/soup")), "cpu")
+load_model_weights(f"{out}/runs/soup", ours)
+shard = sorted(glob.glob(f"{out}/tokens/val/*.npy"))[0]
+x = torch.from_numpy(np.fromfile(shard, dtype=np.uint16)[: 4 * 128].astype(np.int64)).view(4, 128)
+with torch.no_grad():
+    a, b = hf(x).logits, ours.eval()(x)
+loss = torch.nn.functional.cross_entropy(a[:, :-1, :50280].reshape(-1, 50280), x[:, 1:].reshape(-1)).item()
+prompt = tok("The Debian package manager", return_tensors="pt")
+text = tok.decode(hf.generate(**prompt, max_new_tokens=12, do_sample=False, pad_token_id=1)[0])
+print(f"transformers loads {out}/hf-model: logits within {(a - b).abs().max().item():.1e} of ours on 512 validation tokens "
+      f"(loss {loss:.4f}); greedy: {text!r}")
+PY
 
 echo
 echo "Outputs under $OUT/ (each stage wrote _manifest.json; rerunning skips finished files, --force redoes them)."

@@ -13,7 +13,7 @@ pytestmark = pytest.mark.train
 from tests.helpers import REPO_ROOT  # noqa: E402
 from train.config import ConfigError, from_dict, load_config  # noqa: E402
 
-CONFIGS = ["tiny.yaml", "olmo2-1b-stage1.yaml", "olmo2-1b-stage2.yaml", "olmo2-7b-stage1.yaml", "olmo2-7b-stage2.yaml"]
+CONFIGS = ["tiny.yaml", "tiny-stage2.yaml", "olmo2-1b-stage1.yaml", "olmo2-1b-stage2.yaml", "olmo2-7b-stage1.yaml", "olmo2-7b-stage2.yaml"]
 
 
 def test_unknown_key_is_named(tmp_path):
