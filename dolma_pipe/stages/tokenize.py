@@ -24,9 +24,8 @@ Layout: ``<destination>/train/part-XXXXX.npy`` (+ ``.csv.gz``) and, with a valid
 
 Three phases (each resumable where it stopped):
 
-1. ``encode``, one task per input file: batches of ``batch_size`` documents through
-   ``encode_batch`` (``tokenizer.Encoder``: the Latin-1 texts of a batch without the NFC step that
-   leaves them unchanged, the others with it; the GIL is released while the Rust tokenizer runs), special tokens added
+1. ``encode``, one task per input file: batches of ``batch_size`` documents through one
+   ``encode_batch`` call (the GIL is released while the Rust tokenizer runs), special tokens added
    with numpy, tokens appended to ``_work/encode/<file>.tok`` in input order, and a per-document
    index (shuffle key, validation key, token offset and count, line, id) sorted by key.
    Memory: one batch plus the file's index (56 bytes a document).
@@ -437,7 +436,7 @@ class TokenizeStage(Stage[TokenizeConfig]):
     def _encode(self, task: Task, quarantine: Quarantine, ctx: RunContext) -> TaskOutput:
         _set_parallelism()
         cfg = self.config
-        enc = toks.encoder(self.tok_info.path, cfg.tokenizer.encode_special_tokens)
+        tok = toks.load(self.tok_info.path, cfg.tokenizer.encode_special_tokens)
         paths = {suffix: self.work_path(task.rel, suffix) for suffix in (".tok", ".ids")}
         os.makedirs(os.path.dirname(paths[".tok"]), exist_ok=True)
         tmps = {k: f"{os.path.dirname(p)}/.{os.path.basename(p)}.tmp-{os.getpid()}" for k, p in paths.items()}
@@ -449,8 +448,9 @@ class TokenizeStage(Stage[TokenizeConfig]):
 
             def flush() -> None:
                 nonlocal empty, n_tokens
-                # encode_batch's ids (not encode_batch_fast's: in tokenizers 0.23 the "fast" one is ~25% slower here)
-                lists = enc.ids([t for _, _, t in batch])
+                # encode_batch, not encode_batch_fast: in tokenizers 0.23 the "fast" one is ~25% slower here
+                encs = tok.encode_batch([t for _, _, t in batch], add_special_tokens=False)
+                lists = [e.ids for e in encs]
                 lengths = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
                 keep = lengths > 0
                 empty += int((~keep).sum())  # a text that encodes to nothing: Dolma would write an empty row

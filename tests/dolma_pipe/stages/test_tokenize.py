@@ -308,23 +308,6 @@ def test_validation_by_fraction(corpus, tmp_path):
     assert Counter(d[0] for d in val + train).most_common(1)[0][1] == 1
 
 
-def test_validation_by_fraction_holds_out_the_same_ids_in_every_corpus(tmp_path):
-    # A stage-1 mix and a stage-2 mix drawn from the same documents: a document held out of one
-    # is held out of the other, so no validation document is trained on in either stage.
-    docs = make_docs(400, seed=3, words=30)
-    write_documents(str(tmp_path / "stage1" / "a.jsonl.gz"), docs[:300])
-    second = docs[150:] + docs[200:260]  # half shared, some repeated, as a Dolmino mix repeats
-    write_documents(str(tmp_path / "stage2" / "b.jsonl.gz"), second[::-1])
-    outs = {}
-    for name in ("stage1", "stage2"):
-        out = tmp_path / f"out-{name}"
-        _run({**_overrides(f"{tmp_path / name}/*", out, validation={"fraction": 0.2, "seed": 5}), "duplicate_ids": "ignore"})
-        outs[name] = {split: {d[0] for d in _read(out, split)} for split in ("train", "val")}
-    shared = {d["id"] for d in docs[150:300]}
-    assert outs["stage1"]["val"] & shared and outs["stage1"]["val"] & shared == outs["stage2"]["val"] & shared
-    assert not outs["stage1"]["val"] & outs["stage2"]["train"] and not outs["stage2"]["val"] & outs["stage1"]["train"]
-
-
 def test_validation_count_larger_than_the_corpus_fails_clearly(corpus, tmp_path):
     with pytest.raises(TokenizeError, match="validation.documents is 1,000 but the inputs hold 239 documents"):
         _run(_overrides(f"{corpus}/documents/*", tmp_path / "out", validation={"documents": 1000}))
@@ -432,33 +415,3 @@ def test_cli_runs_with_custom_fields(tmp_path):
     import hashlib
 
     assert ids == sorted(f"{hashlib.sha256(str(path).encode()).hexdigest()}-{i}" for i in range(1, 21))
-
-
-@pytest.mark.parametrize("name", [NEOX, "olmo:dolma2"])
-def test_encoder_gives_encode_batch_ids_and_leaves_the_tokenizer_as_it_was(name):
-    """The Encoder skips NFC for Latin-1 texts and offset trimming: the same ids as encode_batch."""
-    from tokenizers import Tokenizer
-
-    path = toks.resolve(name)
-    reference = Tokenizer.from_file(path)  # untouched: its own instance
-    tok = toks.load(path)
-    before = tok.to_str()
-    texts = [
-        "plain ASCII, twice:  the the the",
-        "Latin-1: café, naïve, Ångström, ½ price, ¿qué?, ÿ\u00a0end",
-        "decomposed: cafe\u0301 and A\u030a (NFC composes them)",
-        "Angstrom sign \u212b and Kelvin \u212a (NFC maps them)",
-        "curly \u2019quotes\u201d, dashes \u2014 and emoji \U0001f600",
-        "Hangul \u1100\u1161\u11a8 jamo, CJK 漢字, Devanagari \u0915\u093f",
-        "<|endoftext|> inside a text, and <|padding|>",
-        "\t tabs\nand\r\nnewlines \u00ad soft hyphen",
-        "x" * 3000 + " ünïcödé " * 50,
-    ]
-    expected = [e.ids for e in reference.encode_batch(texts, add_special_tokens=False)]
-    enc = toks.encoder(path)
-    assert enc.ids(texts) == expected  # mixed batch
-    assert enc.ids(texts[:3]) == expected[:3]  # Latin-1 only
-    assert enc.ids(texts[3:6]) == expected[3:6]  # none Latin-1
-    assert enc.ids(texts * 3) == expected * 3  # the word cache in use
-    assert tok.to_str() == before and str(tok.normalizer) == str(reference.normalizer)
-    assert str(tok.post_processor) == str(reference.post_processor)
