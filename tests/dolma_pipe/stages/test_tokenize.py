@@ -308,6 +308,23 @@ def test_validation_by_fraction(corpus, tmp_path):
     assert Counter(d[0] for d in val + train).most_common(1)[0][1] == 1
 
 
+def test_validation_by_fraction_holds_out_the_same_ids_in_every_corpus(tmp_path):
+    # A stage-1 mix and a stage-2 mix drawn from the same documents: a document held out of one
+    # is held out of the other, so no validation document is trained on in either stage.
+    docs = make_docs(400, seed=3, words=30)
+    write_documents(str(tmp_path / "stage1" / "a.jsonl.gz"), docs[:300])
+    second = docs[150:] + docs[200:260]  # half shared, some repeated, as a Dolmino mix repeats
+    write_documents(str(tmp_path / "stage2" / "b.jsonl.gz"), second[::-1])
+    outs = {}
+    for name in ("stage1", "stage2"):
+        out = tmp_path / f"out-{name}"
+        _run({**_overrides(f"{tmp_path / name}/*", out, validation={"fraction": 0.2, "seed": 5}), "duplicate_ids": "ignore"})
+        outs[name] = {split: {d[0] for d in _read(out, split)} for split in ("train", "val")}
+    shared = {d["id"] for d in docs[150:300]}
+    assert outs["stage1"]["val"] & shared and outs["stage1"]["val"] & shared == outs["stage2"]["val"] & shared
+    assert not outs["stage1"]["val"] & outs["stage2"]["train"] and not outs["stage2"]["val"] & outs["stage1"]["train"]
+
+
 def test_validation_count_larger_than_the_corpus_fails_clearly(corpus, tmp_path):
     with pytest.raises(TokenizeError, match="validation.documents is 1,000 but the inputs hold 239 documents"):
         _run(_overrides(f"{corpus}/documents/*", tmp_path / "out", validation={"documents": 1000}))
