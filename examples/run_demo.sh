@@ -97,8 +97,8 @@ echo "== 7. tokenize: the stage-1 mix into OLMo token shards (train/ and val/) -
 # the 1B and 7B presets with torchrun on GPUs). Each run evaluates on stage 1's validation shards,
 # which no mix trains on (tokenize holds documents out by a seeded hash of their id).
 TRAIN="$VENV/bin/python -m train"
-S1_STEPS=150
-S2_STEPS=40
+S1_STEPS=100
+S2_STEPS=30
 summary() {  # one line per run from its metrics.jsonl: steps, tokens, seconds, last training and validation loss
   "$VENV/bin/python" - "$1" "$2" "$3" <<'PY'
 import json, sys
