@@ -132,11 +132,9 @@ for n in 0 1 2; do
 done
 
 echo
-echo "== 10. soup: average the three stage-2 models, then evaluate everything on the same validation shards -> $OUT/runs/soup/"
+echo "== 10. soup: average the three stage-2 models -> $OUT/runs/soup/"
 INGREDIENTS=("$OUT/runs/stage2-seed-0/step$S2_STEPS" "$OUT/runs/stage2-seed-1/step$S2_STEPS" "$OUT/runs/stage2-seed-2/step$S2_STEPS")
 "$VENV/bin/python" -m train.soup --out "$OUT/runs/soup" "${INGREDIENTS[@]}"
-"$VENV/bin/python" -m train.evaluate --val-paths "$OUT/tokens/val" --untrained train/configs/tiny.yaml \
-  "$OUT/runs/stage1/step$S1_STEPS" "${INGREDIENTS[@]}" "$OUT/runs/soup"
 
 echo
 echo "== 11. export the soup as a Hugging Face Olmo2 model with its tokenizer -> $OUT/hf-model/"
@@ -167,5 +165,9 @@ print(f"transformers loads {out}/hf-model: logits within {(a - b).abs().max().it
 PY
 
 echo
-echo "Outputs under $OUT/ (each stage wrote _manifest.json; rerunning skips finished files, --force redoes them)."
-"$DP" list
+echo "== 12. validation loss and perplexity of every model on the same held-out shards ($OUT/tokens/val)"
+"$VENV/bin/python" -m train.evaluate --val-paths "$OUT/tokens/val" --untrained train/configs/tiny.yaml \
+  "$OUT/runs/stage1/step$S1_STEPS" "${INGREDIENTS[@]}" "$OUT/runs/soup"
+echo
+echo "Outputs under $OUT/ (each stage wrote _manifest.json; a rerun skips finished work, --force redoes it)."
+echo "dolma-pipe list shows every stage and tagger; train/README.md the trainer, soup, evaluation and export."
