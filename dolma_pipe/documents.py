@@ -22,7 +22,7 @@ import gzip
 import json
 import zlib
 from collections.abc import Callable, Iterator
-from typing import IO, Any
+from typing import IO, Any, cast
 
 import orjson
 import zstandard
@@ -126,6 +126,26 @@ _CHUNKERS: dict[str, Callable[[IO[bytes], str], Iterator[bytes]]] = {
 }
 
 
+class _Replay:
+    """A raw stream whose first block was already read (to look at the magic bytes)."""
+
+    def __init__(self, first: bytes, raw: IO[bytes]):
+        self.first, self.raw = first, raw
+
+    def read(self, n: int = -1) -> bytes:
+        if self.first:
+            out, self.first = self.first, b""
+            return out
+        return self.raw.read(n)
+
+
+def chunks_after(first: bytes, raw: IO[bytes], path: str, kind: str) -> Iterator[bytes]:
+    """Decompressed bytes of ``raw`` read as ``kind`` (gzip, zstd or none), its first block
+    already taken (to look at its magic bytes): the members, truncation and corruption rules of
+    ``iter_lines``. For readers with a faster path for some files (Rust gzip) and this for the rest."""
+    return _CHUNKERS[kind](cast(IO[bytes], _Replay(first, raw)), path)
+
+
 def iter_lines(path: str) -> Iterator[tuple[int, bytes]]:
     """(1-based line number, raw line without newline) of a JSON-lines file.
 
@@ -198,6 +218,32 @@ def _normalise(doc: Any, path: str, lineno: int, quarantine: Quarantine, raw: An
     return doc
 
 
+def _parse_json_line(path: str, lineno: int, line: bytes, quarantine: Quarantine) -> tuple[bool, Any]:
+    """(True, the line's JSON value), or (False, None) once the line is quarantined (malformed JSON,
+    invalid UTF-8). A flag, not None, says which: ``null`` is a JSON value."""
+    try:
+        obj = orjson.loads(line)
+        if _has_long_digits(line):
+            # orjson reads integers beyond 64 bits as floats; the stdlib keeps them exact.
+            obj = json.loads(line)
+    except orjson.JSONDecodeError as exc:
+        try:
+            line.decode("utf-8")
+        except UnicodeDecodeError as uexc:
+            quarantine.add(path, lineno, "invalid_utf8", f"invalid UTF-8 at byte {uexc.start}", line)
+            return False, None
+        quarantine.add(path, lineno, "malformed_json", str(exc), line)
+        return False, None
+    return True, obj
+
+
+def parse_document_line(path: str, lineno: int, line: bytes, quarantine: Quarantine) -> dict | None:
+    """One JSONL line as ``read_documents`` reads it: the normalised document, or None once the line
+    is quarantined (malformed JSON, invalid UTF-8, not a document)."""
+    parsed, obj = _parse_json_line(path, lineno, line, quarantine)
+    return _normalise(obj, path, lineno, quarantine, line) if parsed else None
+
+
 def _read_jsonl(path: str, quarantine: Quarantine, require_text: bool) -> Iterator[tuple[int, dict]]:
     lines = 0
     lineno = 0
@@ -208,18 +254,8 @@ def _read_jsonl(path: str, quarantine: Quarantine, require_text: bool) -> Iterat
                     quarantine.notes["blank_lines"] += 1
                 continue
             lines += 1
-            try:
-                obj = orjson.loads(line)
-                if _has_long_digits(line):
-                    # orjson reads integers beyond 64 bits as floats; the stdlib keeps them exact.
-                    obj = json.loads(line)
-            except orjson.JSONDecodeError as exc:
-                try:
-                    line.decode("utf-8")
-                except UnicodeDecodeError as uexc:
-                    quarantine.add(path, lineno, "invalid_utf8", f"invalid UTF-8 at byte {uexc.start}", line)
-                    continue
-                quarantine.add(path, lineno, "malformed_json", str(exc), line)
+            parsed, obj = _parse_json_line(path, lineno, line, quarantine)
+            if not parsed:
                 continue
             if require_text:
                 doc = _normalise(obj, path, lineno, quarantine, line)

@@ -18,22 +18,18 @@ and the line, as Dolma's mixer fails there.
 from __future__ import annotations
 
 import os
-import zlib
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-import zstandard
-
 from dolma_pipe import paths, storage
 from dolma_pipe.attributes import AttributeMismatchError
-from dolma_pipe.documents import DocumentError, TruncatedArchive, compression_of
+from dolma_pipe.documents import CHUNK, DocumentError, TruncatedArchive, chunks_after, compression_of
 from dolma_pipe.errors import DolmaPipeError
 from dolma_pipe.filters import BatchResult, GzipInflater
 from dolma_pipe.quarantine import Quarantine
 from mixers.rules import StreamRules
 
-CHUNK = 1 << 20
 # Dolma's names for compressions (``compression.input``) -> documents.compression_of's names.
 _KINDS = {"gz": "gzip", "zst": "zstd", "zstd": "zstd", "": "none"}
 
@@ -48,11 +44,6 @@ def _chunks(path: str, kind: str) -> Iterator[bytes]:
     """Decompressed bytes of ``path`` read as ``kind`` (gzip, zstd or none)."""
     with storage.open_read(path) as raw:
         block = raw.read(CHUNK)
-        if kind == "none":
-            while block:
-                yield block
-                block = raw.read(CHUNK)
-            return
         if kind == "gzip" and block.startswith(b"\x1f\x8b"):
             inflater = GzipInflater()
             fed = bool(block)
@@ -68,29 +59,8 @@ def _chunks(path: str, kind: str) -> Iterator[bytes]:
                 except ValueError:
                     raise TruncatedArchive(f"{path}: truncated gzip archive (stream ended early)") from None
             return
-        # zstd frames, or a zlib stream under a .gz name: members/frames one after another.
-        new = (lambda: zlib.decompressobj(wbits=47)) if kind == "gzip" else (lambda: zstandard.ZstdDecompressor().decompressobj())
-        errors: tuple[type[Exception], ...] = (zlib.error,) if kind == "gzip" else (zstandard.ZstdError,)
-        decomp = new()
-        pending = False
-        while block:
-            while block:
-                try:
-                    out = decomp.decompress(block)
-                except errors as exc:
-                    raise DocumentError(f"{path}: corrupt {kind} data ({exc})") from None
-                pending = True
-                if out:
-                    yield out
-                if decomp.eof:
-                    block = decomp.unused_data
-                    decomp = new()
-                    pending = False
-                else:
-                    block = b""
-            block = raw.read(CHUNK)
-        if pending:
-            raise TruncatedArchive(f"{path}: truncated {kind} archive (stream ended early)")
+        # zstd frames, a zlib stream under a .gz name, plain text: the documents reader's rules.
+        yield from chunks_after(block, raw, path, kind)
 
 
 def _blank_free(linenos: list[int], lines: list[bytes], notes: Counter | None) -> Block:

@@ -17,20 +17,17 @@ Outputs per file (see :mod:`.workfiles`): ``meta``, and per pass the key records
 from __future__ import annotations
 
 import json
-from typing import IO, Any, cast
-
-import orjson
+from typing import Any, cast
 
 from dolma_pipe import storage
 from dolma_pipe._rust import DecontamSet, DedupScanner, ScanPlan, key_path_steps
 from dolma_pipe.documents import (
-    _CHUNKERS,
     CHUNK,
     DocumentError,
     TruncatedArchive,
-    _has_long_digits,
-    _normalise,
+    chunks_after,
     compression_of,
+    parse_document_line,
     read_documents,
 )
 from dolma_pipe.quarantine import Quarantine
@@ -127,34 +124,9 @@ class KeyReader:
 
 def _python_line(scanner: DedupScanner, key: KeyReader, path: str, lineno: int, line: bytes, quarantine: Quarantine) -> None:
     """One line the fast path left to Python: decided exactly as ``read_documents`` decides."""
-    try:
-        obj = orjson.loads(line)
-        if _has_long_digits(line):
-            obj = json.loads(line)
-    except orjson.JSONDecodeError as exc:
-        try:
-            line.decode("utf-8")
-        except UnicodeDecodeError as uexc:
-            quarantine.add(path, lineno, "invalid_utf8", f"invalid UTF-8 at byte {uexc.start}", line)
-            return
-        quarantine.add(path, lineno, "malformed_json", str(exc), line)
-        return
-    doc = _normalise(obj, path, lineno, quarantine, line)
+    doc = parse_document_line(path, lineno, line, quarantine)
     if doc is not None:
         scanner.add_document(lineno, doc["id"], doc["text"], key(doc) if key.steps else None)
-
-
-class _Replay:
-    """A raw stream whose first block was already read (to look at the magic bytes)."""
-
-    def __init__(self, first: bytes, raw: Any):
-        self.first, self.raw = first, raw
-
-    def read(self, n: int = -1) -> bytes:
-        if self.first:
-            out, self.first = self.first, b""
-            return out
-        return self.raw.read(n)
 
 
 def _drain(scanner: DedupScanner, key: KeyReader, path: str, quarantine: Quarantine) -> None:
@@ -193,7 +165,7 @@ def scan_documents(scanner: DedupScanner, key: KeyReader, path: str, quarantine:
                     failure = ("truncated_archive", f"{path}: truncated gzip archive (stream ended early)")
             else:
                 try:
-                    for chunk in _CHUNKERS[kind](cast(IO[bytes], _Replay(first, raw)), path):
+                    for chunk in chunks_after(first, raw, path, kind):
                         scanner.push(chunk)
                         _drain(scanner, key, path, quarantine)
                 except TruncatedArchive as exc:
