@@ -18,7 +18,7 @@ from dolma_pipe.executors import RayExecutor
 from dolma_pipe.manifest import read_manifest
 from dolma_pipe.runner import run_stage
 from tests.dolma_pipe.phased_stage import make_stage
-from tests.helpers import REPO_ROOT, make_docs, run_cli
+from tests.helpers import REPO_ROOT, make_docs, run_cli, stage_outputs
 
 ROOT = REPO_ROOT
 FILES = 5
@@ -47,28 +47,11 @@ def _overrides(corpus: Path, out: Path, **extra) -> dict:
     return {"documents": [f"{corpus}/documents/*"], "destination": str(out), "buckets": BUCKETS, "progress": False, **extra}
 
 
-def _outputs(out: Path) -> dict[str, bytes]:
-    """Every output and error file, and each marker's results; temporaries excluded.
-
-    A marker's timing differs run to run, and its fingerprint covers the destination.
-    """
-    files = {}
-    for p in sorted(out.rglob("*")):
-        if p.is_file() and not p.name.startswith(".") and p.name != "_manifest.json":
-            data = p.read_bytes()
-            if p.suffix == ".done":
-                rec = orjson.loads(data)
-                rec.pop("seconds"), rec.pop("fingerprint")
-                data = orjson.dumps(rec, option=orjson.OPT_SORT_KEYS)
-            files[str(p.relative_to(out))] = data
-    return files
-
-
 @pytest.fixture(scope="module")
 def reference(corpus, tmp_path_factory) -> dict[str, bytes]:
     out = tmp_path_factory.mktemp("ref") / "out"
     run_stage(make_stage(_overrides(corpus, out, processes=1)), stream=io.StringIO())
-    return _outputs(out)
+    return stage_outputs(out)
 
 
 def test_first_copy_in_input_order_survives(corpus, tmp_path):
@@ -98,7 +81,7 @@ def test_first_copy_in_input_order_survives(corpus, tmp_path):
 def test_same_bytes_for_any_process_count(corpus, reference, tmp_path, processes):
     out = tmp_path / "out"
     run_stage(make_stage(_overrides(corpus, out, processes=processes)), stream=io.StringIO())
-    assert _outputs(out) == reference
+    assert stage_outputs(out) == reference
 
 
 @pytest.mark.ray
@@ -108,7 +91,7 @@ def test_same_bytes_on_ray(corpus, reference, tmp_path, ray_address):
     with RayExecutor(2, ray_address) as ex:
         summary = run_stage(stage, executor=ex, stream=io.StringIO())
     assert summary.status == "complete" and summary.manifest.executor.name == "ray"
-    assert _outputs(out) == reference
+    assert stage_outputs(out) == reference
 
 
 def _kill_in_bucket_phase(overrides: dict, out: Path) -> int:
@@ -159,7 +142,7 @@ def test_killed_in_second_phase_resumes_there(corpus, reference, tmp_path, proce
     assert sum(r.skipped for r in bucket_phase.tasks.values()) == done
     assert not any(r.skipped for r in mark_phase.tasks.values())
     assert f"bucket tasks  {BUCKETS} ({BUCKETS - done} processed, {done} already done, 0 failed)" in err.getvalue()
-    assert _outputs(out) == reference
+    assert stage_outputs(out) == reference
 
 
 @pytest.mark.ray
@@ -171,7 +154,7 @@ def test_killed_in_second_phase_resumes_on_ray(corpus, reference, tmp_path, ray_
     time.sleep(1.0)  # a task of the killed driver may still be finishing on the cluster
     summary = run_stage(make_stage(overrides), stream=io.StringIO())
     assert sum(r.skipped for r in summary.manifest.phase("bucket").tasks.values()) >= done
-    assert _outputs(out) == reference
+    assert stage_outputs(out) == reference
 
 
 def test_adding_an_input_redoes_a_cross_file_stage(corpus, tmp_path):

@@ -26,8 +26,7 @@ from dolma_pipe.runner import run_stage
 from mixers.config import MixConfig
 from mixers.dolmino import MixPlanError
 from mixers.stage import MixStage
-from tests.helpers import REPO_ROOT, make_docs, train_tokenizer
-from tests.mixers.test_streams import outputs
+from tests.helpers import REPO_ROOT, make_docs, stage_outputs, train_tokenizer
 
 SOURCES = {"web": (6, 80), "wiki": (2, 50), "math": (1, 40)}
 SEEDS = [0, 1, 2]
@@ -154,8 +153,8 @@ def test_outputs_carry_provenance_and_drop_attributes(mixed):
 def test_same_bytes_for_any_process_count_and_rerun(corpus, mixed, tmp_path, processes):
     out = tmp_path / "out"
     run(spec(corpus, out, processes=processes))
-    reference = {k: v for k, v in outputs(mixed).items() if not k.startswith("_cache")}
-    mine = {k: v for k, v in outputs(out).items() if not k.startswith("_cache")}
+    reference = {k: v for k, v in stage_outputs(mixed).items() if not k.startswith("_cache")}
+    mine = {k: v for k, v in stage_outputs(out).items() if not k.startswith("_cache")}
     assert mine == reference
     again = run(spec(corpus, out, processes=processes))
     assert all(r.skipped for r in again.results)
@@ -167,7 +166,7 @@ def test_same_bytes_on_ray(corpus, mixed, tmp_path, ray_address):
     with RayExecutor(2, ray_address) as ex:
         run(spec(corpus, out, processes=2, ray_address=ray_address), executor=ex)
     strip = lambda files: {k: v for k, v in files.items() if not k.startswith("_cache")}  # noqa: E731
-    assert strip(outputs(out)) == strip(outputs(mixed))
+    assert strip(stage_outputs(out)) == strip(stage_outputs(mixed))
 
 
 def test_choice_does_not_depend_on_files_or_their_order(corpus, mixed, tmp_path):
@@ -294,4 +293,4 @@ def test_killed_in_sample_phase_resumes_there(corpus, mixed, tmp_path):
     assert all(r.skipped for r in summary.manifest.phase("count").tasks.values())
     assert sum(r.skipped for r in summary.manifest.phase("sample").tasks.values()) == done
     strip = lambda files: {k: v for k, v in files.items() if not k.startswith("_cache")}  # noqa: E731
-    assert strip(outputs(out)) == strip(outputs(mixed))
+    assert strip(stage_outputs(out)) == strip(stage_outputs(mixed))

@@ -13,7 +13,6 @@ import sys
 import time
 from pathlib import Path
 
-import orjson
 import pytest
 
 from dolma_pipe.config import ConfigError, load_config
@@ -23,7 +22,7 @@ from dolma_pipe.manifest import read_manifest
 from dolma_pipe.runner import run_stage
 from mixers.config import MixConfig
 from mixers.stage import MixStage
-from tests.helpers import REPO_ROOT, make_docs
+from tests.helpers import REPO_ROOT, make_docs, stage_outputs
 
 FILES = 6
 DOCS = 60
@@ -64,20 +63,6 @@ def run(config: dict, executor=None):
     return run_stage(MixStage(load_config(MixConfig, None, config)), executor=executor, stream=io.StringIO())
 
 
-def outputs(out: Path) -> dict[str, bytes]:
-    """Every output file and marker record (timings and fingerprints left out), temporaries excluded."""
-    files = {}
-    for p in sorted(out.rglob("*")):
-        if p.is_file() and not p.name.startswith(".") and p.name != "_manifest.json":
-            data = p.read_bytes()
-            if p.suffix == ".done":
-                rec = orjson.loads(data)
-                rec.pop("seconds"), rec.pop("fingerprint")
-                data = orjson.dumps(rec, option=orjson.OPT_SORT_KEYS)
-            files[str(p.relative_to(out))] = data
-    return files
-
-
 def docs_of(out: Path) -> list[dict]:
     rows = []
     for p in sorted(out.glob("*.jsonl.gz")):
@@ -90,7 +75,7 @@ def docs_of(out: Path) -> list[dict]:
 def reference(corpus, tmp_path_factory) -> dict[str, bytes]:
     out = tmp_path_factory.mktemp("ref") / "out"
     run(spec(corpus, out, processes=1))
-    return outputs(out)
+    return stage_outputs(out)
 
 
 def test_shards_are_bounded_named_alike_and_in_input_order(corpus, tmp_path):
@@ -126,7 +111,7 @@ def test_a_member_shard_is_readable_by_plain_gzip(corpus, tmp_path):
 def test_same_bytes_for_any_process_count(corpus, reference, tmp_path, processes):
     out = tmp_path / "out"
     run(spec(corpus, out, processes=processes))
-    assert outputs(out) == reference
+    assert stage_outputs(out) == reference
 
 
 @pytest.mark.ray
@@ -135,7 +120,7 @@ def test_same_bytes_on_ray(corpus, reference, tmp_path, ray_address):
     with RayExecutor(2, ray_address) as ex:
         summary = run(spec(corpus, out, processes=2, ray_address=ray_address), executor=ex)
     assert summary.manifest.executor.name == "ray"
-    assert outputs(out) == reference
+    assert stage_outputs(out) == reference
 
 
 def test_rerun_skips_and_force_rewrites_the_same_bytes(corpus, reference, tmp_path):
@@ -145,7 +130,7 @@ def test_rerun_skips_and_force_rewrites_the_same_bytes(corpus, reference, tmp_pa
     assert all(r.skipped for r in again.results)
     forced = run(spec(corpus, out, processes=2, force=True))
     assert not any(r.skipped for r in forced.results)
-    assert outputs(out) == reference
+    assert stage_outputs(out) == reference
 
 
 def _kill_in_shard_phase(config: dict, out: Path) -> int:
@@ -186,7 +171,7 @@ def test_killed_in_shard_phase_resumes_there(corpus, reference, tmp_path, proces
     filter_phase, shard_phase = summary.manifest.phases
     assert all(r.skipped for r in filter_phase.tasks.values())
     assert sum(r.skipped for r in shard_phase.tasks.values()) == done
-    assert outputs(out) == reference
+    assert stage_outputs(out) == reference
 
 
 def test_shuffle_false_keeps_one_output_per_input(corpus, tmp_path):

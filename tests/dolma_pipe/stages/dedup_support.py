@@ -80,24 +80,6 @@ def run(overrides: dict[str, Any], executor: Any = None) -> RunSummary:
     return run_stage(make_stage(overrides), executor=executor, stream=io.StringIO())
 
 
-def outputs(root: Path) -> dict[str, bytes]:
-    """Every output, work and error file under an output root, and each marker's results.
-
-    Left out: the manifest and temporaries; a marker's timing and fingerprint (the fingerprint
-    covers the destination).
-    """
-    files = {}
-    for p in sorted(root.rglob("*")):
-        if p.is_file() and not p.name.startswith(".") and p.name != "_manifest.json":
-            data = p.read_bytes()
-            if p.suffix == ".done":
-                rec = orjson.loads(data)
-                rec.pop("seconds"), rec.pop("fingerprint")
-                data = orjson.dumps(rec, option=orjson.OPT_SORT_KEYS)
-            files[str(p.relative_to(root))] = data
-    return files
-
-
 def attribute_rows(corpus: Path, name: str = "dd", destination: Path | None = None) -> dict[tuple[int, int], tuple[dict, dict]]:
     """{(file index, document index): (document, attributes)}, documents and attribute rows read in
     lockstep (ids checked): under ``X/attributes/<name>/``, or ``<destination>/<name>/``."""

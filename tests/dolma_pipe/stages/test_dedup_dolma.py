@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from dolma_pipe.documents import write_documents
-from tests.dolma_pipe.stages.dedup_support import attribute_rows, config, outputs, planted_corpus, run, stand_in_mix
-from tests.helpers import run_cli, sample_rows
+from tests.dolma_pipe.stages.dedup_support import attribute_rows, config, planted_corpus, run, stand_in_mix
+from tests.helpers import run_cli, sample_rows, stage_outputs
 
 DATA = Path(__file__).parent / "data" / "dolma_dedupe"
 CONFIGS = {"dedupe-by-url": "dedupe_by_url", "dedupe-paragraphs": "dedupe_paragraphs", "dedupe-paragraph-ngrams": "dedupe_paragraph_ngrams"}
@@ -99,7 +99,7 @@ def test_bloom_mode_is_deterministic_and_resumable(corpus, tmp_path):
         out = tmp_path / f"p{processes}"
         summary = run(_bloom(root, out, "paragraphs", processes=processes))
         assert summary.manifest.results["filter"]["num_hashes"] > 0
-        refs[processes] = outputs(out / "paragraphs") | {"filter": (out / "paragraphs.bloom").read_bytes()}
+        refs[processes] = stage_outputs(out / "paragraphs") | {"filter": (out / "paragraphs.bloom").read_bytes()}
     assert refs[1] == refs[2]
     # A rerun of a finished run redoes nothing and leaves the (published) filter as it is.
     out = tmp_path / "p1"
@@ -108,7 +108,7 @@ def test_bloom_mode_is_deterministic_and_resumable(corpus, tmp_path):
     # --force redoes it from the filter the run started from, not from its own result.
     forced = run(_bloom(root, out, "paragraphs", processes=2, force=True))
     assert not any(r.skipped for r in forced.results)
-    assert outputs(out / "paragraphs") | {"filter": (out / "paragraphs.bloom").read_bytes()} == refs[1]
+    assert stage_outputs(out / "paragraphs") | {"filter": (out / "paragraphs.bloom").read_bytes()} == refs[1]
     rows = attribute_rows(root, "paragraphs", destination=out)
     assert {k for k, (_, a) in rows.items() if a.get("dup_paras")} == set(info["repeated"][1:]) | {(0, 5), (2, 0), (3, 9)}
 
@@ -236,10 +236,10 @@ def test_killed_in_the_bloom_phase_resumes_from_the_starting_filter(corpus, tmp_
     root, _ = corpus
     ref = tmp_path / "ref"
     run(_bloom(root, ref, "paragraphs", processes=1))
-    expected = outputs(ref / "paragraphs") | {"filter": (ref / "paragraphs.bloom").read_bytes()}
+    expected = stage_outputs(ref / "paragraphs") | {"filter": (ref / "paragraphs.bloom").read_bytes()}
     out = tmp_path / "out"
     cfg = _bloom(root, out, "paragraphs", processes=2)
     kill_in_phase(cfg, out / "paragraphs", "bloom")
     assert not (out / "paragraphs.bloom").exists(), "nothing published before the phase ends"
     run(cfg)
-    assert outputs(out / "paragraphs") | {"filter": (out / "paragraphs.bloom").read_bytes()} == expected
+    assert stage_outputs(out / "paragraphs") | {"filter": (out / "paragraphs.bloom").read_bytes()} == expected

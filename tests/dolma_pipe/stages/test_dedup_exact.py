@@ -19,12 +19,11 @@ from tests.dolma_pipe.stages.dedup_support import (
     attribute_rows,
     config,
     kill_in_phase,
-    outputs,
     planted_corpus,
     run,
     stand_in_mix,
 )
-from tests.helpers import run_cli
+from tests.helpers import run_cli, stage_outputs
 
 PHASES = ["scan", "documents", "bands", "verify", "clusters", "removed", "paragraphs", "attributes"]
 
@@ -47,7 +46,7 @@ def _all_passes(corpus: Path, out: Path, **extra) -> dict:
 def reference(corpus, tmp_path_factory) -> dict[str, bytes]:
     out = tmp_path_factory.mktemp("ref") / "out"
     run(_all_passes(corpus[0], out, processes=1))
-    return outputs(out / "dd")
+    return stage_outputs(out / "dd")
 
 
 def test_first_copies_in_the_global_order_survive(corpus, tmp_path):
@@ -97,7 +96,7 @@ def test_a_group_never_loses_every_copy(corpus, tmp_path):
 def test_same_bytes_for_any_process_count(corpus, reference, tmp_path, processes):
     out = tmp_path / "out"
     run(_all_passes(corpus[0], out, processes=processes))
-    assert outputs(out / "dd") == reference
+    assert stage_outputs(out / "dd") == reference
 
 
 def test_same_bytes_when_rerun_with_force(corpus, reference, tmp_path):
@@ -107,7 +106,7 @@ def test_same_bytes_when_rerun_with_force(corpus, reference, tmp_path):
     assert all(r.skipped for r in again.results)
     forced = run(_all_passes(corpus[0], out, processes=2, force=True))
     assert not any(r.skipped for r in forced.results)
-    assert outputs(out / "dd") == reference
+    assert stage_outputs(out / "dd") == reference
 
 
 @pytest.mark.ray
@@ -116,7 +115,7 @@ def test_same_bytes_on_ray(corpus, reference, tmp_path, ray_address):
     with RayExecutor(2, ray_address) as ex:
         summary = run(_all_passes(corpus[0], out, processes=2, ray_address=ray_address), executor=ex)
     assert summary.manifest.executor.name == "ray"
-    assert outputs(out / "dd") == reference
+    assert stage_outputs(out / "dd") == reference
 
 
 @pytest.mark.slow
@@ -135,7 +134,7 @@ def test_killed_in_any_phase_resumes_there(corpus, reference, tmp_path, phase):
     assert sum(r.skipped for r in record.tasks.values()) == done
     for p in before:
         assert all(r.skipped for r in summary.manifest.phase(p).tasks.values()), p
-    assert outputs(out / "dd") == reference
+    assert stage_outputs(out / "dd") == reference
 
 
 def test_bad_records_are_quarantined_and_rows_line_up(corpus):

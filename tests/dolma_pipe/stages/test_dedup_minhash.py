@@ -15,8 +15,8 @@ import pytest
 from dolma_pipe.documents import write_documents
 from dolma_pipe.manifest import read_manifest
 from dolma_pipe.minhash import MinHasher
-from tests.dolma_pipe.stages.dedup_support import attribute_rows, documents_in_order, near_copy, near_corpus, outputs, run
-from tests.helpers import sample_rows
+from tests.dolma_pipe.stages.dedup_support import attribute_rows, documents_in_order, near_copy, near_corpus, run
+from tests.helpers import sample_rows, stage_outputs
 
 THRESHOLD = 0.8
 
@@ -113,7 +113,7 @@ def test_same_bytes_for_one_and_three_processes(corpus, tmp_path):
     one, three = tmp_path / "one", tmp_path / "three"
     run({**_config(root, one), "processes": 1, "buckets": 2})
     run({**_config(root, three), "processes": 3, "buckets": 2})
-    assert outputs(one / "near") == outputs(three / "near")
+    assert stage_outputs(one / "near") == stage_outputs(three / "near")
 
 
 def test_unspaced_scripts_are_shingled_by_character(tmp_path):
