@@ -1,5 +1,5 @@
 # The two front-door commands (see README): `make demo` and `make test`.
-# Both create .venv on first use and install the project (Rust core included) into it.
+# Both create .venv on first use and install the project (Rust core and the trainer's torch included) into it.
 PYTHON ?= python3
 VENV   ?= .venv
 PY      = $(VENV)/bin/python
@@ -31,7 +31,7 @@ setup-train: $(VENV)/.train-installed
 rebuild: setup
 	$(PIP) install -e ".[dev]" --no-deps
 
-demo: setup rebuild
+demo: setup-train rebuild
 	bash examples/run_demo.sh $(VENV)
 
 cargo-test:
