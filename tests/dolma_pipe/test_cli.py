@@ -51,3 +51,17 @@ def test_progress_in_logs_is_periodic_lines():
         "dolma-pipe convert: 1/3 files, docs 1,000, docs/s 500",
         "dolma-pipe convert: 3/3 files, docs 1,000, docs/s 500",
     ]
+
+
+def test_openblas_threads_default_to_one_and_a_users_value_stays():
+    # numpy's OpenBLAS would start a busy-waiting thread per core in every worker process.
+    import os
+    import subprocess
+    import sys
+
+    code = "import dolma_pipe, numpy, os; print(os.environ['OPENBLAS_NUM_THREADS'])"
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "1"
+    out = subprocess.run([sys.executable, "-c", code], env=dict(env, OPENBLAS_NUM_THREADS="3"), capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "3"
