@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import difflib
 import os
+import types
+import typing
 from typing import Annotated, Any, Literal
 
 import yaml
@@ -94,16 +96,39 @@ def set_dotted(data: dict[str, Any], dotted: str, value: Any) -> None:
     node[parts[-1]] = value
 
 
+def _inner_types(annotation: Any) -> list[tuple[Any, bool]]:
+    """The types a field's value may hold, each with whether a dict key comes before it in an
+    error's ``loc``: ``X | None`` gives ``X``, a list, tuple or set its item type, a dict its value
+    type (keyed), ``Annotated[X, ...]`` gives ``X``."""
+    args = typing.get_args(annotation)
+    origin = typing.get_origin(annotation)
+    if origin is Annotated:
+        return _inner_types(args[0])
+    if origin in (typing.Union, types.UnionType):
+        return [t for a in args if a is not type(None) for t in _inner_types(a)]
+    if origin in (list, tuple, set, frozenset) and args:
+        return _inner_types(args[0])
+    if origin is dict and len(args) == 2:
+        return [(t, True) for t, _ in _inner_types(args[1])]
+    return [(annotation, False)]
+
+
 def _model_at(model: type[BaseModel], loc: tuple) -> type[BaseModel] | None:
-    current: Any = model
-    for part in loc:
-        if not (isinstance(current, type) and issubclass(current, BaseModel)):
-            return None
-        field = current.model_fields.get(str(part))
+    """The config model at ``loc`` of a validation error (through optional sections, list items
+    and dict values), or None when ``loc`` does not lead to exactly one model."""
+    current: type[BaseModel] = model
+    parts = [p for p in loc if not isinstance(p, int)]  # list indexes: the item's model is taken
+    i = 0
+    while i < len(parts):
+        field = current.model_fields.get(str(parts[i]))
         if field is None:
             return None
-        current = field.annotation
-    return current if isinstance(current, type) and issubclass(current, BaseModel) else None
+        models = [(t, keyed) for t, keyed in _inner_types(field.annotation) if isinstance(t, type) and issubclass(t, BaseModel)]
+        if len(models) != 1:
+            return None
+        current, keyed = models[0]
+        i += 2 if keyed else 1
+    return current
 
 
 def validation_error_lines(model: type[BaseModel], exc: ValidationError, prefix: tuple = ()) -> list[str]:

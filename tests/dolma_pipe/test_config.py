@@ -98,3 +98,14 @@ def test_dotted_overrides_build_nested_keys():
     with pytest.raises(ConfigError, match="is a value"):
         load_config(Outer, None, {"top": 1, "top.deeper": 1})
     assert isinstance(cfg, BaseModel)
+
+
+def test_did_you_mean_reaches_optional_sections_and_list_items():
+    from dolma_pipe.stages.dedup.config import DedupConfig
+    from mixers.config import MixConfig
+
+    with pytest.raises(ConfigError, match=r"unknown config key 'minhash.treshold' \(did you mean 'minhash.threshold'\?\)"):
+        load_config(DedupConfig, None, {"documents": ["x/*.gz"], "minhash.treshold": 0.7})
+    stream = {"name": "s", "documents": ["x/*.gz"], "output": {"path": "out"}, "filtr": {}}
+    with pytest.raises(ConfigError, match=r"unknown config key 'streams.0.filtr' \(did you mean 'streams.0.filter'\?\)"):
+        load_config(MixConfig, None, {"streams": [stream]})
