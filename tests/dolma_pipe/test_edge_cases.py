@@ -20,30 +20,43 @@ from tests.helpers import make_docs, run_cli
 
 def test_big_integers_stay_exact(tmp_path):
     path = tmp_path / "big.jsonl"
-    path.write_bytes(b'{"id": 123456789012345678901234567890, "text": "x", "metadata": {"u": 18446744073709551616}}\n')
+    path.write_bytes(
+        b'{"id": 123456789012345678901234567890, "text": "x", "metadata": {"u": 18446744073709551616, "n": -9223372036854775809}}\n'
+    )
     (doc,) = [d for _, d in read_documents(str(path))]
     assert doc["id"] == "123456789012345678901234567890"
     assert doc["metadata"]["u"] == 18446744073709551616
+    assert doc["metadata"]["n"] == -9223372036854775809  # 19 digits, below int64's minimum
     out = str(tmp_path / "out.jsonl")
     write_documents(out, [doc])
-    assert b"18446744073709551616" in open(out, "rb").read()
+    assert b"18446744073709551616" in open(out, "rb").read() and b"-9223372036854775809" in open(out, "rb").read()
 
 
 def test_long_digit_runs_are_found_as_the_regex_finds_them():
-    """The check that sends a line to the stdlib parser: 20 consecutive ASCII digits, as ``\\d{20}``."""
+    """The check that sends a line to the stdlib parser: 20 consecutive ASCII digits or a minus and
+    19, as ``\\d{20}|-\\d{19}``."""
     import random
     import re
 
     from dolma_pipe.documents import _has_long_digits
 
-    regex = re.compile(rb"\d{20}")
+    regex = re.compile(rb"\d{20}|-\d{19}")
     rng = random.Random(3)
     alphabet = b'0123456789 -.e"a\xff\x00\xd9\xa0'  # digits, separators, non-ASCII bytes
     # Mostly digits, so that runs of about 20 are common.
     lines = [
         bytes(rng.choice(alphabet if rng.random() < 0.08 else b"0123456789") for _ in range(rng.randrange(0, 60))) for _ in range(20000)
     ]
-    lines += [b"1" * 20, b"1" * 19, b"x" + b"9" * 20 + b"x", b"1" * 19 + b"\xd9\xa0" + b"1", "\u0661".encode() * 20]
+    lines += [
+        b"1" * 20,
+        b"1" * 19,
+        b"-" + b"1" * 19,
+        b"-" + b"1" * 18,
+        b"--" + b"1" * 19,
+        b"x" + b"9" * 20 + b"x",
+        b"1" * 19 + b"\xd9\xa0" + b"1",
+        "\u0661".encode() * 20,
+    ]
     assert [_has_long_digits(x) for x in lines] == [regex.search(x) is not None for x in lines]
     assert 1000 < sum(map(_has_long_digits, lines)) < 19000
 
