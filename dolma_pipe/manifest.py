@@ -89,6 +89,8 @@ class PhaseRecord(BaseModel):
     duplicate_ids_across_tasks: int = 0
     # The driver-side step's result (e.g. summed token counts), recorded as it was used.
     step: dict[str, Any] = Field(default_factory=dict)
+    # Bad records quarantined while the phase was planned (e.g. dedup's evaluation texts).
+    planning_errors: dict[str, int] = Field(default_factory=dict)
     seconds: float = 0.0
 
     def totals(self) -> Counter:
@@ -101,7 +103,7 @@ class PhaseRecord(BaseModel):
         return total
 
     def errors(self) -> Counter:
-        total: Counter = Counter()
+        total: Counter = Counter(self.planning_errors)
         for r in self.tasks.values():
             total.update(r.errors)
         return total

@@ -456,7 +456,10 @@ def _run_phase(
     phase = phases[index]
     sub = _phase_dir(phases, index)
     root = stage.output_root
+    ctx.planning_errors = {}
     tasks = phase.plan(ctx)
+    record.planning_errors = dict(ctx.planning_errors)
+    errors.add(sum(record.planning_errors.values()))
     keys = [t.key for t in tasks]
     if len(set(keys)) != len(keys):
         dup = next(k for k in keys if keys.count(k) > 1)

@@ -100,6 +100,9 @@ class RunContext:
 
     inputs: list[InputFile]
     steps: dict[str, StepResult] = field(default_factory=dict)
+    # Bad records a phase's planning quarantined on the driver (by kind; e.g. dedup's evaluation
+    # texts): the runner records them with the phase and counts them toward --max-errors.
+    planning_errors: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -16,13 +16,15 @@ Spans are character offsets with the separator included, as for paragraph dedup.
 way, a Bloom filter built from evaluation sets with ``read_only: false`` and then used with
 ``read_only: true``, works with the ``bloom_filter`` section.
 
-Bad evaluation records are quarantined to ``<output>/_errors/evaluation.jsonl`` and counted in
-the scan phase's step; they never stop the run.
+Bad evaluation records are quarantined to ``<output>/_errors/evaluation.jsonl`` and counted with
+the scan phase (kinds prefixed ``evaluation_``), toward ``--max-errors`` like the inputs' bad
+records.
 """
 
 from __future__ import annotations
 
 import hashlib
+from typing import Any
 
 import orjson
 
@@ -48,7 +50,7 @@ def identity(section: DecontaminationSection) -> str:
     return hashlib.sha256(blob).hexdigest()[:16]
 
 
-def ensure_set(section: DecontaminationSection, layout: Layout, root: str) -> tuple[str, dict[str, int]]:
+def ensure_set(section: DecontaminationSection, layout: Layout, root: str) -> tuple[str, dict[str, Any]]:
     """The path of the evaluation key set, built unless an up-to-date one is there; and counts."""
     ident = identity(section)
     path = layout.single(f"decontamination-{ident}.set")
@@ -81,7 +83,12 @@ def ensure_set(section: DecontaminationSection, layout: Layout, root: str) -> tu
             quarantine.write_to(fh)
     else:
         storage.remove(err_path)
-    stats = {"evaluation_documents": docs, "evaluation_keys": len(builder), "evaluation_bad_records": quarantine.total}
+    stats = {
+        "evaluation_documents": docs,
+        "evaluation_keys": len(builder),
+        "evaluation_bad_records": quarantine.total,
+        "evaluation_bad_kinds": dict(quarantine.counts),
+    }
     quarantine.close()
     storage.write_bytes(path, builder.to_bytes())
     storage.write_bytes(stats_path, orjson.dumps(stats))

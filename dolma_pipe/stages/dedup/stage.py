@@ -228,6 +228,7 @@ class DedupStage(Stage[DedupConfig]):
             path, stats = decontam.ensure_set(self.config.decontamination, self.layout, self.output_root)
             params["decontamination"] = path
             ctx.steps["evaluation"] = StepResult(data=stats)
+            ctx.planning_errors = {f"evaluation_{k}": v for k, v in stats.get("evaluation_bad_kinds", {}).items()}
         return [Task(key=f.rel, inputs=(f,), params=params) for f in ctx.inputs]
 
     # running (workers)

@@ -95,3 +95,28 @@ def test_shared_ngrams(sets):
     assert text == plants[9] and 0.8 < score < 1
     [(text, score)] = flagged[14]
     assert text == plants[14] and 0 < score < 0.5
+
+
+def test_bad_evaluation_records_count_toward_max_errors(tmp_path):
+    from dolma_pipe.runner import RunFailed
+
+    evaluation = tmp_path / "eval" / "documents" / "eval.jsonl"
+    evaluation.parent.mkdir(parents=True)
+    good = '{"id": "e1", "text": "one two three four five six seven eight nine ten eleven twelve thirteen"}\n'
+    evaluation.write_text(good + "{not json\n" + '{"id": "e2"}\n')
+    write_documents(str(tmp_path / "train" / "documents" / "train.jsonl"), [{"id": "t1", "text": "nothing shared here"}])
+    config = {
+        "documents": [f"{tmp_path}/train/documents/*"],
+        "dedupe": {"name": "decon"},
+        "decontamination": {"evaluation": [str(evaluation)], "attribute_name": "contaminated"},
+        "progress": False,
+    }
+    with pytest.raises(RunFailed, match="2 bad records exceed --max-errors 1"):
+        run({**config, "max_errors": 1})
+    out = tmp_path / "train" / "attributes" / "decon"
+    manifest = read_manifest(str(out))
+    assert manifest.status == "failed" and manifest.errors == {"evaluation_malformed_json": 1, "evaluation_missing_text": 1}
+    summary = run({**config, "max_errors": 2})
+    assert summary.manifest.status == "complete"
+    assert summary.manifest.errors == {"evaluation_malformed_json": 1, "evaluation_missing_text": 1}
+    assert (out / "_errors" / "evaluation.jsonl").read_text().count("\n") == 2
