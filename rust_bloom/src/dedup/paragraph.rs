@@ -27,14 +27,29 @@ pub fn split<'a>(text: &'a str, separator: &str, out: &mut Vec<Paragraph<'a>>) {
     if text.is_empty() {
         return;
     }
-    let total = char_len(text);
     let sep = char_len(separator);
     let mut start = 0;
-    for piece in text.split(separator) {
+    let mut push = |piece: &'a str, last: bool| {
         let chars = char_len(piece);
-        let end = (start + chars + sep).min(total);
+        // Every piece but the last is followed by a whole separator; the last ends the text.
+        let end = if last { start + chars } else { start + chars + sep };
         out.push(Paragraph { text: piece, chars, start, end });
         start = end;
+    };
+    if let &[byte] = separator.as_bytes() {
+        // A one-byte (ASCII) separator, the usual "\n": memchr, several times faster than the
+        // general substring search of `str::split`, with the same pieces.
+        let mut from = 0;
+        for at in memchr::memchr_iter(byte, text.as_bytes()) {
+            push(&text[from..at], false);
+            from = at + 1;
+        }
+        push(&text[from..], true);
+    } else {
+        let mut pieces = text.split(separator).peekable();
+        while let Some(piece) = pieces.next() {
+            push(piece, pieces.peek().is_none());
+        }
     }
 }
 
@@ -104,6 +119,21 @@ mod tests {
         for p in &ps {
             let s: String = chars[p.start..p.end].iter().collect();
             assert!(s.starts_with(p.text));
+        }
+    }
+
+    #[test]
+    fn one_byte_separators_cut_as_str_split() {
+        for text in ["", "a", "\n", "\n\n", "é\nx\n", "ab|cd||", "|é😀|", "no separator"] {
+            for sep in ["\n", "|", "x"] {
+                let mut ps = Vec::new();
+                split(text, sep, &mut ps);
+                let want: Vec<&str> = if text.is_empty() { vec![] } else { text.split(sep).collect() };
+                assert_eq!(ps.iter().map(|p| p.text).collect::<Vec<_>>(), want, "{text:?} {sep:?}");
+                if let Some(last) = ps.last() {
+                    assert_eq!(last.end, char_len(text));
+                }
+            }
         }
     }
 
