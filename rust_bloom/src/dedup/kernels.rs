@@ -2,6 +2,8 @@
 //!
 //! - `first_occurrence`: one bucket's key records from every file, in the global order; every
 //!   record whose key was seen before is a duplicate (exact: keys are 128-bit digests);
+//! - `bloom_test_and_set`: one file's key records tested-and-set in a Bloom filter, in order
+//!   (Bloom mode);
 //! - `band_candidates`: one bucket of band records; documents sharing a band are candidate
 //!   pairs;
 //! - `verify_pairs`: candidate pairs kept when their shingle sets' Jaccard (or their
@@ -12,6 +14,7 @@
 //! Inputs are `(file index, records)` slices; outputs are bucketed files (`records`), bucketed
 //! by file index so that each file's later task reads only its own slice.
 use super::records::{self, f32_at, u128_at, u32_at, u64_at, Bucketed, WHOLE_DOCUMENT};
+use crate::bloom::{Bloom, BloomError};
 use crate::minhash::cluster::{Components, U64Map};
 use crate::minhash::{jaccard_sorted, signature_similarity};
 use std::collections::HashSet;
@@ -129,6 +132,54 @@ pub fn first_occurrence(
     }
     let (out, dups, _, _) = fs.finish();
     Ok((out, dups))
+}
+
+/// Bloom mode: tests-and-sets the key of each record of one file in `bloom`, in order, leaving
+/// out the documents in `skip` (sorted). Returns the DUP records of the keys found present and
+/// the number of keys tested. `record_size` is `records::DOC` or `records::PARA`.
+///
+/// A key repeated within the file is present at every later copy whatever else the filter
+/// holds (its first copy set its bits, and a Bloom filter has no false negatives) and setting
+/// its bits again changes nothing: so only the first copy of each key in the file goes to the
+/// filter. The answers, the bits and the count are those of testing-and-setting every record,
+/// with fewer random accesses to the filter (Dolma's paragraphs repeat within a file: about a
+/// third of the bench corpus's paragraph keys).
+pub fn bloom_test_and_set(
+    bloom: &Bloom,
+    buf: &[u8],
+    record_size: usize,
+    skip: &[u32],
+) -> Result<(Vec<u8>, u64), BloomError> {
+    let kept: Vec<&[u8]> = buf
+        .chunks_exact(record_size)
+        .filter(|rec| skip.is_empty() || skip.binary_search(&u32_at(rec, 16)).is_err())
+        .collect();
+    let mut seen: HashSet<u128, BuildHasherDefault<DigestHasher>> =
+        HashSet::with_capacity_and_hasher(kept.len(), BuildHasherDefault::default());
+    let mut repeated = Vec::with_capacity(kept.len());
+    let mut firsts: Vec<&[u8]> = Vec::with_capacity(kept.len());
+    for rec in &kept {
+        let first = seen.insert(u128_at(rec, 0));
+        repeated.push(!first);
+        if first {
+            firsts.push(&rec[..16]);
+        }
+    }
+    drop(seen);
+    // One batch: the filter hashes keys and prefetches their bits ahead of the inserts.
+    let mut present = Vec::with_capacity(firsts.len());
+    bloom.insert_batch(&firsts, &mut present)?;
+    let mut answers = present.into_iter();
+    let mut out = Vec::new();
+    for (rec, repeat) in kept.iter().zip(repeated) {
+        // A repeat takes no answer: the filter's answers are for the first copies, in order.
+        if repeat || answers.next().unwrap_or(false) {
+            out.extend_from_slice(&rec[16..20]);
+            let para = if record_size == records::PARA { u32_at(rec, 20) } else { WHOLE_DOCUMENT };
+            out.extend_from_slice(&para.to_le_bytes());
+        }
+    }
+    Ok((out, kept.len() as u64))
 }
 
 /// Candidate pairs (PAIR records bucketed by the later document's file) of documents sharing
@@ -331,6 +382,55 @@ mod tests {
         let mut r = h.to_le_bytes().to_vec();
         r.extend_from_slice(&doc.to_le_bytes());
         r
+    }
+
+    #[test]
+    fn bloom_test_and_set_answers_as_every_record_tested() {
+        use crate::bloom::Params;
+        const MIX: u128 = 0x9E37_79B9_7F4A_7C15_F39C_C060_5CED_C835;
+        // Paragraph records: keys with repeats within the file, over documents 0..20; a small
+        // filter so that false positives occur too.
+        let mut buf = Vec::new();
+        let mut keys = Vec::new();
+        for i in 0..600u32 {
+            let key = u128::from(i * 7 % 250).wrapping_mul(MIX);
+            let doc = i / 30;
+            buf.extend_from_slice(&key.to_le_bytes());
+            buf.extend_from_slice(&doc.to_le_bytes());
+            buf.extend_from_slice(&(i % 30).to_le_bytes());
+            keys.push((key, doc, i % 30));
+        }
+        for skip in [vec![], vec![3u32, 7, 8]] {
+            let params = Params::explicit(2048, 3).unwrap();
+            let (a, b) = (Bloom::new(params, 5).unwrap(), Bloom::new(params, 5).unwrap());
+            // Earlier files' keys in both filters.
+            let mut flags = Vec::new();
+            for x in [&a, &b] {
+                x.insert_batch(&[9u128.to_le_bytes(), 14u128.wrapping_mul(MIX).to_le_bytes()], &mut flags).unwrap();
+            }
+            let (out, tested) = bloom_test_and_set(&a, &buf, records::PARA, &skip).unwrap();
+            let kept: Vec<_> = keys.iter().filter(|k| !skip.contains(&k.1)).collect();
+            let all: Vec<[u8; 16]> = kept.iter().map(|k| k.0.to_le_bytes()).collect();
+            let mut present = Vec::new();
+            b.insert_batch(&all, &mut present).unwrap();
+            let mut want = Vec::new();
+            for (k, p) in kept.iter().zip(present) {
+                if p {
+                    want.extend_from_slice(&k.1.to_le_bytes());
+                    want.extend_from_slice(&k.2.to_le_bytes());
+                }
+            }
+            assert_eq!(out, want);
+            assert!(out.len() / records::DUP >= kept.len() - 250, "repeats are found present");
+            assert_eq!(tested, kept.len() as u64);
+            assert_eq!(a.count(), b.count());
+            let dir = std::env::temp_dir().join(format!("dp-bloom-tas-{}-{}", std::process::id(), skip.len()));
+            std::fs::create_dir_all(&dir).unwrap();
+            a.save(&dir.join("a")).unwrap();
+            b.save(&dir.join("b")).unwrap();
+            assert_eq!(std::fs::read(dir.join("a")).unwrap(), std::fs::read(dir.join("b")).unwrap());
+            std::fs::remove_dir_all(&dir).unwrap();
+        }
     }
 
     #[test]

@@ -7,7 +7,7 @@ use crate::bloom::params::{false_positive_rate, Params};
 use crate::bloom::{Bloom, BloomError};
 use crate::dedup::kernels::{self, Verify};
 use crate::dedup::keypath::{KeyPath, KeyValue, Step};
-use crate::dedup::records::{self, u32_at};
+use crate::dedup::records;
 use crate::dedup::render::{render, RenderSpec};
 use crate::dedup::scan::{
     DecontamMode, DecontamSet, DocSpec, Fallback, Filters, MinhashSpec, NgramSpec, ParaSpec, ScanSpec, Scanner,
@@ -387,29 +387,10 @@ impl PyBloomSetter {
         records::check_records(records, record_size, "key records").map_err(value_error)?;
         let bloom = &self.inner;
         let (out, inserted) = py
-            .detach(|| -> Result<(Vec<u8>, u64), BloomError> {
+            .detach(|| {
                 let mut skip = skip;
                 skip.sort_unstable();
-                let kept: Vec<&[u8]> = records
-                    .chunks_exact(record_size)
-                    .filter(|rec| skip.is_empty() || skip.binary_search(&u32_at(rec, 16)).is_err())
-                    .collect();
-                // One batch: keys hashed and their bits prefetched ahead of the inserts.
-                let keys: Vec<&[u8]> = kept.iter().map(|rec| &rec[..16]).collect();
-                let mut present = Vec::with_capacity(keys.len());
-                bloom.insert_batch(&keys, &mut present)?;
-                let mut out = Vec::new();
-                for (rec, seen) in kept.iter().zip(present) {
-                    if seen {
-                        out.extend_from_slice(&rec[16..20]);
-                        if record_size == records::PARA {
-                            out.extend_from_slice(&rec[20..24]);
-                        } else {
-                            out.extend_from_slice(&records::WHOLE_DOCUMENT.to_le_bytes());
-                        }
-                    }
-                }
-                Ok((out, kept.len() as u64))
+                kernels::bloom_test_and_set(bloom, records, record_size, &skip)
             })
             .map_err(bloom_error)?;
         Ok((PyBytes::new(py, &out), inserted))
