@@ -34,7 +34,7 @@ from dolma_pipe.quarantine import Quarantine
 from dolma_pipe.stage import Task, TaskOutput
 
 from .config import DedupConfig, minhash_shape
-from .workfiles import DOC, DUP, PARA, WHOLE_DOCUMENT, Layout, parse_meta
+from .workfiles import DOC, DUP, PARA, WHOLE_DOCUMENT, Layout, meta_ids
 
 # Built once per worker process: a scan plan holds the decontamination set and the MinHash
 # permutations, both worth reusing across the files a worker scans.
@@ -227,7 +227,7 @@ def run_scan(
         if counts["blank_lines"]:
             quarantine.notes["blank_lines"] += counts["blank_lines"]
         if config.duplicate_ids != "ignore":
-            for doc_id in parse_meta(out["meta"]).ids():
+            for doc_id in meta_ids(out["meta"]):
                 quarantine.saw_document(doc_id)
     storage.write_bytes(layout.scan(task.rel, "meta"), out["meta"])
     for kind, name in (("documents", "docs"), ("paragraphs", "paras"), ("bands", "bands"), ("signatures", "sigs"), ("sets", "sets")):
