@@ -143,8 +143,7 @@ class Meta:
         return self.id_blob[self.id_offsets[doc] : self.id_offsets[doc + 1]].decode("utf-8")
 
     def ids(self) -> list[str]:
-        blob, off = self.id_blob, self.id_offsets
-        return [blob[off[i] : off[i + 1]].decode("utf-8") for i in range(len(self))]
+        return _decode_ids(self.id_blob, self.id_offsets, len(self))
 
     def paragraph_spans(self, doc: int) -> list[tuple[int, int]]:
         """Each paragraph's [start, end) in characters, the separator included, clipped to the text."""
@@ -168,7 +167,8 @@ class Meta:
         return out
 
 
-def parse_meta(data: bytes, path: str = "meta") -> Meta:
+def _meta_sections(data: bytes, path: str) -> tuple[int, int, list[memoryview]]:
+    """(documents, separator characters, the nine sections as zero-copy views) of a meta file."""
     if data[:8] != META_MAGIC:
         raise WorkFileError(f"{path}: not a dedup meta file")
     n, sep_chars = struct.unpack_from("<II", data, 8)
@@ -182,6 +182,15 @@ def parse_meta(data: bytes, path: str = "meta") -> Meta:
         pos += length
     if pos != len(data):
         raise WorkFileError(f"{path}: damaged dedup meta file")
+    return n, sep_chars, sections
+
+
+def _decode_ids(blob: bytes, offsets: array, n: int) -> list[str]:
+    return [blob[offsets[i] : offsets[i + 1]].decode("utf-8") for i in range(n)]
+
+
+def parse_meta(data: bytes, path: str = "meta") -> Meta:
+    n, sep_chars, sections = _meta_sections(data, path)
     lines, chars, flags, id_off, id_blob, para_off, para_lens, para_info, decon = sections
     meta = Meta(
         lines=_u32s(lines),
@@ -203,21 +212,11 @@ def parse_meta(data: bytes, path: str = "meta") -> Meta:
 def meta_ids(data: bytes, path: str = "meta") -> list[str]:
     """The documents' ids of a meta file, in order: what the duplicate-id check needs, without
     :func:`parse_meta`'s copies of the paragraph arrays (a million entries for the bench corpus)."""
-    if data[:8] != META_MAGIC:
-        raise WorkFileError(f"{path}: not a dedup meta file")
-    (n,) = struct.unpack_from("<I", data, 8)
-    pos = 16
-    sections: list[tuple[int, int]] = []
-    for _ in range(5):
-        (length,) = struct.unpack_from("<Q", data, pos)
-        sections.append((pos + 8, length))
-        pos += 8 + length
-    (off_at, off_len), (blob_at, blob_len) = sections[3], sections[4]
-    if off_len != 8 * (n + 1) or blob_at + blob_len > len(data):
+    n, _, sections = _meta_sections(data, path)
+    id_offsets = _u64s(sections[3])
+    if len(id_offsets) != n + 1:
         raise WorkFileError(f"{path}: damaged dedup meta file")
-    off = _u64s(memoryview(data)[off_at : off_at + off_len])
-    blob = data[blob_at : blob_at + blob_len]
-    return [blob[off[i] : off[i + 1]].decode("utf-8") for i in range(n)]
+    return _decode_ids(bytes(sections[4]), id_offsets, n)
 
 
 def read_meta(path: str) -> Meta:
