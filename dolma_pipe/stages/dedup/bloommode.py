@@ -100,22 +100,6 @@ def header(path: str) -> dict[str, int]:
     return {"num_hashes": k, "num_bits": m, "seed": seed, "sealed": flags & 1, "count": count, "checksum": checksum}
 
 
-def local_copy(path: str) -> str:
-    """A local path holding the filter at ``path`` (remote filters are downloaded once per machine)."""
-    if not storage.is_remote(path):
-        return storage.local_path(path)
-    info = storage.stat(path)
-    tag = hashlib.sha256(f"{path}\0{info.size}\0{info.mtime}".encode()).hexdigest()[:16]
-    local = os.path.join(tempfile.gettempdir(), "dolma-pipe-bloom", f"{tag}.bloom")
-    if not os.path.exists(local):
-        os.makedirs(os.path.dirname(local), exist_ok=True)
-        tmp = f"{local}.tmp-{os.getpid()}"
-        with storage.open_read(path) as src, open(tmp, "wb") as dst:
-            shutil.copyfileobj(src, dst, 1 << 20)
-        os.replace(tmp, local)
-    return local
-
-
 def _copy(src: Any, dst: Any) -> None:
     """``shutil.copyfileobj``, done by the kernel (sendfile) when both ends are local files: a
     filter is tens of MiB, and the copy then never passes through this process's memory."""
@@ -136,6 +120,22 @@ def _copy(src: Any, dst: Any) -> None:
     if done < size:  # no sendfile for these files: the copy by hand
         src.seek(done)
         shutil.copyfileobj(src, dst, 1 << 20)
+
+
+def local_copy(path: str) -> str:
+    """A local path holding the filter at ``path`` (remote filters are downloaded once per machine)."""
+    if not storage.is_remote(path):
+        return storage.local_path(path)
+    info = storage.stat(path)
+    tag = hashlib.sha256(f"{path}\0{info.size}\0{info.mtime}".encode()).hexdigest()[:16]
+    local = os.path.join(tempfile.gettempdir(), "dolma-pipe-bloom", f"{tag}.bloom")
+    if not os.path.exists(local):
+        os.makedirs(os.path.dirname(local), exist_ok=True)
+        tmp = f"{local}.tmp-{os.getpid()}"
+        with storage.open_read(path) as src, open(tmp, "wb") as dst:
+            _copy(src, dst)
+        os.replace(tmp, local)
+    return local
 
 
 def _sidecar(path: str) -> dict[str, Any] | None:
@@ -214,7 +214,7 @@ class FilterState:
             # Keep the starting filter: publishing replaces the file, and a redo starts from here.
             if not storage.exists(kept):
                 with storage.open_read(self.path) as src, storage.open_write_atomic(kept) as dst:
-                    shutil.copyfileobj(src, dst, 1 << 20)
+                    _copy(src, dst)
             return BloomSetter(local_copy(self.path), bits, hashes, DEFAULT_SEED)
         if not storage.exists(kept):
             raise ConfigError(
@@ -251,7 +251,7 @@ def run_bloom(config: DedupConfig, layout: Layout, state: FilterState, task: Tas
             local = os.path.join(tmp, "filter.bloom")
             setter.save(local)
             with open(local, "rb") as src, storage.open_write_atomic(final) as dst:
-                shutil.copyfileobj(src, dst, 1 << 20)
+                _copy(src, dst)
     else:
         os.makedirs(os.path.dirname(storage.local_path(final)), exist_ok=True)
         setter.save(storage.local_path(final))
