@@ -98,17 +98,20 @@ def train_tokenizer(path: str | Path, texts: list[str], vocab_size: int = 400) -
     return str(path)
 
 
-def stage_outputs(root: Path) -> dict[str, bytes]:
+def stage_outputs(root: Path, marker_keys: tuple[str, ...] | None = None) -> dict[str, bytes]:
     """Every output and error file under a stage's output root, and each marker's record without
-    its timing and fingerprint (which covers the destination); the manifest and temporaries left
-    out. Two runs that must agree byte for byte compare these."""
+    its timing and fingerprint (which covers the destination), or only its ``marker_keys``; the
+    manifest and temporaries left out. Two runs that must agree byte for byte compare these."""
     files = {}
     for p in sorted(root.rglob("*")):
         if p.is_file() and not p.name.startswith(".") and p.name != "_manifest.json":
             data = p.read_bytes()
             if p.suffix == ".done":
                 rec = orjson.loads(data)
-                rec.pop("seconds"), rec.pop("fingerprint")
+                if marker_keys is None:
+                    rec.pop("seconds"), rec.pop("fingerprint")
+                else:
+                    rec = {k: rec.get(k) for k in marker_keys}
                 data = orjson.dumps(rec, option=orjson.OPT_SORT_KEYS)
             files[str(p.relative_to(root))] = data
     return files

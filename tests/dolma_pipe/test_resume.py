@@ -18,7 +18,7 @@ from dolma_pipe.documents import read_documents, write_documents
 from dolma_pipe.executors import RayExecutor
 from dolma_pipe.runner import run_stage
 from dolma_pipe.stages.convert import ConvertConfig, ConvertStage
-from tests.helpers import make_docs, run_cli
+from tests.helpers import make_docs, run_cli, stage_outputs
 
 FILES = 10
 
@@ -37,17 +37,9 @@ def big_corpus(tmp_path_factory) -> Path:
 
 
 def _outputs(root: Path) -> dict[str, bytes]:
-    """Every finished output, error file and marker (its counts, errors and data: what is not
-    timing) under a stage's output root; hidden temporaries and the manifest excluded."""
-    files = {}
-    for p in sorted(root.rglob("*")):
-        if p.is_file() and not p.name.startswith(".") and p.name != "_manifest.json":
-            data = p.read_bytes()
-            if p.suffix == ".done":
-                rec = orjson.loads(data)
-                data = orjson.dumps({"counts": rec["counts"], "errors": rec["errors"], "data": rec.get("data")})
-            files[str(p.relative_to(root))] = data
-    return files
+    """Every finished output and error file, and each marker's counts, errors and data (what is not
+    timing, paths or fingerprints)."""
+    return stage_outputs(root, marker_keys=("counts", "errors", "data"))
 
 
 # Each stage killed and resumed: its command line for a corpus and a destination, and where under the
