@@ -24,6 +24,7 @@ work directory when it existed), so a rerun after the result was published redoe
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import math
@@ -31,6 +32,7 @@ import os
 import shutil
 import struct
 import tempfile
+from collections.abc import Iterator
 from typing import Any
 
 import orjson
@@ -138,6 +140,17 @@ def local_copy(path: str) -> str:
     return local
 
 
+@contextlib.contextmanager
+def named_as(path: str, local: str) -> Iterator[None]:
+    """Errors about ``local``, the downloaded copy of ``path``, name ``path``: the file the user gave."""
+    try:
+        yield
+    except BloomFileError as e:
+        if local == path or local not in str(e):
+            raise
+        raise BloomFileError(str(e).replace(local, path)) from None
+
+
 def _sidecar(path: str) -> dict[str, Any] | None:
     try:
         return orjson.loads(storage.read_bytes(path + SIDECAR_SUFFIX))
@@ -151,10 +164,11 @@ def check_filter(config: DedupConfig, path: str, local: str) -> dict[str, int]:
     """Refuses a filter file that is not a filter, is corrupt, or was made for other keys or sizes."""
     bf = config.bloom_filter
     assert bf is not None
-    with BloomFilter.open_shared(local, readonly=True, verify=True) as f:
-        if not f.sealed:
-            raise BloomFileError(f"{path}: not a usable Bloom filter file: it is unsealed (a writer crashed or is still running)")
-    head = header(local)
+    with named_as(path, local):
+        with BloomFilter.open_shared(local, readonly=True, verify=True) as f:
+            if not f.sealed:
+                raise BloomFileError(f"{path}: not a usable Bloom filter file: it is unsealed (a writer crashed or is still running)")
+        head = header(local)
     side = _sidecar(path)
     if side is None or side.get("format") != FORMAT:
         raise BloomFileError(
@@ -215,13 +229,15 @@ class FilterState:
             if not storage.exists(kept):
                 with storage.open_read(self.path) as src, storage.open_write_atomic(kept) as dst:
                     _copy(src, dst)
-            return BloomSetter(local_copy(self.path), bits, hashes, DEFAULT_SEED)
+            with named_as(self.path, local := local_copy(self.path)):
+                return BloomSetter(local, bits, hashes, DEFAULT_SEED)
         if not storage.exists(kept):
             raise ConfigError(
                 f"bloom_filter.file {self.path}: the filter this run started from is gone ({kept} was removed); "
                 "delete the work directory to start over from the current filter"
             )
-        return BloomSetter(local_copy(kept), bits, hashes, DEFAULT_SEED)
+        with named_as(kept, local := local_copy(kept)):
+            return BloomSetter(local, bits, hashes, DEFAULT_SEED)
 
 
 def _published(layout: Layout) -> dict[str, Any] | None:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from dolma_pipe.bloom import BloomFileError
 from dolma_pipe.documents import write_documents
 from tests.dolma_pipe.stages.dedup_support import attribute_rows, config, planted_corpus, run, stand_in_mix
 from tests.helpers import run_cli, sample_rows, stage_outputs
@@ -243,3 +244,43 @@ def test_killed_in_the_bloom_phase_resumes_from_the_starting_filter(corpus, tmp_
     assert not (out / "paragraphs.bloom").exists(), "nothing published before the phase ends"
     run(cfg)
     assert stage_outputs(out / "paragraphs") | {"filter": (out / "paragraphs.bloom").read_bytes()} == expected
+
+
+def test_a_filter_and_work_files_on_s3_give_the_local_runs_filter_and_attributes(corpus, tmp_path, s3_bucket):
+    """bloom_filter.file and the destination on object storage: the filter is downloaded once to a
+    local cache, saved through a local file, published to S3 with its sidecar; the bytes equal a
+    local run's, a rerun redoes nothing, and the published filter serves a read-only run."""
+    from dolma_pipe import storage
+
+    root, _ = corpus
+    local = tmp_path / "local"
+    run(_bloom(root, local, "paragraphs", processes=2))
+    reference = stage_outputs(local / "paragraphs")
+    remote = f"s3://{s3_bucket}/run"
+    cfg = _bloom(root, local, "paragraphs", processes=2)
+    cfg["destination"] = remote
+    cfg["bloom_filter"]["file"] = f"s3://{s3_bucket}/filters/paragraphs.bloom"
+    summary = run(cfg)
+    assert summary.status == "complete"
+    assert storage.read_bytes(cfg["bloom_filter"]["file"]) == (local / "paragraphs.bloom").read_bytes()
+    sidecar = json.loads(storage.read_bytes(cfg["bloom_filter"]["file"] + ".dedup.json"))
+    assert sidecar["kind"] == {"keys": "paragraphs", "separator": "\n"} and sidecar["checksum"] > 0
+    attributes = [name for name in reference if name.endswith(".jsonl.gz") and not name.startswith("_")]
+    assert attributes
+    for name in attributes:
+        assert storage.read_bytes(f"{remote}/paragraphs/{name}") == reference[name], name
+    assert all(r.skipped for r in run(cfg).results)
+    # Read-only from S3 and from the local copy of the same filter: the same answers.
+    answers = {}
+    for where, filter_file in (("s3", cfg["bloom_filter"]["file"]), ("local", str(local / "paragraphs.bloom"))):
+        ro = _bloom(root, tmp_path / f"ro-{where}", "paragraphs", processes=1)
+        ro["bloom_filter"] = {"file": filter_file, "read_only": True}
+        assert run(ro).status == "complete"
+        answers[where] = attribute_rows(root, "paragraphs", destination=tmp_path / f"ro-{where}")
+    assert answers["s3"] == answers["local"]
+    assert any(a.get("dup_paras") for _, a in answers["s3"].values())
+    # A damaged filter on S3 is refused under its S3 name (not the name of its local copy).
+    good = storage.read_bytes(cfg["bloom_filter"]["file"])
+    storage.write_bytes(cfg["bloom_filter"]["file"], good[:-1] + bytes([good[-1] ^ 0x01]))
+    with pytest.raises(BloomFileError, match=f"^{cfg['bloom_filter']['file']}: .*checksum"):
+        run({**cfg, "force": True})
