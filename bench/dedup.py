@@ -51,27 +51,11 @@ import struct
 import sys
 import textwrap
 
+import corpus
+import peers
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-# bench/ holds scripts named like standard modules (bench/tokenize.py): keep it off sys.path and
-# load the two shared bench modules by file.
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != HERE]
-sys.path.insert(0, ROOT)
-
-
-def _load(name: str):
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(f"bench_{name}", os.path.join(HERE, f"{name}.py"))
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-corpus = _load("corpus")
-peers = _load("peers")
 
 WORK = os.path.join(HERE, "_work", "dedup")
 REAL = corpus.DEFAULT_OUT

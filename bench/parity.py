@@ -32,27 +32,22 @@ stand-in DCLM model, so that the test fails if a Dolma-named tagger's values cha
 
 from __future__ import annotations
 
-import os
-import sys
-
-# This folder holds bench/tokenize.py, which would shadow the standard library's tokenize (imported
-# by dataclasses, inspect, ...) while it is first on sys.path: the bench modules go last instead.
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != HERE] + [HERE]
-
 import argparse
 import collections
 import glob
 import gzip
 import hashlib
 import json
+import os
 import random
 import shutil
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import peers
 
+HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 WORK = os.path.join(HERE, "_work", "parity")
 CACHE = os.path.join(WORK, "cache")

@@ -25,22 +25,16 @@ kind of spans and counts, with our stricter patterns).
 
 from __future__ import annotations
 
-import os
-import sys
-
-# This folder holds bench/tokenize.py, which would shadow the standard library's tokenize (imported
-# by dataclasses, inspect, ...) while it is first on sys.path: the bench modules go last instead.
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != HERE] + [HERE]
-
 import argparse
 import glob
 import gzip
 import json
+import os
 import shutil
 
 import peers
 
+HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 WORK = os.path.join(HERE, "_work", "tag")
 

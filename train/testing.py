@@ -1,6 +1,6 @@
 """Helpers for tests and benchmarks: tiny shards, configs, and launching real torchrun jobs.
 
-Kept inside the package (not in tests/) so ``bench/train.py`` can use them too. Nothing here
+Kept inside the package (not in tests/) so ``bench/trainer.py`` can use them too. Nothing here
 is used by a training run.
 """
 

@@ -1,7 +1,7 @@
 """Tokenizing speed: ``dolma-pipe tokenize`` against Dolma 1.2.1's ``dolma tokens`` and a bare encode_batch loop.
 
-    .venv/bin/python bench/tokenize.py [--processes 2] [--tokenizer olmo:gpt-neox-olmo-dolma-v1_5]
-                                       [--batch-size 1024] [--rounds 1]
+    .venv/bin/python bench/tokens.py [--processes 2] [--tokenizer olmo:gpt-neox-olmo-dolma-v1_5]
+                                     [--batch-size 1024] [--rounds 1]
 
 What it does, on the shared bench corpus (``bench/corpus.py``: 20,138 real ~3 KB documents):
 
@@ -23,39 +23,23 @@ machine is shared; CPU time still varies with what else runs on it).
 
 from __future__ import annotations
 
-import os
-import sys
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-# This file has the name of the standard library's tokenize module, which inspect, dataclasses and
-# linecache import: its folder must leave the import path before anything else is imported.
-sys.path[:] = [ROOT] + [p for p in sys.path if os.path.abspath(p or os.curdir) != HERE]
-
 import argparse
 import hashlib
-import importlib.util
 import json
+import os
 import shutil
 import subprocess
+import sys
 import tempfile
-from types import ModuleType
+
+import corpus
+import peers
 
 from dolma_pipe import tokenizer as toks
 from train.shards import find_shards, read_shard
 
-
-def _bench_module(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"bench_{name}", os.path.join(HERE, f"{name}.py"))
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-corpus = _bench_module("corpus")
-peers = _bench_module("peers")
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
 
 BARE_LOOP = r"""
 import glob, gzip, json, os, sys, time

@@ -1,7 +1,7 @@
 """Benchmark: our trainer against a plain single-file PyTorch loop, same model, same batches.
 
-    .venv/bin/python bench/train.py [--preset small] [--seq-len 256] [--global-batch 8]
-                                    [--micro-batch 4] [--steps 20] [--nproc 1] [--threads 2]
+    .venv/bin/python bench/trainer.py [--preset small] [--seq-len 256] [--global-batch 8]
+                                      [--micro-batch 4] [--steps 20] [--nproc 1] [--threads 2]
 
 Runs the real trainer (``python -m train`` / torchrun: FSDP2, DCP, logging, data order) for
 ``--steps`` steps on synthetic shards, then a bare loop (model, AdamW, the same micro-batches,
