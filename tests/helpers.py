@@ -5,9 +5,12 @@ from __future__ import annotations
 import glob
 import os
 import random
+import signal
 import socket
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn
 
@@ -53,6 +56,38 @@ def run_cli(*args: str, check: bool = False, env: dict | None = None, timeout: f
     if check and proc.returncode != 0:
         raise AssertionError(f"dolma-pipe {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr}")
     return proc
+
+
+def kill_when(module: str, args: list[str], ready: Callable[[], bool], env: dict[str, str] | None = None, timeout: float = 120) -> None:
+    """Runs ``python -m module args`` from the repository root in its own process group and
+    SIGKILLs the whole group as soon as ``ready()`` is true (polled every 10 ms): a run killed
+    mid-way, as by the OOM killer. A run that ends first, or never gets ready, fails the test."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", module, *args],
+        cwd=REPO_ROOT,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT), **(env or {})},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    deadline = time.time() + timeout
+    try:
+        while not ready():
+            if proc.poll() is not None:
+                raise AssertionError(f"run ended before it could be killed: {proc.stderr.read().decode()[-2000:]}")  # type: ignore[union-attr]
+            if time.time() > deadline:
+                raise AssertionError(f"python -m {module}: not ready to be killed after {timeout:.0f} s")
+            time.sleep(0.01)
+        os.killpg(proc.pid, signal.SIGKILL)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def done_markers(directory: Path, recursive: bool = False) -> list[Path]:
+    """The ``.done`` markers in a ``_done/<phase>`` directory (none while it does not exist)."""
+    return list(directory.rglob("*.done") if recursive else directory.glob("*.done")) if directory.exists() else []
 
 
 SAMPLE_DOCUMENTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples", "sample", "documents")

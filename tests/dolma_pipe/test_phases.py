@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import io
 import os
-import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -18,7 +15,7 @@ from dolma_pipe.executors import RayExecutor
 from dolma_pipe.manifest import read_manifest
 from dolma_pipe.runner import run_stage
 from tests.dolma_pipe.phased_stage import make_stage
-from tests.helpers import REPO_ROOT, make_docs, run_cli, stage_outputs
+from tests.helpers import REPO_ROOT, done_markers, kill_when, make_docs, run_cli, stage_outputs
 
 ROOT = REPO_ROOT
 FILES = 5
@@ -96,28 +93,10 @@ def test_same_bytes_on_ray(corpus, reference, tmp_path, ray_address):
 
 def _kill_in_bucket_phase(overrides: dict, out: Path) -> int:
     """Start the stage in a subprocess, SIGKILL it once some (not all) bucket tasks are done."""
-    env = {**os.environ, "PHASED_STAGE_DELAY": "0.4", "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.dolma_pipe.phased_stage", orjson.dumps(overrides).decode()],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
     markers = out / "_done" / "bucket"
-    deadline = time.time() + 120
-    try:
-        while time.time() < deadline:
-            if proc.poll() is not None:
-                raise AssertionError(f"run ended before it could be killed: {proc.stderr.read().decode()[-2000:]}")
-            if markers.exists() and list(markers.glob("*.done")):
-                break
-            time.sleep(0.01)
-        os.killpg(proc.pid, signal.SIGKILL)
-    finally:
-        proc.wait()
-    return len(list(markers.glob("*.done")))
+    args = [orjson.dumps(overrides).decode()]
+    kill_when("tests.dolma_pipe.phased_stage", args, lambda: bool(done_markers(markers)), env={"PHASED_STAGE_DELAY": "0.4"})
+    return len(done_markers(markers))
 
 
 def _check_killed_state(out: Path, done: int) -> None:

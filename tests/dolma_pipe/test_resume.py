@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import os
 import re
-import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -18,7 +15,7 @@ from dolma_pipe.documents import read_documents, write_documents
 from dolma_pipe.executors import RayExecutor
 from dolma_pipe.runner import run_stage
 from dolma_pipe.stages.convert import ConvertConfig, ConvertStage
-from tests.helpers import make_docs, run_cli, stage_outputs
+from tests.helpers import done_markers, kill_when, make_docs, run_cli, stage_outputs
 
 FILES = 10
 
@@ -78,28 +75,11 @@ def reference(big_corpus, tmp_path_factory):
     return get
 
 
-def _markers(root: Path) -> list[Path]:
-    return list((root / "_done").glob("*.done")) if (root / "_done").exists() else []
-
-
 def _kill_midway(args: list[str], root: Path) -> int:
     """Start ``dolma-pipe args``, SIGKILL its process group once a first file is marked done
     under ``root``; the number of markers then."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "dolma_pipe", *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
-    )
-    deadline = time.time() + 120
-    try:
-        while time.time() < deadline:
-            if proc.poll() is not None:
-                raise AssertionError(f"run finished before it could be killed: {proc.stderr.read().decode()[-2000:]}")
-            if _markers(root):
-                break
-            time.sleep(0.01)
-        os.killpg(proc.pid, signal.SIGKILL)
-    finally:
-        proc.wait()
-    return len(_markers(root))
+    kill_when("dolma_pipe", args, lambda: bool(done_markers(root / "_done")))
+    return len(done_markers(root / "_done"))
 
 
 def _check_partial_outputs(root: Path, reference: dict[str, bytes], done: int, exact: bool = True) -> None:

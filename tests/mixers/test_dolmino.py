@@ -10,10 +10,8 @@ import io
 import json
 import math
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -26,7 +24,7 @@ from dolma_pipe.runner import run_stage
 from mixers.config import MixConfig
 from mixers.dolmino import MixPlanError
 from mixers.stage import MixStage
-from tests.helpers import REPO_ROOT, make_docs, stage_outputs, train_tokenizer
+from tests.helpers import REPO_ROOT, done_markers, kill_when, make_docs, stage_outputs, train_tokenizer
 
 SOURCES = {"web": (6, 80), "wiki": (2, 50), "math": (1, 40)}
 SEEDS = [0, 1, 2]
@@ -266,28 +264,10 @@ def test_cli_prints_the_plan_before_the_summary(corpus, tmp_path):
 def test_killed_in_sample_phase_resumes_there(corpus, mixed, tmp_path):
     out = tmp_path / "out"
     config = spec(corpus, out, processes=1)
-    env = {**os.environ, "MIX_SLOW_PHASE": "sample", "MIX_SLOW_SECONDS": "0.4", "PYTHONPATH": str(REPO_ROOT)}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.mixers.slow_mix", json.dumps(config)],
-        cwd=REPO_ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
     markers = out / "_done" / "sample"
-    deadline = time.time() + 120
-    try:
-        while time.time() < deadline:
-            if proc.poll() is not None:
-                raise AssertionError(proc.stderr.read().decode()[-2000:])
-            if markers.exists() and list(markers.rglob("*.done")):
-                break
-            time.sleep(0.01)
-        os.killpg(proc.pid, signal.SIGKILL)
-    finally:
-        proc.wait()
-    done = len(list(markers.rglob("*.done")))
+    slow = {"MIX_SLOW_PHASE": "sample", "MIX_SLOW_SECONDS": "0.4"}
+    kill_when("tests.mixers.slow_mix", [json.dumps(config)], lambda: bool(done_markers(markers, recursive=True)), env=slow)
+    done = len(done_markers(markers, recursive=True))
     assert 0 < done < sum(files for files, _ in SOURCES.values())
     summary = run(config)
     assert all(r.skipped for r in summary.manifest.phase("count").tasks.values())

@@ -6,11 +6,6 @@ from __future__ import annotations
 import gzip
 import io
 import json
-import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -22,7 +17,7 @@ from dolma_pipe.manifest import read_manifest
 from dolma_pipe.runner import run_stage
 from mixers.config import MixConfig
 from mixers.stage import MixStage
-from tests.helpers import REPO_ROOT, make_docs, stage_outputs
+from tests.helpers import done_markers, kill_when, make_docs, stage_outputs
 
 FILES = 6
 DOCS = 60
@@ -134,28 +129,10 @@ def test_rerun_skips_and_force_rewrites_the_same_bytes(corpus, reference, tmp_pa
 
 
 def _kill_in_shard_phase(config: dict, out: Path) -> int:
-    env = {**os.environ, "MIX_SLOW_PHASE": "shard", "MIX_SLOW_SECONDS": "0.4", "PYTHONPATH": str(REPO_ROOT)}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.mixers.slow_mix", json.dumps(config)],
-        cwd=REPO_ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
     markers = out / "_done" / "shard" / "mixed"
-    deadline = time.time() + 120
-    try:
-        while time.time() < deadline:
-            if proc.poll() is not None:
-                raise AssertionError(f"run ended before it could be killed: {proc.stderr.read().decode()[-2000:]}")
-            if markers.exists() and list(markers.glob("*.done")):
-                break
-            time.sleep(0.01)
-        os.killpg(proc.pid, signal.SIGKILL)
-    finally:
-        proc.wait()
-    return len(list(markers.glob("*.done")))
+    slow = {"MIX_SLOW_PHASE": "shard", "MIX_SLOW_SECONDS": "0.4"}
+    kill_when("tests.mixers.slow_mix", [json.dumps(config)], lambda: bool(done_markers(markers)), env=slow)
+    return len(done_markers(markers))
 
 
 @pytest.mark.slow

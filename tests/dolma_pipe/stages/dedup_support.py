@@ -12,8 +12,6 @@ import io
 import os
 import random
 import re
-import signal
-import subprocess
 import sys
 import time
 from dataclasses import replace
@@ -30,7 +28,7 @@ from dolma_pipe.manifest import read_manifest
 from dolma_pipe.quarantine import Quarantine
 from dolma_pipe.runner import RunSummary, run_stage
 from dolma_pipe.stages.dedup import DedupConfig, DedupStage
-from tests.helpers import REPO_ROOT, make_docs, sample_rows
+from tests.helpers import done_markers, kill_when, make_docs, sample_rows
 
 REPEATED = "This paragraph is repeated in several documents of the corpus, word for word."
 
@@ -151,36 +149,21 @@ def documents_in_order(corpus: Path) -> list[dict]:
 def kill_in_phase(overrides: dict[str, Any], root: Path, phase: str, delay: float = 0.4) -> int:
     """Starts the stage in a subprocess with ``phase``'s tasks slowed, SIGKILLs it while the phase
     runs (after its first task is done when it has several), returns that phase's finished tasks."""
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.dolma_pipe.stages.dedup_support", orjson.dumps(overrides).decode(), phase, str(delay)],
-        cwd=REPO_ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
     markers = root / "_done" / phase
-    deadline = time.time() + 120
-    try:
-        while time.time() < deadline:
-            if proc.poll() is not None:
-                raise AssertionError(f"run ended before it could be killed: {proc.stderr.read().decode()[-2000:]}")  # type: ignore[union-attr]
-            try:
-                phases = read_manifest(str(root)).phases
-                # The runner records the first phase as running only when it ends.
-                running = next(p for p in phases if p.name == phase).status in (
-                    ("pending", "running") if phases[0].name == phase else ("running",)
-                )
-            except Exception:
-                running = False
-            if running and (list(markers.glob("**/*.done")) or phase in SINGLE_TASK_PHASES):
-                break
-            time.sleep(0.01)
-        os.killpg(proc.pid, signal.SIGKILL)
-    finally:
-        proc.wait()
-    return len(list(markers.glob("**/*.done")))
+
+    def running() -> bool:
+        try:
+            phases = read_manifest(str(root)).phases
+        except Exception:
+            return False
+        # The runner records the first phase as running only when it ends.
+        status = next(p for p in phases if p.name == phase).status
+        if status not in (("pending", "running") if phases[0].name == phase else ("running",)):
+            return False
+        return phase in SINGLE_TASK_PHASES or bool(done_markers(markers, recursive=True))
+
+    kill_when("tests.dolma_pipe.stages.dedup_support", [orjson.dumps(overrides).decode(), phase, str(delay)], running)
+    return len(done_markers(markers, recursive=True))
 
 
 SINGLE_TASK_PHASES = ("clusters", "bloom")

@@ -6,10 +6,6 @@ import gzip
 import io
 import json
 import os
-import signal
-import subprocess
-import sys
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -24,7 +20,7 @@ from dolma_pipe.executors import RayExecutor
 from dolma_pipe.manifest import read_manifest
 from dolma_pipe.runner import run_stage
 from dolma_pipe.stages.tokenize import TokenizeConfig, TokenizeError, TokenizeStage, add_special_tokens, shard_bounds
-from tests.helpers import REPO_ROOT, make_docs, run_cli
+from tests.helpers import done_markers, kill_when, make_docs, run_cli
 from train.shards import find_shards, read_shard
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -238,28 +234,10 @@ def test_same_bytes_on_ray(corpus, reference, tmp_path, ray_address):
 def test_killed_while_writing_resumes_there(corpus, reference, tmp_path):
     out = tmp_path / "out"
     overrides = _overrides(f"{corpus}/documents/*", out, max_tokens=1500, validation={"fraction": 0.1})
-    env = {**os.environ, "TOKENIZE_WRITE_DELAY": "0.5", "PYTHONPATH": str(REPO_ROOT)}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.dolma_pipe.stages.tokenize_slow", orjson.dumps(overrides).decode()],
-        cwd=REPO_ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
     markers = out / "_done" / "write"
-    deadline = time.time() + 120
-    try:
-        while time.time() < deadline:
-            if proc.poll() is not None:
-                raise AssertionError(f"run ended before it could be killed: {proc.stderr.read().decode()[-2000:]}")
-            if markers.exists() and list(markers.glob("*.done")):
-                break
-            time.sleep(0.01)
-        os.killpg(proc.pid, signal.SIGKILL)
-    finally:
-        proc.wait()
-    done = len(list(markers.glob("*.done")))
+    args = [orjson.dumps(overrides).decode()]
+    kill_when("tests.dolma_pipe.stages.tokenize_slow", args, lambda: bool(done_markers(markers)), env={"TOKENIZE_WRITE_DELAY": "0.5"})
+    done = len(done_markers(markers))
     manifest = read_manifest(str(out))
     assert manifest.status == "running" and [p.status for p in manifest.phases] == ["complete", "complete", "running"]
     summary = _run(overrides)
