@@ -80,6 +80,9 @@ class FileInfo:
     path: str
     size: int
     mtime: float
+    # S3's ETag (a digest of the content): S3 times have whole seconds, so an object rewritten
+    # with the same size in the same second has the same size and mtime. "" for local files.
+    etag: str = ""
 
 
 def stat(path: str) -> FileInfo:
@@ -89,7 +92,7 @@ def stat(path: str) -> FileInfo:
             head = s3_client().head_object(Bucket=bucket, Key=key)
         except Exception as exc:  # botocore raises many types; all mean "cannot stat"
             raise StorageError(f"{path}: cannot stat remote object ({exc})") from exc
-        return FileInfo(path, int(head["ContentLength"]), head["LastModified"].timestamp())
+        return FileInfo(path, int(head["ContentLength"]), head["LastModified"].timestamp(), head.get("ETag", ""))
     try:
         st = os.stat(_local(path))
     except OSError as exc:
@@ -182,7 +185,8 @@ def _s3_glob(pattern: str) -> list[FileInfo]:
                 # Keys ending in "/" are the console's folder placeholders, not files.
                 if not obj["Key"].endswith("/") and regex.fullmatch(obj["Key"]):
                     # The listing carries size and mtime: no HEAD request per file.
-                    out.append(FileInfo(f"s3://{bucket}/{obj['Key']}", int(obj["Size"]), obj["LastModified"].timestamp()))
+                    info = FileInfo(f"s3://{bucket}/{obj['Key']}", int(obj["Size"]), obj["LastModified"].timestamp(), obj.get("ETag", ""))
+                    out.append(info)
     except Exception as exc:
         raise StorageError(f"{pattern}: cannot list remote objects ({exc})") from exc
     return out

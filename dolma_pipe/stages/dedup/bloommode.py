@@ -129,7 +129,7 @@ def local_copy(path: str) -> str:
     if not storage.is_remote(path):
         return storage.local_path(path)
     info = storage.stat(path)
-    tag = hashlib.sha256(f"{path}\0{info.size}\0{info.mtime}".encode()).hexdigest()[:16]
+    tag = hashlib.sha256(f"{path}\0{info.size}\0{info.mtime}\0{info.etag}".encode()).hexdigest()[:16]
     local = os.path.join(tempfile.gettempdir(), "dolma-pipe-bloom", f"{tag}.bloom")
     if not os.path.exists(local):
         os.makedirs(os.path.dirname(local), exist_ok=True)
