@@ -19,7 +19,10 @@ filter's false-positive rate; exact mode (no ``bloom_filter``) cannot.
 
 Resuming: the filter as it was before the run is remembered (its checksum, and a copy under the
 work directory when it existed), so a rerun after the result was published redoes nothing, and
-``--force`` redoes the run from the same starting filter.
+``--force`` redoes the run from the same starting filter. That record is written before the file
+is replaced (a kill while publishing cannot make the run's own result look like its start); a
+filter whose sidecar names this run while the record is gone (work files deleted) is refused,
+since extending it again would mark every key it holds as a duplicate.
 """
 
 from __future__ import annotations
@@ -193,13 +196,15 @@ def check_filter(config: DedupConfig, path: str, local: str) -> dict[str, int]:
 class FilterState:
     """The filter a run starts from: its identity for the fingerprint, and where to load it."""
 
-    def __init__(self, config: DedupConfig, layout: Layout):
+    def __init__(self, config: DedupConfig, layout: Layout, root: str):
         bf = config.bloom_filter
         assert bf is not None
         self.config = config
         self.layout = layout
         self.path = bf.file
         self.published = _published(layout)
+        if not storage.is_remote(self.path) and os.path.isdir(storage.local_path(self.path)):
+            raise ConfigError(f"bloom_filter.file {self.path} is a directory; give the path of a filter file (made if missing)")
         exists = storage.exists(self.path)
         if bf.read_only and not exists:
             raise ConfigError(f"bloom_filter.file {self.path} does not exist (read_only: true needs a filter made earlier)")
@@ -212,6 +217,14 @@ class FilterState:
             self.initial: int | None = self.published["initial"]
         else:
             self.initial = self.current
+        if not bf.read_only and exists and self.published is None and (_sidecar(self.path) or {}).get("run") == root:
+            # This run published the file, and the record of where it started is gone: extending
+            # its own result again would mark every key it holds as a duplicate.
+            raise ConfigError(
+                f"bloom_filter.file {self.path} was published by this run ({root}), whose work files "
+                f"({self.layout.single('bloom/published.json')}) are gone, so the filter it started from is unknown; "
+                "delete the filter and its .dedup.json sidecar to start over, or give another bloom_filter.file or destination"
+            )
 
     def identity(self) -> dict[str, Any]:
         return {"file": self.path, "initial_checksum": self.initial, "kind": key_kind(self.config)}
@@ -289,9 +302,10 @@ def publish(config: DedupConfig, layout: Layout, state: FilterState, root: str) 
     final = layout.single("bloom/filter.bloom")
     local_final = local_copy(final)
     head = header(local_final)
-    if state.current != head["checksum"]:
-        with storage.open_read(final) as src, storage.open_write_atomic(bf.file) as dst:
-            _copy(src, dst)
+    # The record of what is published (and from which filter the run started), then the sidecar,
+    # then the file: a run killed at any point still knows, when rerun, whether the file is its own
+    # result, and never finds a new filter without its sidecar.
+    storage.write_bytes(layout.single("bloom/published.json"), orjson.dumps({"checksum": head["checksum"], "initial": state.initial}))
     side = {
         "format": FORMAT,
         "kind": key_kind(config),
@@ -299,7 +313,9 @@ def publish(config: DedupConfig, layout: Layout, state: FilterState, root: str) 
         "run": root,
     }
     storage.write_bytes(bf.file + SIDECAR_SUFFIX, orjson.dumps(side, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS))
-    storage.write_bytes(layout.single("bloom/published.json"), orjson.dumps({"checksum": head["checksum"], "initial": state.initial}))
+    if state.current != head["checksum"]:
+        with storage.open_read(final) as src, storage.open_write_atomic(bf.file) as dst:
+            _copy(src, dst)
     state.current = head["checksum"]
     return StepResult(
         data={

@@ -134,7 +134,7 @@ class DedupStage(Stage[DedupConfig]):
         if self.config.decontamination is not None:
             extra["evaluation"] = decontam.identity(self.config.decontamination)
         if self.config.bloom_filter is not None:
-            self._filter = bloommode.FilterState(self.config, self.layout)
+            self._filter = bloommode.FilterState(self.config, self.layout, self.output_root)
             extra["filter"] = self._filter.identity()
         if not extra:
             return base

@@ -284,3 +284,29 @@ def test_a_filter_and_work_files_on_s3_give_the_local_runs_filter_and_attributes
     storage.write_bytes(cfg["bloom_filter"]["file"], good[:-1] + bytes([good[-1] ^ 0x01]))
     with pytest.raises(BloomFileError, match=f"^{cfg['bloom_filter']['file']}: .*checksum"):
         run({**cfg, "force": True})
+
+
+def test_a_run_killed_while_publishing_or_without_its_work_files_never_extends_its_own_filter(corpus, tmp_path):
+    """Publishing writes its record, then the sidecar, then the filter. Killed before the filter
+    was replaced, a rerun publishes it and gives the uninterrupted run's outputs; a run whose record
+    is gone (work files deleted) refuses to start from its own result, which would mark every
+    paragraph it holds as a duplicate."""
+    root, _ = corpus
+    out = tmp_path / "out"
+    cfg = _bloom(root, out, "paragraphs", processes=2)
+    run(cfg)
+    filter_path = Path(cfg["bloom_filter"]["file"])
+    expected = stage_outputs(out / "paragraphs") | {"filter": filter_path.read_bytes()}
+    filter_path.unlink()  # killed after the record and the sidecar, before the filter was written
+    again = run(cfg)
+    assert all(r.skipped for r in again.results)
+    assert stage_outputs(out / "paragraphs") | {"filter": filter_path.read_bytes()} == expected
+    (out / "paragraphs" / "_work" / "bloom" / "published.json").unlink()
+    for overrides in ({}, {"force": True}):
+        err = _filter_error({**cfg, **overrides}, tmp_path)
+        assert str(filter_path) in err and "published by this run" in err and "delete the filter" in err
+    assert filter_path.read_bytes() == expected["filter"]
+    # A directory given as the filter file.
+    (tmp_path / "adir").mkdir()
+    err = _filter_error({**cfg, "bloom_filter": {**cfg["bloom_filter"], "file": str(tmp_path / "adir")}}, tmp_path)
+    assert "is a directory" in err
