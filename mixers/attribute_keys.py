@@ -3,7 +3,10 @@
 The shorthand resolves names against these keys when the spec loads. Keys are read from the
 first rows of each attribute set's files (and from the ``attributes`` the documents themselves
 carry), a few hundred rows at first and more only when a name is not found yet, so a typo fails
-in a fraction of a second while a key that only rare documents hold is still found.
+in a fraction of a second while a key that only rare documents hold is still found. A set made by
+``dolma-pipe dedup`` writes a name only on the rows it marks, so a set with no duplicates (or
+none in its first rows) holds none: the names its finished run's manifest declares
+(``results.attribute_names``) count as found, as span lists.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import orjson
 
 from dolma_pipe import paths
 from dolma_pipe.documents import DocumentError, iter_lines
+from dolma_pipe.manifest import ManifestError, read_manifest
 
 FIRST_ROWS = 500
 MAX_ROWS = 100_000
@@ -48,7 +52,7 @@ class AttributeKeys:
     def __init__(self, document_files: list[str], attribute_sets: list[str]):
         self.sources: list[Iterator[dict]] = [self._rows(document_files, name) for name in attribute_sets]
         self.sources.append(self._inline(document_files))
-        self.found: dict[str, str] = {}
+        self.found: dict[str, str] = {name: "spans" for name in self._declared(document_files, attribute_sets)}
         self.rows = 0
         self.exhausted = False
         self.where = (
@@ -56,6 +60,27 @@ class AttributeKeys:
             if attribute_sets
             else "the documents' own attributes (the stream has no attribute sets)"
         )
+
+    @staticmethod
+    def _declared(document_files: list[str], attribute_sets: list[str]) -> set[str]:
+        """Names declared by the complete runs that made the attribute sets (one manifest per set root)."""
+        roots = set()
+        for name in attribute_sets:
+            for doc in document_files:
+                try:
+                    roots.add(paths.attributes_root(doc, name))
+                except paths.PathError:
+                    continue
+        names: set[str] = set()
+        for root in sorted(roots):
+            try:
+                manifest = read_manifest(root)
+            except ManifestError:
+                continue
+            declared = manifest.results.get("attribute_names")
+            if manifest.status == "complete" and isinstance(declared, list):
+                names.update(n for n in declared if isinstance(n, str))
+        return names
 
     @staticmethod
     def _rows(document_files: list[str], name: str) -> Iterator[dict]:

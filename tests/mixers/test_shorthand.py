@@ -142,3 +142,20 @@ def test_a_key_only_late_rows_hold_is_found(tmp_path):
     rows = [{"id": f"d{i}", "attributes": {"exp__pii__email": [[0, 1, 1.0]]} if i == n - 1 else {}} for i in range(n)]
     write_jsonl(root / "attributes" / "pii" / "a.jsonl.gz", rows)
     assert kept(root, tmp_path, include=["pii__email"], attributes=("pii",)) == [f"d{n - 1}"]
+
+
+def test_names_a_dedup_run_declares_are_known_though_no_row_holds_them(tmp_path):
+    """dedup writes a name only on the rows it marks: a set without duplicates holds none, and its
+    complete run's manifest says which names it can hold. An unfinished run's manifest does not count."""
+    from dolma_pipe.stages.dedup import DedupStage
+
+    root = tmp_path / "c"
+    write_jsonl(root / "documents" / "a.jsonl.gz", [{"id": f"d{i}", "text": f"unique document {i}"} for i in range(3)])
+    dedupe = {"name": "dedup_docs", "documents": {"attribute_name": "bff_duplicate_docs", "key": "$.text"}}
+    spec = {"documents": [str(root / "documents" / "*.gz")], "dedupe": dedupe, "processes": 1, "progress": False}
+    run_stage(DedupStage(load_config(DedupStage.config_model, None, spec)), stream=io.StringIO())
+    assert kept(root, tmp_path, exclude=["bff_duplicate_docs"], attributes=("dedup_docs",)) == ["d0", "d1", "d2"]
+    manifest = root / "attributes" / "dedup_docs" / "_manifest.json"
+    manifest.write_text(manifest.read_text().replace('"status": "complete"', '"status": "running"'))
+    with pytest.raises(ConfigError, match="unknown attribute 'bff_duplicate_docs'"):
+        stage(root, tmp_path / "out2", exclude=["bff_duplicate_docs"], attributes=("dedup_docs",))

@@ -337,6 +337,9 @@ class DedupStage(Stage[DedupConfig]):
             "documents": scan_step["documents"],
             "marked": marked,
             "phases": phases,
+            # Rows carry a name only where it marks something (as in Dolma): the mixer's shorthand
+            # learns here which names this set can hold.
+            "attribute_names": self._attribute_names(),
         }
         if "bloom" in ctx.steps:
             data["filter"] = ctx.steps["bloom"].data["filter"]
@@ -345,6 +348,11 @@ class DedupStage(Stage[DedupConfig]):
         if "clusters" in ctx.steps:
             data["clusters_file"] = storage.join(self.output_root, minhash.CLUSTERS_FILE)
         return StepResult(data=data, table=self._table(data))
+
+    def _attribute_names(self) -> list[str]:
+        d, c = self.config.dedupe, self.config
+        sections = (d.documents, d.paragraphs, c.minhash, c.decontamination)
+        return sorted({s.attribute_name for s in sections if s is not None})
 
     def _table(self, data: dict[str, Any]) -> str:
         d = self.config.dedupe
