@@ -15,6 +15,7 @@ StrPath = str | PathLike[str]
 DEFAULT_SEED: Final[int]
 FORMAT_VERSION: Final[int]
 MAX_HASHES: Final[int]
+MAX_BITS: Final[int]
 
 class BloomFileError(DolmaPipeError, ValueError):
     """A file is not a usable Bloom filter: bad magic, unsupported version, truncated,

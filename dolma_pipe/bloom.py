@@ -50,6 +50,7 @@ from typing import NamedTuple
 from dolma_pipe._rust import (
     DEFAULT_SEED,
     FORMAT_VERSION,
+    MAX_BITS,
     MAX_HASHES,
     BloomFileError,
     BloomFilter,
@@ -60,6 +61,7 @@ from dolma_pipe._rust import optimal_parameters as _optimal_parameters
 __all__ = [
     "DEFAULT_SEED",
     "FORMAT_VERSION",
+    "MAX_BITS",
     "MAX_HASHES",
     "BloomFileError",
     "BloomFilter",

@@ -35,6 +35,8 @@ MIB = 1 << 20
 # Auto bucket count: one hash range per this many bytes of (compressed) input, so that a
 # bucket task's memory stays about constant as the corpus grows.
 BUCKET_INPUT_BYTES = 256 * MIB
+# The MinHash signature kernel's limit on hash functions (rust_bloom/src/minhash/signature.rs).
+MAX_PERMUTATIONS = 4096
 
 
 def _refuse(what: str, why: str) -> ValueError:
@@ -141,7 +143,7 @@ class MinhashSection(StrictModel):
     num_perm: int | None = Field(
         None,
         ge=1,
-        le=4096,
+        le=MAX_PERMUTATIONS,
         description="hash functions available when bands x rows are chosen from the threshold (default 64 with verify, 128 without)",
     )
     bands: int | None = Field(None, ge=1, description="LSH bands (with rows; default: chosen from threshold and num_perm)")
@@ -229,9 +231,26 @@ def check(config: DedupConfig) -> None:
                 raise ConfigError(
                     "bloom_filter: give size_in_bytes and estimated_doc_count, or estimated_doc_count and desired_false_positive_rate"
                 )
+            _check_bloom_size(bf)
     m = config.minhash
     if m is not None and (m.bands is None) != (m.rows is None):
         raise ConfigError("minhash.bands and minhash.rows go together (or give neither: they are chosen from minhash.threshold)")
+    if m is not None and m.bands is not None and m.rows is not None and m.bands * m.rows > MAX_PERMUTATIONS:
+        raise ConfigError(
+            f"minhash.bands x minhash.rows: {m.bands} x {m.rows} = {m.bands * m.rows:,} hash functions; at most {MAX_PERMUTATIONS:,}"
+        )
+
+
+def _check_bloom_size(bf: BloomFilterSection) -> None:
+    """The bit array the section asks for fits the filter format (MAX_BITS), before any work."""
+    from dolma_pipe.bloom import MAX_BITS
+
+    from .bloommode import dolma_size_in_bytes
+
+    size = bf.size_in_bytes or dolma_size_in_bytes(bf.estimated_doc_count, bf.desired_false_positive_rate)
+    if size * 8 > MAX_BITS:
+        key = "size_in_bytes" if bf.size_in_bytes else "estimated_doc_count and desired_false_positive_rate"
+        raise ConfigError(f"bloom_filter.{key}: a filter of {size:,} bytes; at most {MAX_BITS // 8:,} ({MAX_BITS // 8 >> 30:,} GiB)")
 
 
 def attribute_set_name(config: DedupConfig) -> str | None:

@@ -415,5 +415,6 @@ pub(super) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("DEFAULT_SEED", DEFAULT_SEED)?;
     m.add("FORMAT_VERSION", format::VERSION)?;
     m.add("MAX_HASHES", params::MAX_HASHES)?;
+    m.add("MAX_BITS", params::MAX_BITS)?;
     Ok(())
 }

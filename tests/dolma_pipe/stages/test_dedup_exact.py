@@ -276,6 +276,14 @@ def test_config_errors_name_the_key(tmp_path):
         ({"dedupe": {**base["dedupe"], "documents": {"attribute_name": "a", "key": "$.a[*]"}}}, "dedupe.documents.key"),
         ({"minhash": {"treshold": 0.5}}, "unknown config key 'minhash.treshold'"),
         ({"minhash": {"bands": 4}}, "minhash.bands and minhash.rows"),
+        ({"minhash": {"bands": 1000, "rows": 1000}}, "minhash.bands x minhash.rows: 1000 x 1000 = 1,000,000 hash functions; at most 4,096"),
+        (
+            {
+                "dedupe": {"name": "x", "paragraphs": {"attribute_name": "p"}},
+                "bloom_filter": {"file": str(tmp_path / "f.bin"), "size_in_bytes": 10**14, "estimated_doc_count": 10},
+            },
+            "bloom_filter.size_in_bytes: a filter of 100,000,000,000,000 bytes; at most 1,099,511,627,776",
+        ),
         ({"bloom_filter": {"file": str(tmp_path / "f.bin"), "estimated_doc_count": 10, "desired_false_positive_rate": 0.01}}, "not both"),
     ]
     for extra, expected in cases:
