@@ -436,7 +436,9 @@ def run_stage(stage: Stage, executor: Executor | None = None, stream: TextIO | N
         )
     if manifest.failures:
         first = next(iter(sorted(manifest.failures.items())))
-        raise RunFailed(f"{len(manifest.failures)} task(s) failed, e.g. {first[0]}: {first[1]} (rerun resumes)")
+        raise RunFailed(
+            f"{len(manifest.failures)} task(s) failed, e.g. {first[0]}: {first[1]} (finished tasks are kept: fix the cause and rerun to go on)"
+        )
     return summary
 
 
