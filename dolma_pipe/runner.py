@@ -342,13 +342,26 @@ class _ErrorLimit:
         return self.limit is not None and self.count > self.limit
 
 
+def _check_output_root(root: str) -> None:
+    """A local output directory, or one of its parents, that is an existing file: one clear line."""
+    if storage.is_remote(root):
+        return
+    path = os.path.abspath(storage.local_path(root))
+    while not os.path.exists(path) and os.path.dirname(path) != path:
+        path = os.path.dirname(path)
+    if os.path.isfile(path):
+        what = "is" if path == os.path.abspath(storage.local_path(root)) else f"is inside {path}, which is"
+        raise PathError(f"{root}: the output directory {what} an existing file")
+
+
 def run_stage(stage: Stage, executor: Executor | None = None, stream: TextIO | None = None) -> RunSummary:
     """Run ``stage``'s phases in order and return the summary; raises :class:`RunFailed` on failure."""
     stream = sys.stderr if stream is None else stream  # looked up per call: pytest and others swap it
     cfg = stage.config
     started_at = time.perf_counter()
-    inputs = stage.plan_inputs()
     root = stage.output_root
+    _check_output_root(root)
+    inputs = stage.plan_inputs()
     phases = stage.phases()
     ctx = RunContext(inputs=inputs)
     fingerprint = stage.fingerprint(inputs)
