@@ -33,6 +33,8 @@ from dolma_pipe.quarantine import Quarantine, QuarantinedRecordError
 
 CHUNK = 1 << 20
 GZIP_LEVEL = 6
+# Integer ids every stage reads exactly (a signed or an unsigned 64-bit integer), as ``mix`` does.
+ID_INT_MIN, ID_INT_MAX = -(2**63), 2**64 - 1
 ZSTD_LEVEL = 3
 # Columns kept as plain strings in Parquet; anything else is stored as JSON text.
 PARQUET_STRING_COLUMNS = ("id", "text", "source", "added", "created")
@@ -206,10 +208,15 @@ def _normalise(doc: Any, path: str, lineno: int, quarantine: Quarantine, raw: An
         quarantine.add(path, lineno, "missing_id", "document has no 'id'", raw)
         return None
     if not isinstance(doc_id, str):
-        if isinstance(doc_id, int) and not isinstance(doc_id, bool):
+        if isinstance(doc_id, int) and not isinstance(doc_id, bool) and ID_INT_MIN <= doc_id <= ID_INT_MAX:
             doc["id"] = str(doc_id)
+        elif isinstance(doc_id, int) and not isinstance(doc_id, bool):
+            # mix (Dolma's mixer too) reads JSON numbers as 64-bit integers or doubles: an id
+            # beyond that would come out of it as another number, so no stage takes it.
+            quarantine.add(path, lineno, "bad_id", f"'id' is an integer beyond 64 bits ({doc_id}); give it as a string", raw)
+            return None
         else:
-            quarantine.add(path, lineno, "bad_id", f"'id' must be a string or integer, got {type(doc_id).__name__}", raw)
+            quarantine.add(path, lineno, "bad_id", f"'id' must be a string or an integer within 64 bits, got {type(doc_id).__name__}", raw)
             return None
     text = doc.get("text")
     if text is None:

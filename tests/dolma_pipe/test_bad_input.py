@@ -30,6 +30,8 @@ def _read(path):
         (b'{"id": "t", "text": 5}', "bad_text"),
         (b'{"id": 1.5, "text": "float id"}', "bad_id"),
         (b'{"id": true, "text": "bool id"}', "bad_id"),
+        (b'{"id": 18446744073709551616, "text": "2**64"}', "bad_id"),
+        (b'{"id": -9223372036854775809, "text": "-2**63 - 1"}', "bad_id"),
         (b'["not", "an", "object"]', "not_an_object"),
         (b'{"id": "u", "text": "caf\xe9 latin-1"}', "invalid_utf8"),
     ],
@@ -199,3 +201,32 @@ def test_id_hash_files_are_the_same_sorted_unique_records_at_any_size(tmp_path, 
     records = [record("a.ids", a), record("b.ids", b), record("c.ids", c), record("d.ids", [])]
     per_task = [set(a), set(b), set(c)]
     assert runner._duplicate_ids_across(str(tmp_path), records) == sum(map(len, per_task)) - len(set().union(*per_task))
+
+
+def test_integer_ids_within_64_bits_are_read_as_text(tmp_path):
+    path = tmp_path / "ids.jsonl"
+    path.write_bytes(b'{"id": 18446744073709551615, "text": "a"}\n{"id": -9223372036854775808, "text": "b"}\n{"id": 7, "text": "c"}\n')
+    docs, q = _read(path)
+    assert [d["id"] for d in docs] == ["18446744073709551615", "-9223372036854775808", "7"] and q.total == 0
+
+
+def test_an_id_beyond_64_bits_is_bad_in_every_stage_so_mix_stays_aligned(tmp_path):
+    """dedup (Python reader) and mix (Rust) quarantine the same line: the attribute file has no row
+    for it, and mix reads the file without an attribute mismatch."""
+    docs = tmp_path / "documents" / "a.jsonl"
+    docs.parent.mkdir()
+    docs.write_bytes(b'{"id": "a", "text": "first"}\n{"id": 18446744073709551616, "text": "big"}\n{"id": "z", "text": "first"}\n')
+    dedup = ["dedup", "--documents", f"{tmp_path}/documents/*", "--dedupe.name", "dd"]
+    run_cli(*dedup, "--dedupe.documents.attribute_name", "dup", "--dedupe.documents.key", "$.text", check=True)
+    spec = tmp_path / "mix.yaml"
+    out = tmp_path / "mixed"
+    spec.write_text(
+        f"streams:\n  - name: s\n    documents: [{tmp_path}/documents/*]\n    attributes: [dd]\n"
+        f"    output: {{path: {out}}}\n    filter: {{syntax: jq, exclude: ['.attributes.dup']}}\n"
+    )
+    proc = run_cli("mix", "-c", str(spec), "--no-progress")
+    assert proc.returncode == 0, proc.stderr
+    with gzip.open(out / "s-0000.jsonl.gz", "rt") as fh:
+        assert [orjson.loads(line)["id"] for line in fh] == ["a"]
+    errors = "".join(p.read_text() for p in (tmp_path / "mixed").rglob("*") if "_errors" in str(p) and p.is_file())
+    assert "bad_id" in errors and "within 64 bits" in errors

@@ -153,7 +153,7 @@ fn check_document(doc: &Value) -> Result<String, (&'static str, String)> {
     };
     let id = match id_text(obj.get("id")) {
         None => return Err(("missing_id", "document has no 'id'".into())),
-        Some(Err(t)) => return Err(("bad_id", format!("'id' must be a string or integer, got {t}"))),
+        Some(Err(t)) => return Err(("bad_id", format!("'id' must be a string or an integer within 64 bits, got {t}"))),
         Some(Ok(id)) => id,
     };
     match obj.get("text") {
