@@ -10,13 +10,20 @@ from __future__ import annotations
 
 import os
 import re
-from typing import NamedTuple
+from typing import Any, NamedTuple
+
+import orjson
 
 from dolma_pipe import storage
 from dolma_pipe.errors import DolmaPipeError
+from dolma_pipe.manifest import MANIFEST
 
 DOCUMENTS = "documents"
 _GLOB_CHARS = re.compile(r"[*?\[]")
+# How many folders, from an input file's own upward, are searched for a run's manifest: a mix
+# writes ``<root>/<name>-NNNN.jsonl.gz`` (or ``<root>/<stream path>/...``) and a Dolmino mix
+# ``<root>/seed-<n>/documents/<source>-NNNN.jsonl.gz``, so its manifest is at most two folders up.
+MANIFEST_LEVELS = 3
 
 
 class PathError(DolmaPipeError, ValueError):
@@ -125,4 +132,64 @@ def expand(patterns: list[str], exclude_under: str | None = None) -> list[InputF
                 raise PathError(f"inputs {seen[rel]!r} and {path!r} map to the same output name {rel!r}")
             seen[rel] = path
             out.append(InputFile(path, rel, info))
+    refuse_unfinished([f.path for f in out], own_root=exclude_under)
     return sorted(out, key=lambda f: f.rel)
+
+
+def _norm(path: str) -> str:
+    return path.rstrip("/") if storage.is_remote(path) else os.path.abspath(storage.local_path(path))
+
+
+def _parent(folder: str) -> str | None:
+    """The folder holding ``folder`` (normalised), or None at the top (``/``, an S3 bucket)."""
+    if storage.is_remote(folder):
+        scheme, rest = folder.split("://", 1)
+        return f"{scheme}://{rest.rsplit('/', 1)[0]}" if "/" in rest else None
+    up = os.path.dirname(folder)
+    return None if up == folder else up
+
+
+def _unfinished_run(folder: str) -> dict[str, Any] | None:
+    """The manifest in ``folder`` when it is a dolma-pipe run's whose status is not ``complete``."""
+    path = storage.join(folder, MANIFEST)
+    if not storage.exists(path):
+        return None
+    try:
+        data = orjson.loads(storage.read_bytes(path))
+    except (orjson.JSONDecodeError, FileNotFoundError):
+        return None  # not a manifest this tool wrote (they are written whole, by rename)
+    if not isinstance(data, dict) or not isinstance(data.get("stage"), str) or "status" not in data or data["status"] == "complete":
+        return None
+    inputs = data.get("inputs")
+    ins = {_norm(str(f["path"])) for f in inputs if isinstance(f, dict) and "path" in f} if isinstance(inputs, list) else set()
+    return {"path": path, "stage": data["stage"], "status": data["status"], "inputs": ins}
+
+
+def refuse_unfinished(files: list[str], own_root: str | None = None) -> None:
+    """Refuse input files that are the outputs of an unfinished run.
+
+    A killed ``mix`` or ``tokenize`` leaves complete-looking shards under their final names; only
+    its ``_manifest.json`` (status ``running`` or ``failed``) says the set is partial.  So a file
+    in a folder whose manifest, or whose parent's or grandparent's (:data:`MANIFEST_LEVELS`), is a
+    run's that did not complete is refused with one line naming that manifest, unless the file is
+    one of that run's own inputs (a run whose root holds its inputs) or the manifest is the current
+    run's (``own_root``: a resumed run reads past its own manifest).  Each folder is read once.
+    """
+    own = _norm(own_root) if own_root else None
+    seen: dict[str, dict[str, Any] | None] = {}
+    for path in files:
+        p = _norm(path)
+        folder = _parent(p)
+        for _ in range(MANIFEST_LEVELS):
+            if folder is None:
+                break
+            if folder not in seen:
+                seen[folder] = None if folder == own else _unfinished_run(folder)
+            run = seen[folder]
+            if run is not None and p not in run["inputs"]:
+                stage, status = run["stage"], run["status"]
+                raise PathError(
+                    f"{run['path']}: these inputs (e.g. {path}) are the output of an unfinished {stage} run "
+                    f"(status {status}); rerun that {stage} to finish it"
+                )
+            folder = _parent(folder)

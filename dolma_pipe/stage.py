@@ -15,8 +15,10 @@ Most stages are one phase of one task per input file: they implement
 from __future__ import annotations
 
 import hashlib
+import os
+import re
 from abc import ABC
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, TypeVar
 
@@ -63,6 +65,27 @@ class Task:
     @property
     def mtime(self) -> float:
         return self.input.mtime
+
+
+def remove_stale(folder: str, pattern: re.Pattern[str], keep: Collection[str]) -> list[str]:
+    """Remove the files directly in ``folder`` whose name ``pattern`` fully matches but ``keep`` lacks.
+
+    For a stage's last step: an earlier run with other settings may have written more numbered
+    shards than this one, and a later stage must not read them as this run's.  Only the stage's
+    own shard names (``pattern``) are touched; any other file stays.  Returns the removed paths.
+    """
+    if storage.is_remote(folder):
+        names = [p.rsplit("/", 1)[-1] for p in storage.glob(storage.join(folder, "*"))]
+    else:
+        local = storage.local_path(folder)
+        names = sorted(n for n in os.listdir(local) if os.path.isfile(os.path.join(local, n))) if os.path.isdir(local) else []
+    removed = []
+    for name in names:
+        if name not in keep and pattern.fullmatch(name):
+            path = storage.join(folder, name)
+            storage.remove(path)
+            removed.append(path)
+    return removed
 
 
 def file_task(info: InputFile) -> Task:

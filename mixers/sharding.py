@@ -14,6 +14,7 @@ the input files, before filtering, so its shards are not the same files as ours.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 
@@ -52,6 +53,12 @@ def pack(pieces: list[Piece], max_bytes: int) -> list[list[Piece]]:
 
 def shard_name(name: str, index: int, ext: str) -> str:
     return f"{name}-{index:04d}.jsonl{ext}"
+
+
+def shard_pattern(name: str) -> re.Pattern[str]:
+    """The names ``shard_name`` gives group ``name``'s shards, any index and any compression: what
+    a finished run may remove from the group's output folder when an earlier run left more."""
+    return re.compile(re.escape(name) + r"-\d{4,}\.jsonl(?:\.gz|\.zst)?")
 
 
 def member_bytes(max_bytes: int) -> int:

@@ -8,8 +8,9 @@
 2. a driver step packs every stream's members, in input order, into size-bounded shards
    (:mod:`mixers.sharding`): a rule of sizes and order alone;
 3. ``shard``, one task per output shard: its members' bytes joined into
-   ``<output.path>/<name>-NNNN.jsonl.gz``; then the intermediates are removed and a summary per
-   stream is printed (documents in, kept, removed by each rule, spans replaced).
+   ``<output.path>/<name>-NNNN.jsonl.gz``; then the intermediates are removed, so are the stream's
+   shards an earlier run left past this run's last (and no other file), and a summary per stream
+   is printed (documents in, kept, removed by each rule, spans replaced, stale shards removed).
 
 With ``shuffle: false`` (Dolma's meaning) the ``filter`` phase writes each input's output
 directly to ``<output.path>/documents/<its name>``. The output holds the documents Dolma's
@@ -27,7 +28,8 @@ line order); only the grouping into shards differs (see :mod:`mixers.sharding`).
    in the manifest, and stops with an error naming the source and the fix when a request cannot
    be met;
 3. ``sample``, one task per input file: whole repeats plus the seeded subset, per seed;
-4. ``shard``, one task per (seed, source, shard): ``<output>/seed-<n>/documents/<source>-NNNN.jsonl.gz``.
+4. ``shard``, one task per (seed, source, shard): ``<output>/seed-<n>/documents/<source>-NNNN.jsonl.gz``;
+   then, as for streams, each source's shards an earlier run left past this run's are removed.
 
 Every task's outputs depend on its inputs alone, so outputs are byte-identical for any process
 count and executor and across reruns, and a killed run resumes in the phase where it stopped.
@@ -52,13 +54,13 @@ from dolma_pipe.config import ConfigError, RunOptions
 from dolma_pipe.manifest import InputFile, TaskRecord
 from dolma_pipe.quarantine import Quarantine
 from dolma_pipe.runner import RunFailed
-from dolma_pipe.stage import Phase, RunContext, Stage, StepResult, Task, TaskOutput
+from dolma_pipe.stage import Phase, RunContext, Stage, StepResult, Task, TaskOutput, remove_stale
 from mixers import dolmino, tokens
 from mixers.config import MixConfig
 from mixers.output import Compression, MemberWriter, compression_for, concatenate, extension
 from mixers.reading import mix_file, read_lines
 from mixers.rules import StreamRules, compile_rules
-from mixers.sharding import Piece, member_bytes, pack, shard_name
+from mixers.sharding import Piece, member_bytes, pack, shard_name, shard_pattern
 from mixers.summary import GroupTotals, render
 
 CACHE_FORMAT = 2
@@ -387,15 +389,24 @@ class MixStage(Stage[MixConfig]):
             n[2] += r.data["bytes"]
         return {name: f"written: {n[1]:,} documents in {n[0]:,} shards ({n[2] / 1e6:,.1f} MB)" for name, n in per.items()}
 
+    def _remove_stale(self, folder: str, g: Group, count: int) -> int:
+        """Remove ``g``'s shards in ``folder`` past the ``count`` this run wrote (an earlier run's); how many."""
+        keep = {shard_name(g.name, j, extension(g.out_compression)) for j in range(count)}
+        return len(remove_stale(folder, shard_pattern(g.name), keep))
+
     def _finish_streams(self, records: list[TaskRecord], ctx: RunContext) -> StepResult:
         _remove_tree(self._work())
         totals = ctx.steps["filter"].data["totals"]
+        planned = ctx.steps["filter"].data["shards"]
+        stale = {g.name: self._remove_stale(g.output, g, len(planned[g.name])) for g in self.groups}
         shards = self._shard_lines(records)
         outputs = {g.name: f"{g.output}/{g.name}-NNNN.jsonl{extension(g.out_compression)}" for g in self.groups}
         for name in totals:
             shards.setdefault(name, "written: no documents kept, no shards")
             shards[name] += f" -> {outputs[name]}"
-        return StepResult(data={"streams": totals}, table=render("streams", totals, shards))
+            if stale[name]:
+                shards[name] += f"; removed {stale[name]:,} stale shard(s) an earlier run left there"
+        return StepResult(data={"streams": totals, "stale_shards_removed": sum(stale.values())}, table=render("streams", totals, shards))
 
     def _finish_unsharded(self, records: list[TaskRecord], ctx: RunContext) -> StepResult:
         totals = {name: t.as_dict(self._by_name[name].rules) for name, t in self._totals(records).items()}
@@ -627,6 +638,12 @@ class MixStage(Stage[MixConfig]):
 
     def _finish_sources(self, records: list[TaskRecord], ctx: RunContext) -> StepResult:
         _remove_tree(self._work())
+        planned = ctx.steps["sample"].data["shards"]
+        stale = sum(
+            self._remove_stale(storage.join(self.output_root, f"seed-{s}", "documents"), g, len(planned[str(s)][g.name]))
+            for s in self.config.seeds
+            for g in self.groups
+        )
         totals = ctx.steps["count"].data["totals"]
         taken = ctx.steps["sample"].data["taken"]
         plan = {p["name"]: p for p in ctx.steps["count"].data["plan"]}
@@ -638,4 +655,6 @@ class MixStage(Stage[MixConfig]):
             extra[name] = f"requested {plan[name]['requested']:,} tokens ({plan[name]['repetition']:.3f}x); taken {per_seed}"
         seeds = ", ".join(f"{storage.join(self.output_root, f'seed-{s}', 'documents')}/" for s in self.config.seeds)
         table = render("sources", totals, extra) + f"\n  written to {seeds}"
-        return StepResult(data={"sources": totals, "taken": taken}, table=table)
+        if stale:
+            table += f"\n  removed {stale:,} stale shard(s) an earlier run left there"
+        return StepResult(data={"sources": totals, "taken": taken, "stale_shards_removed": stale}, table=table)

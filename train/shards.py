@@ -32,6 +32,7 @@ from __future__ import annotations
 import csv
 import gzip
 import io
+import json
 import os
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
@@ -63,6 +64,8 @@ __all__ = [
 
 TOKENS_SUFFIX = ".npy"
 SIDECAR_SUFFIX = ".csv.gz"
+# What every dolma-pipe run writes in its output folder; its ``status`` is ``complete`` once it finished.
+MANIFEST = "_manifest.json"
 SHARD_DTYPES = (np.dtype(np.uint16), np.dtype(np.uint32))
 
 
@@ -371,7 +374,8 @@ class ShardSetWriter:
 def find_shards(paths: Iterable[str | Path]) -> list[tuple[Path, str]]:
     """The shards named by ``paths`` (``.npy`` files, or folders searched recursively), as
     ``(file, name relative to the path it was found under)``, each folder's sorted by name.
-    Hidden files (a writer's temporaries) are skipped."""
+    Hidden files (a writer's temporaries) are skipped.  Shards whose folder, or its parent, holds
+    the ``_manifest.json`` of a run that did not complete (a killed ``tokenize``) are refused."""
     found: list[tuple[Path, str]] = []
     paths = list(paths)
     for p in paths:
@@ -387,7 +391,41 @@ def find_shards(paths: Iterable[str | Path]) -> list[tuple[Path, str]]:
             raise ShardError(f"data path {str(p)!r} does not exist")
     if not found:
         raise ShardError(f"no {TOKENS_SUFFIX} token shards under {[str(p) for p in paths]}")
+    checked: set[Path] = set()
+    for f, _ in found:
+        # ``tokenize`` writes ``<destination>/{train,val}/part-*.npy`` and its manifest in ``<destination>``.
+        for folder in (f.parent, f.parent.parent):
+            if folder not in checked:
+                checked.add(folder)
+                _check_run_finished(folder)
     return found
+
+
+def _check_run_finished(folder: Path) -> None:
+    """Refuse shards a killed or failed run left: its ``_manifest.json`` (if any) must say ``complete``.
+
+    Shards are written under their final names one by one, so a killed ``tokenize`` leaves a
+    partial set that looks whole; only the run's manifest (status ``running`` or ``failed``) tells.
+    """
+    path = folder / MANIFEST
+    if not path.is_file():
+        return
+    try:
+        raw = path.read_bytes()
+    except OSError as e:
+        raise ShardError(f"{path}: cannot read the manifest of the run that wrote these shards ({e})") from None
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return  # not a dolma-pipe run's manifest (those are written whole, by rename)
+    if not isinstance(data, dict) or not isinstance(data.get("stage"), str) or "status" not in data:
+        return
+    if data["status"] != "complete":
+        stage = data["stage"]
+        raise ShardError(
+            f"{path}: the shards under {folder} are the output of an unfinished {stage} run (status {data['status']}); "
+            f"rerun that {stage} to finish it"
+        )
 
 
 def token_count(path: str | Path, dtype) -> int:

@@ -44,6 +44,7 @@ import itertools
 import math
 import mmap
 import os
+import re
 from collections.abc import Callable, Iterator
 from typing import Any, Literal
 
@@ -58,7 +59,7 @@ from dolma_pipe.documents import DocumentError, TruncatedArchive, compression_of
 from dolma_pipe.errors import DolmaPipeError
 from dolma_pipe.manifest import InputFile, TaskRecord
 from dolma_pipe.quarantine import Quarantine
-from dolma_pipe.stage import Phase, RunContext, Stage, StepResult, Task, TaskOutput
+from dolma_pipe.stage import Phase, RunContext, Stage, StepResult, Task, TaskOutput, remove_stale
 from train.shards import SIDECAR_SUFFIX, TOKENS_SUFFIX, ShardWriter, dtype_for_vocab, shard_name
 
 SPLITS = ("train", "val")
@@ -69,6 +70,9 @@ MAX_DOCS_PER_BUCKET = 4_000_000
 # Documents gathered per ShardWriter.add_batch call in the write phase.
 WRITE_BATCH = 8192
 U64 = 1 << 64
+# The files of a shard this stage writes (``part-00003.npy`` and ``part-00003.csv.gz``): what a
+# finished run removes when an earlier run left more shards than it wrote.
+STALE_SHARD = re.compile(r"part-\d+(?:" + re.escape(TOKENS_SUFFIX) + "|" + re.escape(SIDECAR_SUFFIX) + ")")
 
 # One row of a file's index, sorted by (key, loc); ``key`` itself is kept apart (``.keys``),
 # contiguous, so a bucket's rows are found by binary search without reading the rest.
@@ -657,20 +661,12 @@ class TokenizeStage(Stage[TokenizeConfig]):
     def _finish_run(self, records: list[TaskRecord], ctx: RunContext) -> StepResult:
         """Driver: drop shards an earlier run with other settings left, check ours, delete _work/."""
         shards = ctx.steps["pack"].data["shards"]
+        stale = 0
         for split in SPLITS:
             folder = os.path.join(self.output_root, split)
-            expected = {shard_name(i) for i in range(shards[split])}
+            expected = {shard_name(i) + suffix for i in range(shards[split]) for suffix in (TOKENS_SUFFIX, SIDECAR_SUFFIX)}
             if os.path.isdir(folder):
-                for name in os.listdir(folder):
-                    stem = (
-                        name[: -len(TOKENS_SUFFIX)]
-                        if name.endswith(TOKENS_SUFFIX)
-                        else name[: -len(SIDECAR_SUFFIX)]
-                        if name.endswith(SIDECAR_SUFFIX)
-                        else None
-                    )
-                    if stem is not None and stem.startswith("part-") and stem not in expected:
-                        os.unlink(os.path.join(folder, name))
+                stale += len({os.path.basename(p).split(".", 1)[0] for p in remove_stale(folder, STALE_SHARD, expected)})
                 if not os.listdir(folder):
                     os.rmdir(folder)
             for i in range(shards[split]):
@@ -695,6 +691,7 @@ class TokenizeStage(Stage[TokenizeConfig]):
                 "pad_token_id": self.pad_id,
             },
             "dtype": str(self.dtype),
+            "stale_shards_removed": stale,
             "splits": {
                 split: {
                     "path": os.path.join(self.output_root, split),
@@ -711,6 +708,7 @@ class TokenizeStage(Stage[TokenizeConfig]):
                 rows.append((split, f"{s['docs']:,}", f"{s['tokens']:,}", f"{s['shards']:,}", s["path"]))
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
         table = "\n".join("  ".join(c.ljust(w) if i in (0, 4) else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))) for r in rows)
-        return StepResult(
-            data=summary, table=f"{table}\n{self.tok_info.vocab_size:,}-entry tokenizer, {self.dtype} tokens, EOS {self.eos_id}"
-        )
+        table += f"\n{self.tok_info.vocab_size:,}-entry tokenizer, {self.dtype} tokens, EOS {self.eos_id}"
+        if stale:
+            table += f"\nremoved {stale:,} stale shard(s) an earlier run left in {self.output_root}"
+        return StepResult(data=summary, table=table)

@@ -45,3 +45,72 @@ def test_expand_errors(tmp_path):
         (tmp_path / d / "documents" / "same.jsonl").write_text("")
     with pytest.raises(paths.PathError, match="same output name"):
         paths.expand([f"{tmp_path}/one/documents/*", f"{tmp_path}/two/documents/*"])
+
+
+def _manifest(folder, status: str, stage: str = "mix", inputs: list[str] = ()) -> None:
+    import orjson
+
+    folder.mkdir(parents=True, exist_ok=True)
+    rows = [{"path": p, "rel": p, "size": 0, "mtime": 0.0} for p in inputs]
+    (folder / "_manifest.json").write_bytes(orjson.dumps({"stage": stage, "status": status, "inputs": rows}))
+
+
+def _touch(path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("")
+
+
+@pytest.mark.parametrize("status", ["running", "failed"])
+def test_expand_refuses_the_outputs_of_an_unfinished_run(tmp_path, status):
+    # Streams: <root>/<name>-NNNN.jsonl.gz; Dolmino: <root>/seed-<n>/documents/<source>-NNNN.jsonl.gz.
+    for shard in (tmp_path / "mix" / "s-0000.jsonl.gz", tmp_path / "dolmino" / "seed-0" / "documents" / "web-0000.jsonl.gz"):
+        _touch(shard)
+        root = shard.parent if shard.parent.name != "documents" else shard.parent.parent.parent
+        _manifest(root, status)
+        pattern = str(shard.parent / "*.jsonl.gz")
+        with pytest.raises(paths.PathError) as err:
+            paths.expand([pattern])
+        message = str(err.value)
+        assert message == (
+            f"{root}/_manifest.json: these inputs (e.g. {shard}) are the output of an unfinished mix run "
+            f"(status {status}); rerun that mix to finish it"
+        )
+        assert "\n" not in message
+        _manifest(root, "complete")
+        assert [f.path for f in paths.expand([pattern])] == [str(shard)]
+
+
+def test_expand_accepts_an_unfinished_runs_own_folder_and_its_inputs(tmp_path):
+    # A run whose root holds its inputs (stats on X/documents with destination X) did not write them.
+    doc = tmp_path / "x" / "documents" / "a.jsonl.gz"
+    _touch(doc)
+    _manifest(tmp_path / "x", "running", stage="stats", inputs=[str(doc)])
+    assert [f.path for f in paths.expand([f"{tmp_path}/x/documents/*.gz"])] == [str(doc)]
+    # Not a dolma-pipe manifest, or too far up: not looked at.
+    (tmp_path / "x" / "_manifest.json").write_text("{not json")
+    _touch(tmp_path / "x" / "documents" / "b.jsonl.gz")
+    assert len(paths.expand([f"{tmp_path}/x/documents/*.gz"])) == 2
+    _manifest(tmp_path, "running")
+    deep = tmp_path / "x" / "d" / "e" / "f.jsonl.gz"
+    _touch(deep)
+    assert len(paths.expand([str(deep)])) == 1
+
+
+def test_refuse_unfinished_skips_the_current_runs_root_and_reads_each_manifest_once(tmp_path, monkeypatch):
+    from dolma_pipe import storage
+
+    files = []
+    for i in range(20):
+        files.append(tmp_path / "out" / "a" / f"s-{i:04d}.jsonl.gz")
+        _touch(files[-1])
+    _manifest(tmp_path / "out", "running")
+    with pytest.raises(paths.PathError, match="unfinished mix run"):
+        paths.refuse_unfinished([str(f) for f in files])
+    # The current run's own root (a resumed run reading past its own manifest) is not looked at.
+    paths.refuse_unfinished([str(f) for f in files], own_root=str(tmp_path / "out") + "/")
+    reads = []
+    real = storage.read_bytes
+    monkeypatch.setattr(storage, "read_bytes", lambda p: reads.append(p) or real(p))
+    _manifest(tmp_path / "out", "complete")
+    paths.refuse_unfinished([str(f) for f in files])
+    assert reads == [f"{tmp_path}/out/_manifest.json"]

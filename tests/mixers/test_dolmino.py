@@ -217,6 +217,30 @@ def test_counts_are_cached_across_plans(corpus, mixed, tmp_path):
     assert summary.totals["tokens_kept"] == read_manifest(str(mixed)).totals["tokens_kept"]
 
 
+def test_a_smaller_rerun_removes_the_earlier_runs_extra_shards(corpus, tmp_path):
+    out = tmp_path / "out"
+    run(spec(corpus, out, max_size_in_bytes=2000))
+    (out / "seed-0" / "documents" / "README.txt").write_text("not a shard: stays")
+
+    def shards(seed: int) -> list[str]:
+        return sorted(p.name for p in (out / f"seed-{seed}" / "documents").glob("*-[0-9]*.jsonl.gz"))
+
+    before = {s: shards(s) for s in SEEDS}
+    summary = run(spec(corpus, out, target=4_000, max_size_in_bytes=2000))
+    planned = summary.manifest.phase("sample").step["shards"]
+    removed = 0
+    for s in SEEDS:
+        want = sorted(f"{name}-{j:04d}.jsonl.gz" for name in SOURCES for j in range(len(planned[str(s)][name])))
+        assert shards(s) == want and len(want) < len(before[s])
+        removed += len(before[s]) - len(want)
+        plan = {p["name"]: p["seeds"][str(s)] for p in summary.manifest.phase("count").step["plan"]}
+        for name in SOURCES:
+            assert len(seed_docs(out, s, name)) == plan[name]["docs"]  # the next stage reads this run's documents only
+    assert summary.manifest.results["stale_shards_removed"] == removed > 0
+    assert f"removed {removed} stale shard(s)" in (summary.table or "")
+    assert (out / "seed-0" / "documents" / "README.txt").read_text() == "not a shard: stays"
+
+
 def test_token_sources_and_spec_errors(corpus, tmp_path):
     config = spec(corpus, tmp_path / "out")
     for source, tokens in zip(config["sources"], (3000, 1000, 500)):

@@ -14,6 +14,7 @@ from dolma_pipe.config import ConfigError, load_config
 from dolma_pipe.documents import write_documents
 from dolma_pipe.executors import RayExecutor
 from dolma_pipe.manifest import read_manifest
+from dolma_pipe.paths import PathError
 from dolma_pipe.runner import run_stage
 from mixers.config import MixConfig
 from mixers.stage import MixStage
@@ -144,11 +145,16 @@ def test_killed_in_shard_phase_resumes_there(corpus, reference, tmp_path, proces
     shards = len([k for k in reference if k.endswith(".jsonl.gz")])
     assert 0 < done < shards
     assert read_manifest(str(out)).status == "running"
+    # The killed run's final-named shards are refused as inputs until the run is finished.
+    reader = {"streams": [{"name": "again", "documents": [str(out / "*.jsonl.gz")], "output": {"path": str(tmp_path / "again")}}]}
+    with pytest.raises(PathError, match=r"_manifest\.json: these inputs .* unfinished mix run \(status running\); rerun that mix"):
+        run(reader)
     summary = run(config)
     filter_phase, shard_phase = summary.manifest.phases
     assert all(r.skipped for r in filter_phase.tasks.values())
     assert sum(r.skipped for r in shard_phase.tasks.values()) == done
     assert stage_outputs(out) == reference
+    assert run(reader).totals["docs_out"] == FILES * DOCS * 7 // 10
 
 
 def test_shuffle_false_keeps_one_output_per_input(corpus, tmp_path):
@@ -206,3 +212,34 @@ def test_inputs_and_outputs_on_s3(corpus, reference, s3_bucket, tmp_path):
     for key in shards:
         assert s3.get_object(Bucket=s3_bucket, Key=key)["Body"].read() == reference[key.split("/")[-1]]
     assert not any("/_work/" in k for k in listed)  # intermediates removed
+
+
+def _lines(out: Path, pattern: str) -> int:
+    return sum(gzip.decompress(p.read_bytes()).count(b"\n") for p in out.glob(pattern))
+
+
+def test_a_rerun_writing_fewer_shards_removes_the_earlier_runs_extra_shards(corpus, tmp_path):
+    out = tmp_path / "out"
+    config = spec(corpus, out, max_size=3000, processes=2)
+    # A second stream writing to the same folder, and files that are no shards: none is touched.
+    other = dict(config["streams"][0], name="other", filter=None, output={"path": str(out), "max_size_in_bytes": 10**9})
+    config["streams"].append(other)
+    out.mkdir()
+    (out / "notes.jsonl.gz").write_bytes(b"not a shard")
+    (out / "mixed-extra.jsonl.gz").write_bytes(b"not one of ours either")
+    first = run(config)
+    before = sorted(p.name for p in out.glob("mixed-[0-9]*.jsonl.gz"))
+    assert len(before) > 4 and first.manifest.results["stale_shards_removed"] == 0
+    # Keep only the first input file's documents: far fewer shards.
+    config["streams"][0]["filter"] = {"syntax": "jq", "include": ['.id | startswith("test-0-")']}
+    second = run(config)
+    after = sorted(p.name for p in out.glob("mixed-[0-9]*.jsonl.gz"))
+    assert 0 < len(after) < len(before) and after == [f"mixed-{i:04d}.jsonl.gz" for i in range(len(after))]
+    assert second.manifest.results["stale_shards_removed"] == len(before) - len(after)
+    assert f"removed {len(before) - len(after)} stale shard(s)" in (second.table or "")
+    # What the next stage reads is exactly what this run wrote.
+    kept = second.manifest.results["streams"]["mixed"]["kept"]
+    assert kept == DOCS == _lines(out, "mixed-[0-9]*.jsonl.gz")
+    assert sorted(p.name for p in out.glob("other-*")) == ["other-0000.jsonl.gz"] and _lines(out, "other-*") == FILES * DOCS
+    assert (out / "notes.jsonl.gz").read_bytes() == b"not a shard"
+    assert (out / "mixed-extra.jsonl.gz").read_bytes() == b"not one of ours either"

