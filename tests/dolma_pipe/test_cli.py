@@ -65,13 +65,3 @@ def test_openblas_threads_default_to_one_and_a_users_value_stays():
     assert out.stdout.strip() == "1"
     out = subprocess.run([sys.executable, "-c", code], env=dict(env, OPENBLAS_NUM_THREADS="3"), capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "3"
-
-
-def test_an_output_directory_that_is_a_file_is_one_line(tmp_path):
-    (tmp_path / "documents").mkdir()
-    (tmp_path / "documents" / "a.jsonl").write_text('{"id": "a", "text": "x"}\n')
-    (tmp_path / "afile").write_text("not a directory")
-    for dest, says in (("afile", "is an existing file"), ("afile/sub", f"is inside {tmp_path / 'afile'}, which is an existing file")):
-        proc = run_cli("stats", "--documents", f"{tmp_path}/documents/*", "--destination", str(tmp_path / dest))
-        assert proc.returncode != 0 and says in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
-    assert (tmp_path / "afile").read_text() == "not a directory"

@@ -20,11 +20,9 @@ from tests.helpers import make_docs, run_cli
 
 def test_big_integers_stay_exact(tmp_path):
     path = tmp_path / "big.jsonl"
-    path.write_bytes(
-        b'{"id": 123456789012345678901234567890, "text": "x", "metadata": {"u": 18446744073709551616, "n": -9223372036854775809}}\n'
-    )
+    path.write_bytes(b'{"id": 12345678901234567890, "text": "x", "metadata": {"u": 18446744073709551616, "n": -9223372036854775809}}\n')
     (doc,) = [d for _, d in read_documents(str(path))]
-    assert doc["id"] == "123456789012345678901234567890"
+    assert doc["id"] == "12345678901234567890"  # 20 digits, within uint64 (ids beyond 64 bits are bad_id)
     assert doc["metadata"]["u"] == 18446744073709551616
     assert doc["metadata"]["n"] == -9223372036854775809  # 19 digits, below int64's minimum
     out = str(tmp_path / "out.jsonl")
@@ -191,8 +189,11 @@ def test_unwritable_destination_is_one_message(tmp_path, make_corpus):
     root = make_corpus(files=1, docs=2)
     blocker = tmp_path / "afile"
     blocker.write_text("x")
-    proc = run_cli("convert", "--documents", f"{root}/documents/*", "--destination", str(blocker / "sub"))
-    assert proc.returncode == 1 and "Traceback" not in proc.stderr and "cannot write" in proc.stderr
+    for dest, says in ((blocker, "is an existing file"), (blocker / "sub", f"is inside {blocker}, which is an existing file")):
+        proc = run_cli("convert", "--documents", f"{root}/documents/*", "--destination", str(dest))
+        assert proc.returncode == 1 and "Traceback" not in proc.stderr and says in proc.stderr, proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1
+    assert blocker.read_text() == "x"
     proc = run_cli("convert", "--documents", f"{root}/documents/*", "--destination", "gs://bucket/x")
     assert proc.returncode == 1 and "only local paths and s3://" in proc.stderr and "Traceback" not in proc.stderr
 
