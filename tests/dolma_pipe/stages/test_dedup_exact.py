@@ -154,7 +154,8 @@ def test_lines_read_like_read_documents(tmp_path):
         b'{"id": "a", "text": "plain \\u00e9\\ud83d\\ude00", "metadata": {"n": [1, 2.5, null, true]}}',
         b"",
         b"   ",
-        b'{"id": 12345678901234567890123, "text": "a long integer id"}',
+        b'{"id": 12345678901234567890, "text": "a long integer id"}',
+        b'{"id": 12345678901234567890123, "text": "an integer id beyond 64 bits: bad_id"}',
         b'{"id": "dup", "text": "first", "text": "second wins"}',
         b'{"id": "surrogate", "text": "x", "m": "\\ud800"}',
         b'{"id": "inf", "text": "x", "m": 1e400}',
@@ -180,7 +181,7 @@ def test_lines_read_like_read_documents(tmp_path):
     for path in sorted((tmp_path / "documents").glob("*")):
         q = Quarantine()
         expected = [(line, d["id"], d["text"]) for line, d in read_documents(str(path), q)]
-        assert [e[1] for e in expected] == ["bom", "a", "12345678901234567890123", "dup", "deep", "cr", "last"]
+        assert [e[1] for e in expected] == ["bom", "a", "12345678901234567890", "dup", "deep", "cr", "last"]
         rows = attribute_rows(tmp_path)
         got = sorted((k, v[0]["id"]) for k, v in rows.items())
         assert [i for (_, i) in got if _[0] == sorted((tmp_path / "documents").glob("*")).index(path)] == [e[1] for e in expected]
