@@ -227,13 +227,17 @@ class MixStage(Stage[MixConfig]):
     def plan_inputs(self) -> list[InputFile]:
         """Every group's inputs (named ``<group>/<relative name>``), each with its attribute files."""
         inputs = []
+        attributes = []
         for g in self.groups:
             for path, rel, info in paths.expand(list(g.patterns), exclude_under=self.output_root):
                 for j, name in enumerate(g.rules.attribute_sets):
                     attr = paths.attribute_path(path, name)
                     if not storage.exists(attr):
                         raise ConfigError(f"config key '{g.key}.attributes.{j}': attribute set {name!r} has no file {attr} for {path}")
+                    attributes.append(attr)
                 inputs.append(InputFile(path=path, rel=f"{g.name}/{rel}", size=info.size, mtime=info.mtime))
+        # Attribute files of a killed tag or dedup run look whole too.
+        paths.refuse_unfinished(attributes)
         return inputs
 
     def _group_of(self, info: InputFile) -> Group:

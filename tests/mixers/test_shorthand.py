@@ -159,3 +159,14 @@ def test_names_a_dedup_run_declares_are_known_though_no_row_holds_them(tmp_path)
     manifest.write_text(manifest.read_text().replace('"status": "complete"', '"status": "running"'))
     with pytest.raises(ConfigError, match="unknown attribute 'bff_duplicate_docs'"):
         stage(root, tmp_path / "out2", exclude=["bff_duplicate_docs"], attributes=("dedup_docs",))
+
+
+def test_attribute_files_of_an_unfinished_run_are_refused(root, tmp_path):
+    from dolma_pipe.paths import PathError
+
+    manifest = root / "attributes" / "dedup" / "_manifest.json"
+    manifest.write_text('{"stage": "dedup", "status": "running", "inputs": []}')
+    with pytest.raises(PathError, match=r"dedup/_manifest.json: these inputs .* unfinished dedup run \(status running\)"):
+        kept(root, tmp_path, exclude=["bff_duplicate_docs"])
+    manifest.write_text('{"stage": "dedup", "status": "complete", "inputs": []}')
+    assert kept(root, tmp_path, exclude=["bff_duplicate_docs"]) == ["d0", "d1", "d2", "d3", "d5"]
