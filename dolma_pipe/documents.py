@@ -208,13 +208,13 @@ def _normalise(doc: Any, path: str, lineno: int, quarantine: Quarantine, raw: An
         quarantine.add(path, lineno, "missing_id", "document has no 'id'", raw)
         return None
     if not isinstance(doc_id, str):
-        if isinstance(doc_id, int) and not isinstance(doc_id, bool) and ID_INT_MIN <= doc_id <= ID_INT_MAX:
+        if isinstance(doc_id, int) and not isinstance(doc_id, bool):
+            if not ID_INT_MIN <= doc_id <= ID_INT_MAX:
+                # mix (Dolma's mixer too) reads JSON numbers as 64-bit integers or doubles: an id
+                # beyond that would come out of it as another number, so no stage takes it.
+                quarantine.add(path, lineno, "bad_id", f"'id' is an integer beyond 64 bits ({doc_id}); give it as a string", raw)
+                return None
             doc["id"] = str(doc_id)
-        elif isinstance(doc_id, int) and not isinstance(doc_id, bool):
-            # mix (Dolma's mixer too) reads JSON numbers as 64-bit integers or doubles: an id
-            # beyond that would come out of it as another number, so no stage takes it.
-            quarantine.add(path, lineno, "bad_id", f"'id' is an integer beyond 64 bits ({doc_id}); give it as a string", raw)
-            return None
         else:
             quarantine.add(path, lineno, "bad_id", f"'id' must be a string or an integer within 64 bits, got {type(doc_id).__name__}", raw)
             return None

@@ -163,8 +163,9 @@ def _sidecar(path: str) -> dict[str, Any] | None:
         raise BloomFileError(f"{path}{SIDECAR_SUFFIX}: damaged (not JSON); delete the filter and its sidecar to start over") from None
 
 
-def check_filter(config: DedupConfig, path: str, local: str) -> dict[str, int]:
-    """Refuses a filter file that is not a filter, is corrupt, or was made for other keys or sizes."""
+def check_filter(config: DedupConfig, path: str, local: str) -> tuple[dict[str, int], dict[str, Any]]:
+    """Refuses a filter file that is not a filter, is corrupt, or was made for other keys or sizes;
+    its header fields and its sidecar."""
     bf = config.bloom_filter
     assert bf is not None
     with named_as(path, local):
@@ -190,7 +191,7 @@ def check_filter(config: DedupConfig, path: str, local: str) -> dict[str, int]:
             )
     if head["seed"] != DEFAULT_SEED:
         raise BloomFileError(f"{path}: stale: made with hash seed {head['seed']:#x}, dolma-pipe dedup uses {DEFAULT_SEED:#x}")
-    return head
+    return head, side
 
 
 class FilterState:
@@ -209,15 +210,17 @@ class FilterState:
         if bf.read_only and not exists:
             raise ConfigError(f"bloom_filter.file {self.path} does not exist (read_only: true needs a filter made earlier)")
         self.current: int | None = None
+        side: dict[str, Any] = {}
         if exists:
             self.local = local_copy(self.path)
-            self.current = check_filter(config, self.path, self.local)["checksum"]
+            head, side = check_filter(config, self.path, self.local)
+            self.current = head["checksum"]
         if not bf.read_only and self.published is not None and self.current == self.published["checksum"]:
             # The file is this run's own published result: the run started from `initial`.
             self.initial: int | None = self.published["initial"]
         else:
             self.initial = self.current
-        if not bf.read_only and exists and self.published is None and (_sidecar(self.path) or {}).get("run") == root:
+        if not bf.read_only and self.published is None and side.get("run") == root:
             # This run published the file, and the record of where it started is gone: extending
             # its own result again would mark every key it holds as a duplicate.
             raise ConfigError(

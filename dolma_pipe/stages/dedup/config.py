@@ -245,10 +245,11 @@ def _check_bloom_size(bf: BloomFilterSection) -> None:
     """The bit array the section asks for fits the filter format (MAX_BITS), before any work."""
     from dolma_pipe.bloom import MAX_BITS
 
-    from .bloommode import dolma_size_in_bytes
+    from .bloommode import shape
 
-    size = bf.size_in_bytes or dolma_size_in_bytes(bf.estimated_doc_count, bf.desired_false_positive_rate)
-    if size * 8 > MAX_BITS:
+    bits, _ = shape(bf)
+    size = bits // 8
+    if bits > MAX_BITS:
         key = "size_in_bytes" if bf.size_in_bytes else "estimated_doc_count and desired_false_positive_rate"
         raise ConfigError(f"bloom_filter.{key}: a filter of {size:,} bytes; at most {MAX_BITS // 8:,} ({MAX_BITS // 8 >> 30:,} GiB)")
 
