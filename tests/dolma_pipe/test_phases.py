@@ -91,12 +91,19 @@ def test_same_bytes_on_ray(corpus, reference, tmp_path, ray_address):
     assert stage_outputs(out) == reference
 
 
-def _kill_in_bucket_phase(overrides: dict, out: Path) -> int:
-    """Start the stage in a subprocess, SIGKILL it once some (not all) bucket tasks are done."""
+def _kill_in_bucket_phase(overrides: dict, out: Path) -> tuple[int, int]:
+    """Start the stage in a subprocess, SIGKILL it once some (not all) bucket tasks are done; the
+    bucket tasks done when the kill was sent, and once the process group is gone (on Ray, tasks
+    already on the cluster may still finish after their driver died)."""
     markers = out / "_done" / "bucket"
-    args = [orjson.dumps(overrides).decode()]
-    kill_when("tests.dolma_pipe.phased_stage", args, lambda: bool(done_markers(markers)), env={"PHASED_STAGE_DELAY": "0.4"})
-    return len(done_markers(markers))
+    seen: list[Path] = []
+
+    def ready() -> bool:
+        seen[:] = done_markers(markers)
+        return bool(seen)
+
+    kill_when("tests.dolma_pipe.phased_stage", [orjson.dumps(overrides).decode()], ready, env={"PHASED_STAGE_DELAY": "0.4"})
+    return len(seen), len(done_markers(markers))
 
 
 def _check_killed_state(out: Path, done: int) -> None:
@@ -112,7 +119,7 @@ def _check_killed_state(out: Path, done: int) -> None:
 def test_killed_in_second_phase_resumes_there(corpus, reference, tmp_path, processes):
     out = tmp_path / "out"
     overrides = _overrides(corpus, out, processes=processes)
-    done = _kill_in_bucket_phase(overrides, out)
+    _, done = _kill_in_bucket_phase(overrides, out)
     _check_killed_state(out, done)
     err = io.StringIO()
     summary = run_stage(make_stage(overrides), stream=err)
@@ -128,7 +135,7 @@ def test_killed_in_second_phase_resumes_there(corpus, reference, tmp_path, proce
 def test_killed_in_second_phase_resumes_on_ray(corpus, reference, tmp_path, ray_address):
     out = tmp_path / "out"
     overrides = _overrides(corpus, out, processes=2, ray_address=ray_address)
-    done = _kill_in_bucket_phase(overrides, out)
+    done, _ = _kill_in_bucket_phase(overrides, out)
     _check_killed_state(out, done)
     time.sleep(1.0)  # a task of the killed driver may still be finishing on the cluster
     summary = run_stage(make_stage(overrides), stream=io.StringIO())
