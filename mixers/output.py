@@ -90,23 +90,31 @@ class MemberWriter:
             self._buf_bytes += len(data)
             self._buf_docs += len(line_lengths)
             return
-        start = 0
+        # A member ends at the end of the line that brings it to member_bytes: ``taken`` is where
+        # the buffered part of ``data`` starts, ``end`` where the current line ends.
+        taken = end = 0
         for n in line_lengths:
-            end = start + n
+            end += n
             self._buf_bytes += n
             self._buf_docs += 1
             if self._buf_bytes >= self.member_bytes:
-                self._buf.append(data[start:end])
+                self._buf.append(data[taken:end])
                 self._emit()
-                start = end
-        if start < len(data):
-            self._buf.append(data[start:])
-        # _buf_bytes/_buf_docs already count the tail
+                taken = end
+        if end != len(data):
+            raise ValueError(f"{self.path}: line lengths add up to {end:,} bytes, the data has {len(data):,}")
+        if taken < end:
+            self._buf.append(data[taken:])  # its bytes and documents are counted already
 
     def _emit(self) -> None:
         if not self._buf_docs:
             return
         raw = b"".join(self._buf)
+        # Shards are cut between members, so a member must hold whole lines: one that does not
+        # would split a document across two shards.
+        ends = raw.count(b"\n")
+        if ends != self._buf_docs or not raw.endswith(b"\n"):
+            raise ValueError(f"{self.path}: a member of {self._buf_docs:,} documents holds {ends:,} line ends (a bug in its writer)")
         packed = compress(raw, self.compression, self.level)
         assert self._fh is not None
         self._fh.write(packed)
