@@ -21,7 +21,9 @@ What it does:
    5-document corpus). A run takes a few CPU-seconds, so one run reads up to 30% off on a shared
    machine: each tool runs ``--repeat`` times, the tools taking turns, and its fastest run counts.
    Then it compares the outputs: documents only one tool kept, and documents whose text
-   differs (both must be 0). Dolma's shard grouping differs from ours, so documents are compared
+   differs (both must be 0). Each stream writes shards of at most 2 MB, several per stream, and
+   every line of every shard is parsed: a line that is not a whole document (a document cut where
+   a shard ends) is counted, and the bench exits non-zero if dolma-pipe wrote one. Dolma's shard grouping differs from ours, so documents are compared
    by id, not by file.
 """
 
@@ -35,6 +37,8 @@ import json
 import os
 import shutil
 import subprocess
+import sys
+from dataclasses import dataclass
 
 import corpus
 import peers
@@ -45,6 +49,9 @@ ROOT = os.path.dirname(HERE)
 WORK = os.path.join(HERE, "_work", "mix")
 DOCS = os.path.join(WORK, "documents")
 STAMP = os.path.join(WORK, ".attributes-done")
+# Several shards per stream (the bench corpus mixes to about 15 MB of gzip), so a document cut
+# where one shard ends and the next begins would show as lines that do not parse.
+SHARD_BYTES = 2_000_000
 
 
 def prepare(n_docs: int) -> int:
@@ -142,7 +149,7 @@ def configs(processes: int) -> dict[str, dict]:
     return {
         name: {
             "streams": [
-                {**common, "filter": flt, "output": {"path": "", "max_size_in_bytes": 50_000_000, "discard_fields": ["attributes"]}}
+                {**common, "filter": flt, "output": {"path": "", "max_size_in_bytes": SHARD_BYTES, "discard_fields": ["attributes"]}}
             ],
             "processes": processes,
         }
@@ -150,16 +157,31 @@ def configs(processes: int) -> dict[str, dict]:
     }
 
 
-def read_output(folder: str) -> dict[str, str]:
+@dataclass
+class Output:
+    """What a mixer wrote: {id: text}, its shards, and lines that are not a whole JSON document."""
+
+    docs: dict[str, str]
+    shards: int
+    bad_lines: int
+
+
+def read_output(folder: str) -> Output:
+    """Every line of every shard, parsed; a line that does not parse is counted, never skipped."""
     docs: dict[str, str] = {}
-    for path in sorted(glob.glob(os.path.join(folder, "*.gz"))):
+    paths = sorted(glob.glob(os.path.join(folder, "*.gz")))
+    bad = 0
+    for path in paths:
         with gzip.open(path, "rt", encoding="utf-8") as fh:
             for line in fh:
-                if line.strip():
+                try:
                     d = json.loads(line)
-                    assert d["id"] not in docs, f"{d['id']} twice in {folder}"
-                    docs[d["id"]] = d["text"]
-    return docs
+                except json.JSONDecodeError:
+                    bad += 1
+                    continue
+                assert d["id"] not in docs, f"{d['id']} twice in {folder}"
+                docs[d["id"]] = d["text"]
+    return Output(docs, len(paths), bad)
 
 
 def compare(ours: dict[str, str], theirs: dict[str, str]) -> tuple[int, int]:
@@ -210,24 +232,28 @@ def main() -> None:
             steady = (n - 5) / max(m.cpu - start.cpu, 1e-9)
             print(
                 f"  {name:8s} {tool:5s}: {m.cpu:6.2f} CPU-s {m.wall:6.2f} s wall  peak {m.peak_rss_mb:5.0f} MB -> {n / m.cpu:8,.0f} docs/CPU-s "
-                f"(start-up {start.cpu:.2f} CPU-s; without it {steady:,.0f}), {len(row[tool][1]):,} documents kept",
+                f"(start-up {start.cpu:.2f} CPU-s; without it {steady:,.0f}), {len(row[tool][1].docs):,} documents kept "
+                f"in {row[tool][1].shards} shards, {row[tool][1].bad_lines} lines that do not parse",
                 flush=True,
             )
         results.append(row)
+    broken = [(r["config"], t) for r in results for t in tools if r[t][1].bad_lines or r[t][1].shards < 2]
     if args.skip_dolma:
-        return
+        sys.exit(1 if any(t == "ours" for _, t in broken) else 0)
     print()
     head = f"{'config':9s} {'dolma docs/CPU-s':>17s} {'dolma-pipe docs/CPU-s':>22s} {'ratio':>6s} {'(no start-up)':>14s} {'docs only one kept':>19s} {'texts differ':>13s}"
     print(head)
     for row in results:
         (m_ours, d_ours, s_ours), (m_dolma, d_dolma, s_dolma) = row["ours"], row["dolma"]
-        only, texts = compare(d_ours, d_dolma)
+        only, texts = compare(d_ours.docs, d_dolma.docs)
         steady = (m_dolma.cpu - s_dolma.cpu) / max(m_ours.cpu - s_ours.cpu, 1e-9)
         print(
             f"{row['config']:9s} {n / m_dolma.cpu:17,.0f} {n / m_ours.cpu:22,.0f} {m_dolma.cpu / m_ours.cpu:5.2f}x {steady:13.2f}x {only:19,d} {texts:13,d}"
         )
-    counts = collections.Counter(len(r["ours"][1]) for r in results)
+    counts = collections.Counter(len(r["ours"][1].docs) for r in results)
     print(f"(documents kept per config: {dict(counts)})")
+    if any(t == "ours" for _, t in broken):
+        sys.exit(f"dolma-pipe wrote fewer than 2 shards or lines that do not parse: {broken}")
 
 
 if __name__ == "__main__":

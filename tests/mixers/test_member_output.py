@@ -46,15 +46,15 @@ def text_of(rng: random.Random, size: int) -> str:
 SIZES = [1, 3, 5, 20, 80, 300, 1500, 3000, 5999, 6000, 6001, 9000, 20_000, 60_000]
 
 
-def make_corpus(root: Path, files: int = 4, per_file: int = 120, seed: int = 0) -> dict[str, str]:
-    """``files`` input files of documents of every size in SIZES (cycled, shuffled); {id: text}."""
+def make_corpus(root: Path, files: int = 4, per_file: int = 120, seed: int = 0, sizes: list[int] = SIZES) -> dict[str, str]:
+    """``files`` input files of documents of every size in ``sizes`` (cycled, shuffled); {id: text}."""
     rng = random.Random(seed)
     texts = {}
     for f in range(files):
-        sizes = [SIZES[i % len(SIZES)] for i in range(per_file)]
-        rng.shuffle(sizes)
+        chosen = [sizes[i % len(sizes)] for i in range(per_file)]
+        rng.shuffle(chosen)
         docs = []
-        for i, size in enumerate(sizes):
+        for i, size in enumerate(chosen):
             doc_id = f"d{f}-{i}"
             texts[doc_id] = text_of(rng, size)
             docs.append({"id": doc_id, "text": texts[doc_id], "source": "t"})
@@ -88,6 +88,7 @@ def parse_shards(shards: list[Path]) -> list[dict]:
 
 @pytest.fixture
 def small_members(monkeypatch):
+    """Members of MEMBER_BYTES in this process (tasks run inline with one process)."""
     monkeypatch.setattr(mixers.stage, "member_bytes", lambda max_bytes: MEMBER_BYTES)
 
 
@@ -127,19 +128,9 @@ def test_member_writer_refuses_lengths_that_do_not_match_the_data(tmp_path):
             w.write(b'{"a":1}\n{"b":2}\n', [8, 9])
 
 
-@pytest.mark.parametrize("processes", [1, 2])
-def test_stream_shards_hold_every_document_whole(tmp_path, small_members, processes):
-    texts = make_corpus(tmp_path / "in")
-    out = tmp_path / "out"
-    config = {
-        "streams": [{"name": "all", "documents": [str(tmp_path / "in" / "documents" / "*.gz")], "output": {"path": str(out)}}],
-        "processes": processes,
-        "progress": False,
-    }
-    config["streams"][0]["output"]["max_size_in_bytes"] = SHARD_BYTES
-    run_mix(config)
+def check_stream_output(out: Path, texts: dict[str, str], min_shards: int) -> None:
     shards = sorted(out.glob("all-*.jsonl.gz"))
-    assert len(shards) >= 20
+    assert len(shards) >= min_shards
     docs = parse_shards(shards)
     ids = [d["id"] for d in docs]
     assert collections.Counter(ids) == collections.Counter(list(texts)), "every id once"
@@ -148,8 +139,32 @@ def test_stream_shards_hold_every_document_whole(tmp_path, small_members, proces
     assert ids == sorted(ids, key=lambda i: (int(i[1 : i.index("-")]), int(i.split("-")[1])))
 
 
-@pytest.mark.parametrize("processes", [1, 2])
-def test_dolmino_seed_shards_hold_every_document_whole(tmp_path, small_members, processes):
+def stream_config(tmp_path: Path, max_size: int, processes: int) -> dict:
+    output = {"path": str(tmp_path / "out"), "max_size_in_bytes": max_size}
+    return {
+        "streams": [{"name": "all", "documents": [str(tmp_path / "in" / "documents" / "*.gz")], "output": output}],
+        "processes": processes,
+        "progress": False,
+    }
+
+
+def test_stream_shards_hold_every_document_whole(tmp_path, small_members):
+    texts = make_corpus(tmp_path / "in")
+    run_mix(stream_config(tmp_path, SHARD_BYTES, 1))
+    check_stream_output(tmp_path / "out", texts, min_shards=20)
+
+
+@pytest.mark.slow
+def test_stream_shards_hold_every_document_whole_at_the_stages_own_member_size(tmp_path):
+    """The stage's own member size (1 MiB raw for shards up to 4 MB), two processes: 12 MB of text
+    that compresses badly, documents up to 1.5 MB (larger than a member and a shard)."""
+    texts = make_corpus(tmp_path / "in", files=3, per_file=40, seed=3, sizes=[30, 3000, 200_000, 700_000, 1_500_000])
+    run_mix(stream_config(tmp_path, 1_200_000, 2))
+    check_stream_output(tmp_path / "out", texts, min_shards=6)
+
+
+def test_dolmino_seed_shards_hold_every_document_whole(tmp_path, small_members):
+    processes = 1
     texts = make_corpus(tmp_path / "in", files=3, per_file=90, seed=1)
     tokenizer = train_tokenizer(tmp_path / "tokenizer.json", list(texts.values())[:100])
     out = tmp_path / "out"
