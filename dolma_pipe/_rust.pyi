@@ -428,3 +428,37 @@ def render_attributes(
 ) -> tuple[bytes, dict[str, int]]:
     """One file's attribute rows as JSON lines, and the marks written (documents, paragraphs,
     near_duplicates, contaminated)."""
+
+# ---- workfile: the checksum trailer of every work file (rust_bloom/src/workfile/) -------------
+
+WORKFILE_MAGIC: Final[bytes]
+WORKFILE_FOOTER_LEN: Final[int]
+WORKFILE_VERSION: Final[int]
+WORKFILE_BLOCK: Final[int]
+
+class WorkFileSealer:
+    """Digests a work file's content as it is written; ``finish()`` gives the trailer."""
+
+    def __init__(self, block: int = ...) -> None: ...
+    def update(self, data: bytes) -> None: ...
+    @property
+    def length(self) -> int: ...
+    def finish(self) -> bytes: ...
+
+def workfile_footer(footer: bytes, file_len: int) -> tuple[int, int, int]:
+    """(content length, block size, digest table length) from a file's last WORKFILE_FOOTER_LEN
+    bytes, checked against the file's length; ValueError(problem, message) if they do not agree."""
+
+class WorkFileTable:
+    """A file's digest table, checked against its footer (ValueError(problem, message) if not)."""
+
+    def __init__(self, footer: bytes, table: bytes) -> None: ...
+    @property
+    def content_len(self) -> int: ...
+    @property
+    def block(self) -> int: ...
+    def blocks_for(self, start: int, length: int) -> tuple[int, int]: ...
+    def check(self, first: int, data: bytes) -> None:
+        """ValueError(problem, message) unless ``data`` (whole blocks from block ``first``) matches."""
+
+def workfile_seal(content: bytes, block: int = ...) -> bytes: ...

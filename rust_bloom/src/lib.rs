@@ -9,7 +9,8 @@
 //! - `filters`: the mixer's jq and JSONPath rules and span replacement, with Dolma's semantics;
 //! - `minhash`: shingles, MinHash signatures, LSH bands and clustering for near-duplicates;
 //! - `dedup`: document and paragraph keys, the fast JSON-line path, work-file records and the
-//!   per-bucket steps of `dolma-pipe dedup`.
+//!   per-bucket steps of `dolma-pipe dedup`;
+//! - `workfile`: the checksum trailer of every work file (what one phase writes for the next).
 //!
 //! Everything but `python` is plain Rust with no pyo3 in it, so `cargo test` exercises the
 //! logic directly; `python` holds the thin bindings, one file per component, that maturin
@@ -21,5 +22,6 @@ pub mod minhash;
 mod python;
 pub mod text;
 pub mod text_stats;
+pub mod workfile;
 
 pub use bloom::{Bloom, BloomError, Params, DEFAULT_SEED};

@@ -5,6 +5,7 @@ mod dedup;
 mod filters;
 mod minhash;
 mod text_stats;
+mod workfile;
 
 use pyo3::prelude::*;
 
@@ -15,5 +16,6 @@ fn _rust(m: &Bound<'_, PyModule>) -> PyResult<()> {
     filters::register(m)?;
     minhash::register(m)?;
     text_stats::register(m)?;
+    workfile::register(m)?;
     Ok(())
 }
