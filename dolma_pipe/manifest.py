@@ -57,6 +57,10 @@ class TaskRecord(BaseModel):
     # duplicate-id check.
     ids_file: str | None = None
     data: dict[str, Any] = Field(default_factory=dict)
+    # Every file the task wrote and its size (paths relative to the output root where under it):
+    # a rerun that finds one missing or of another size redoes the task, and a damaged work file
+    # is traced back to the task that wrote it.
+    outputs: dict[str, int] = Field(default_factory=dict)
     seconds: float = 0.0
     fingerprint: str = ""
     skipped: bool = False
@@ -70,7 +74,16 @@ class TaskRecord(BaseModel):
 
     def digest_view(self) -> dict[str, Any]:
         """What later phases depend on: everything but timings and how this run found it."""
-        return self.model_dump(mode="json", exclude={"seconds", "skipped", "fingerprint"})
+        return self.model_dump(mode="json", exclude={"seconds", "skipped", "fingerprint", "outputs"})
+
+
+class Redo(BaseModel):
+    """A finished task redone because a file it wrote was missing, cut short or damaged."""
+
+    phase: str
+    key: str
+    path: str
+    problem: str
 
 
 class ExecutorInfo(BaseModel):
@@ -137,6 +150,10 @@ class Manifest(BaseModel):
     # Why a failed run stopped (error limit, interruption, unreadable inputs), when not a task failure.
     stopped: str | None = None
     timings: dict[str, float] = Field(default_factory=dict)
+    # Finished tasks this run redid because a file they wrote was missing, truncated or damaged.
+    redone: list[Redo] = Field(default_factory=list)
+    # The run's work directory was removed when it completed (its tasks' work files are gone on purpose).
+    work_removed: bool = False
     # The last phase's step result (the stage's own report, e.g. stats' totals).
     results: dict[str, Any] = Field(default_factory=dict)
 

@@ -18,6 +18,17 @@ records, so a resumed run computes it exactly as an uninterrupted one.
 
 The run writes ``<root>/_manifest.json`` when it starts (status ``running``),
 as each phase starts and ends, and when it ends (``complete`` or ``failed``).
+
+Files a task wrote are recorded with their sizes in its record. A rerun redoes a finished task
+whose files are missing or changed size, and a task or step that finds a work file missing,
+cut short or damaged (:class:`dolma_pipe.workdir.WorkFileError`) makes the run redo the task
+that wrote it, then go on from there; each is said in one line and kept in the manifest's
+``redone``. A task is redone at most once a run: a file damaged again fails the run with the
+file and the command that starts over.
+
+A run holds a lock on its output root and work directory (:mod:`dolma_pipe.lock`) from before
+it writes anything until it ends, so a second run into the same place is refused at once; when
+a run completes, its work directory is removed unless the config's ``keep_work`` is set.
 """
 
 from __future__ import annotations
@@ -32,22 +43,25 @@ import platform
 import socket
 import sys
 import time
+import traceback
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TextIO
 
 import orjson
 from pydantic import ValidationError
 
-from dolma_pipe import __version__, storage
+from dolma_pipe import __version__, storage, workdir
 from dolma_pipe.errors import DolmaPipeError
 from dolma_pipe.executors import Executor, make_executor
-from dolma_pipe.manifest import MANIFEST, ExecutorInfo, Manifest, PhaseRecord, TaskRecord
+from dolma_pipe.lock import RunLock, command_line
+from dolma_pipe.manifest import MANIFEST, ExecutorInfo, Manifest, ManifestError, PhaseRecord, Redo, TaskRecord, read_manifest
 from dolma_pipe.paths import PathError
 from dolma_pipe.progress import progress
 from dolma_pipe.quarantine import FILE_KINDS, Quarantine
 from dolma_pipe.stage import Phase, RunContext, Stage, Task
+from dolma_pipe.workdir import WorkFileError
 
 
 class RunFailed(DolmaPipeError, RuntimeError):
@@ -115,7 +129,7 @@ def _write_unique_ids(path: str, hashes: list[bytes]) -> int:
         unique = np.unique(np.frombuffer(b"".join(hashes), dtype=f"V{_ID_SIZE}")).tobytes()
     else:
         unique = b"".join(sorted(set(hashes)))  # bytes order is numpy's void order: the same file
-    storage.write_bytes(path, unique)
+    workdir.write(path, unique)
     return len(hashes) - len(unique) // _ID_SIZE
 
 
@@ -125,7 +139,7 @@ def _duplicate_ids_across(root: str, records: list[TaskRecord]) -> int:
     Merges the tasks' sorted files, holding them (16 bytes per document of the phase) in the
     driver; ``duplicate_ids: ignore`` skips it.
     """
-    parts = [storage.read_bytes(storage.join(root, r.ids_file)) for r in records if r.ids_file]
+    parts = [workdir.read(storage.join(root, r.ids_file)) for r in records if r.ids_file]
     if len(parts) < 2:
         return 0
     repeated = 0
@@ -179,11 +193,51 @@ def execute_task(stage: Stage, phase_index: int, ctx: RunContext, fingerprint: s
         warnings=warnings,
         ids_file=ids_file,
         data=out.data,
+        outputs=_written(root, outputs),
         seconds=time.perf_counter() - start,
         fingerprint=fingerprint,
     )
     storage.write_bytes(done_path, record.marker_bytes())
     return record
+
+
+def _rel(root: str, path: str) -> str:
+    """``path`` relative to the output root where it is under it (records stay valid if the root moves)."""
+    prefix = root.rstrip("/") + "/"
+    return path[len(prefix) :] if path.startswith(prefix) else path
+
+
+def _abs(root: str, rel: str) -> str:
+    return rel if rel.startswith("/") or "://" in rel else storage.join(root, rel)
+
+
+def _written(root: str, outputs: list[str]) -> dict[str, int]:
+    """The sizes of the declared outputs a task wrote (one it did not write is left out)."""
+    sizes = storage.sizes(outputs)
+    return {_rel(root, p): size for p, size in sizes.items() if size is not None}
+
+
+def _changed_outputs(root: str, records: list[TaskRecord], skip: workdir.WorkDir | None) -> dict[str, tuple[str, str]]:
+    """Finished tasks whose recorded files are gone or changed size: {key: (path, problem)}.
+
+    Files under ``skip`` (a work directory its complete run removed on purpose) are not looked for.
+    """
+    wanted = {_abs(root, rel): size for r in records for rel, size in r.outputs.items()}
+    if skip is not None:
+        wanted = {p: n for p, n in wanted.items() if not skip.contains(p)}
+    found = storage.sizes(list(wanted))
+    out: dict[str, tuple[str, str]] = {}
+    for r in records:
+        for rel, size in r.outputs.items():
+            path = _abs(root, rel)
+            if path not in wanted or r.key in out:
+                continue
+            now = found.get(path)
+            if now is None:
+                out[r.key] = (path, "missing")
+            elif now != size:
+                out[r.key] = (path, "truncated" if now < size else "changed")
+    return out
 
 
 def _same_inputs(record: TaskRecord, task: Task) -> bool:
@@ -354,17 +408,103 @@ def _check_output_root(root: str) -> None:
         raise PathError(f"{root}: the output directory {what} an existing file")
 
 
+def _previous(root: str) -> Manifest | None:
+    """The manifest an earlier run left in ``root`` (None if there is none or it is unreadable)."""
+    try:
+        return read_manifest(root)
+    except (ManifestError, storage.StorageError):
+        return None
+
+
+def _command(force: bool = True) -> str:
+    """The command of this run, with ``--force`` (what starts it over)."""
+    cmd = command_line()
+    return cmd if not force or "--force" in cmd else f"{cmd} --force"
+
+
+class _Redo:
+    """Finished tasks to redo because a file they wrote is missing, cut short or damaged."""
+
+    def __init__(self, stage: Stage, phases: list[Phase], manifest: Manifest, root: str, stream: TextIO):
+        self.stage, self.phases, self.manifest, self.root, self.stream = stage, phases, manifest, root, stream
+        self.redone: set[tuple[str, str]] = set()
+
+    def _writer(self, path: str, upto: int) -> tuple[int, TaskRecord] | None:
+        """The phase and record of the finished task that wrote ``path`` (phases up to ``upto``)."""
+        for j in range(upto, -1, -1):
+            for r in self.manifest.phases[j].tasks.values():
+                if path in {_abs(self.root, rel) for rel in r.outputs} or (r.ids_file and path == _abs(self.root, r.ids_file)):
+                    return j, r
+        return None
+
+    def note(self, phase: str, key: str, path: str, problem: str) -> None:
+        self.redone.add((phase, key))
+        self.manifest.redone.append(Redo(phase=phase, key=key, path=path, problem=problem))
+        print(f"dolma-pipe {self.stage.name}: redoing {phase} task {key!r}: its file {path} is {problem}", file=self.stream, flush=True)
+
+    def _drop(self, j: int, record: TaskRecord, path: str, problem: str) -> None:
+        storage.remove(marker_path(self.root, record.key, _phase_dir(self.phases, j)))
+        self.forget(self.phases[j].name, record, path, problem)
+
+    def forget(self, phase: str, record: TaskRecord, path: str, problem: str) -> None:
+        """Removes what a finished task wrote, to redo it: a cache or a resumable writer must not
+        reuse what is left of it."""
+        for rel in record.outputs:
+            storage.remove(_abs(self.root, rel))
+        self.note(phase, record.key, path, problem)
+
+    def plan(self, index: int, damaged: list[WorkFileError]) -> int:
+        """Drops the markers of the tasks that wrote the damaged files; the phase to go on from.
+
+        Other finished tasks of the same phase whose files are gone too (a work directory removed
+        after the run completed) are redone with it, in one go rather than one round each.
+        """
+        restart = index
+        now: set[tuple[str, str]] = set()  # several readers may find the same file damaged
+        for exc in damaged:
+            found = self._writer(exc.path, index)
+            if found is None:
+                raise RunFailed(f"{exc}; no finished task of this run wrote it, so it cannot be redone: start over with {_command()}")
+            j, record = found
+            phase = self.phases[j].name
+            if (phase, record.key) in now:
+                continue
+            now.add((phase, record.key))
+            if (phase, record.key) in self.redone:
+                raise RunFailed(f"{exc}, again after its {phase} task {record.key!r} was redone in this run: start over with {_command()}")
+            self._drop(j, record, exc.path, exc.problem)
+            tasks = self.manifest.phases[j].tasks
+            for key, (path, problem) in _changed_outputs(self.root, [r for r in tasks.values() if r.key != record.key], None).items():
+                if (phase, key) not in self.redone:
+                    now.add((phase, key))
+                    self._drop(j, tasks[key], path, problem)
+            restart = min(restart, j)
+        return restart
+
+
 def run_stage(stage: Stage, executor: Executor | None = None, stream: TextIO | None = None) -> RunSummary:
     """Run ``stage``'s phases in order and return the summary; raises :class:`RunFailed` on failure."""
     stream = sys.stderr if stream is None else stream  # looked up per call: pytest and others swap it
+    root = stage.output_root
+    _check_output_root(root)
+    work = stage.work
+    folders = [root] if work is None or work.root.startswith(root.rstrip("/") + "/") else [root, work.root]
+    with RunLock(folders, stage.name, stream):
+        return _run_locked(stage, executor, stream)
+
+
+def _run_locked(stage: Stage, executor: Executor | None, stream: TextIO) -> RunSummary:
     cfg = stage.config
     started_at = time.perf_counter()
     root = stage.output_root
-    _check_output_root(root)
     inputs = stage.plan_inputs()
     phases = stage.phases()
     ctx = RunContext(inputs=inputs)
     fingerprint = stage.fingerprint(inputs)
+    previous = _previous(root)
+    # A work directory that the last run removed as it completed is not looked for: a task
+    # that needs a file from it finds it missing and has its writer redone then.
+    removed_work = stage.work if previous is not None and previous.work_removed else None
     # Record the executor the config asks for; start it (Ray takes seconds) only if there is work.
     if executor is not None:
         info = ExecutorInfo(name=executor.name, workers=executor.workers)  # type: ignore[arg-type]
@@ -386,52 +526,84 @@ def run_stage(stage: Stage, executor: Executor | None = None, stream: TextIO | N
     errors = _ErrorLimit(cfg.max_errors)
     own_executor = executor is None
     table: str | None = None
+    redo = _Redo(stage, phases, manifest, root, stream)
+    # The fingerprint each phase starts from (the stage's, chained through earlier phases).
+    starts: dict[int, str] = {}
     phase_fp = fingerprint
+    index = 0
     try:
-        for index, phase in enumerate(phases):
+        while index < len(phases):
+            phase = phases[index]
             record = manifest.phases[index]
             record.status = "running"
             if index:
                 manifest.write(root)
+            starts[index] = phase_fp
             phase_fp = _chain(phase_fp, phase.name)
             phase_started = time.perf_counter()
-            executor = _run_phase(stage, phases, index, ctx, phase_fp, record, executor, errors, stream)
+            outcome = _run_phase(stage, phases, index, ctx, phase_fp, record, executor, errors, stream, redo, removed_work)
+            executor = outcome.executor
             record.seconds = time.perf_counter() - phase_started
-            if record.failures or errors.hit:
-                record.status = "failed"
-                break
-            records = [record.tasks[k] for k in sorted(record.tasks)]
-            unreadable = _all_unreadable(records)
-            if unreadable:
-                record.status = "failed"
-                manifest.stopped = unreadable
-                break
-            if cfg.duplicate_ids != "ignore":
-                record.duplicate_ids_across_tasks = _duplicate_ids_across(root, records)
-                repeated = record.warnings().get("duplicate_ids", 0)
-                if repeated and cfg.duplicate_ids == "fail":
+            restart: int | None = None
+            if outcome.damaged and not errors.hit:
+                restart = redo.plan(index, outcome.damaged)
+            else:
+                if record.failures or errors.hit:
                     record.status = "failed"
-                    manifest.stopped = (
-                        f"{repeated:,} document(s) repeat an earlier document's id in phase {phase.name!r} "
-                        f"(duplicate_ids: fail); the manifest's task records say which files"
-                    )
                     break
-            if phase.after is not None:
-                step = phase.after(records, ctx)
-                ctx.steps[phase.name] = step
-                record.step = step.data
-                table = step.table
+                records = [record.tasks[k] for k in sorted(record.tasks)]
+                unreadable = _all_unreadable(records)
+                if unreadable:
+                    record.status = "failed"
+                    manifest.stopped = unreadable
+                    break
+                try:
+                    if cfg.duplicate_ids != "ignore":
+                        record.duplicate_ids_across_tasks = _duplicate_ids_across(root, records)
+                    repeated = record.warnings().get("duplicate_ids", 0)
+                    if repeated and cfg.duplicate_ids == "fail":
+                        record.status = "failed"
+                        manifest.stopped = (
+                            f"{repeated:,} document(s) repeat an earlier document's id in phase {phase.name!r} "
+                            f"(duplicate_ids: fail); the manifest's task records say which files"
+                        )
+                        break
+                    if phase.after is not None:
+                        step = phase.after(records, ctx)
+                        ctx.steps[phase.name] = step
+                        record.step = step.data
+                        table = step.table
+                except WorkFileError as exc:
+                    restart = redo.plan(index, [exc])
+            if restart is not None:
+                # Go on from the phase of the task being redone: later phases' finished tasks are
+                # kept when its records come out the same (the fingerprints chain them).
+                for j in range(restart, len(phases)):
+                    manifest.phases[j] = PhaseRecord(name=phases[j].name)
+                    ctx.steps.pop(phases[j].name, None)
+                phase_fp = starts[restart]
+                index = restart
+                continue
             record.status = "complete"
             phase_fp = _chain(phase_fp, phase.name, records)
             _refresh_totals(manifest)
             manifest.write(root)
+            index += 1
+        work = stage.work
+        if work is not None and all(p.status == "complete" for p in manifest.phases) and not getattr(cfg, "keep_work", False):
+            work.remove(keep=stage.keeps_work_file)
+            manifest.work_removed = True
     except BaseException as exc:
         # Interrupted (Ctrl-C, SIGTERM) or a user error mid-run: the manifest must not stay "running".
         manifest.stopped = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         for p in manifest.phases:
             if p.status == "running":
                 p.status = "failed"
-        _finalise(manifest, time.perf_counter() - started_at, root)
+        try:
+            _finalise(manifest, time.perf_counter() - started_at, root)
+        except DolmaPipeError as also:
+            # The manifest cannot be written either (a full disk): the first error is the one to tell.
+            print(f"dolma-pipe {stage.name}: the manifest could not be updated either ({also})", file=stream)
         raise
     finally:
         if own_executor and executor is not None:
@@ -450,9 +622,17 @@ def run_stage(stage: Stage, executor: Executor | None = None, stream: TextIO | N
     if manifest.failures:
         first = next(iter(sorted(manifest.failures.items())))
         raise RunFailed(
-            f"{len(manifest.failures)} task(s) failed, e.g. {first[0]}: {first[1]} (finished tasks are kept: fix the cause and rerun to go on)"
+            f"{len(manifest.failures)} task(s) failed, e.g. {first[0]}: {first[1]} (finished tasks are kept: fix the cause and rerun "
+            f"to go on; tracebacks in {failures_log(root)})"
         )
     return summary
+
+
+@dataclass
+class _PhaseOutcome:
+    executor: Executor | None
+    # Tasks that failed because a file an earlier task wrote is missing or damaged.
+    damaged: list[WorkFileError] = field(default_factory=list)
 
 
 def _run_phase(
@@ -465,7 +645,9 @@ def _run_phase(
     executor: Executor | None,
     errors: _ErrorLimit,
     stream: TextIO,
-) -> Executor | None:
+    redo: _Redo,
+    removed_work: workdir.WorkDir | None,
+) -> _PhaseOutcome:
     """Run one phase's unfinished tasks; fills ``record``; returns the executor (started if needed)."""
     cfg = stage.config
     phase = phases[index]
@@ -480,24 +662,27 @@ def _run_phase(
         dup = next(k for k in keys if keys.count(k) > 1)
         raise RunFailed(f"stage {stage.name!r} phase {phase.name!r} planned task {dup!r} twice (a bug in the stage)")
     markers = _done_markers(root, sub, cfg.force)
-    todo: list[Task] = []
     for task in tasks:
         path = marker_path(root, task.key, sub)
         done = _finished(path, task, fingerprint) if storage.local_path(path) in markers else None
-        if done is None:
-            todo.append(task)
-        else:
+        if done is not None:
             record.tasks[task.key] = done
-            errors.add(done.error_total)
+    # A finished task whose files are gone or changed since is redone.
+    for key, (path, problem) in _changed_outputs(root, list(record.tasks.values()), removed_work).items():
+        redo.forget(phase.name, record.tasks.pop(key), path, problem)
+    todo = [t for t in tasks if t.key not in record.tasks]
+    for done in record.tasks.values():
+        errors.add(done.error_total)
     name = stage.name if len(phases) == 1 else f"{stage.name} {phase.name}"
     bar = progress(name, len(tasks), cfg.progress, stream, phase.unit)
     bar.update(len(record.tasks))
+    outcome = _PhaseOutcome(executor)
     if not todo or errors.hit:
         bar.close()
         record.not_run = [t.key for t in todo]
-        return executor
+        return outcome
     if executor is None:
-        executor = make_executor(cfg.processes, cfg.ray, cfg.ray_address)
+        executor = outcome.executor = make_executor(cfg.processes, cfg.ray, cfg.ray_address)
     started = time.perf_counter()
     docs = 0
     fn = functools.partial(execute_task, stage, index, ctx, fingerprint)
@@ -508,6 +693,10 @@ def _run_phase(
             bar.update(1)
             if exc is not None:
                 record.failures[task.key] = f"{type(exc).__name__}: {exc}"
+                if isinstance(exc, WorkFileError):
+                    outcome.damaged.append(exc)  # its writer is redone (the manifest's ``redone``)
+                else:
+                    _log_failure(root, phase.name, task.key, exc)
                 continue
             record.tasks[task.key] = result
             docs += result.docs_in
@@ -517,4 +706,28 @@ def _run_phase(
     finally:
         bar.close()
         record.not_run = [t.key for t in todo if t.key not in record.tasks and t.key not in record.failures]
-    return executor
+    return outcome
+
+
+def failures_log(root: str) -> str:
+    return storage.join(root, "_failures.log")
+
+
+def _log_failure(root: str, phase: str, key: str, exc: BaseException) -> None:
+    """A failed task's whole traceback goes to ``<root>/_failures.log`` (the summary shows one line)."""
+    text = "".join(traceback.format_exception(exc))
+    remote = getattr(exc, "remote_traceback", None)
+    if remote:
+        text += f"\nin the worker:\n{remote}"
+    entry = f"== {datetime.now(timezone.utc).isoformat(timespec='seconds')} {phase} {key}\n{text}\n"
+    path = failures_log(root)
+    try:
+        if storage.is_remote(path):
+            old = storage.read_bytes(path) if storage.exists(path) else b""
+            storage.write_bytes(path, old + entry.encode())
+        else:
+            os.makedirs(os.path.dirname(storage.local_path(path)), exist_ok=True)
+            with open(storage.local_path(path), "a", encoding="utf-8") as fh:
+                fh.write(entry)
+    except OSError:
+        pass  # the log is for reading later; the failure itself is in the manifest

@@ -28,6 +28,7 @@ from dolma_pipe import paths, storage
 from dolma_pipe.config import RunOptions
 from dolma_pipe.manifest import InputFile, TaskRecord
 from dolma_pipe.quarantine import Quarantine
+from dolma_pipe.workdir import WorkDir
 
 
 @dataclass(frozen=True)
@@ -166,6 +167,9 @@ class Stage(ABC, Generic[C]):
     # sharding): the input set (paths, sizes, mtimes) then joins the fingerprint, and a
     # changed input set redoes the whole run instead of mixing stale and fresh outputs.
     depends_on_input_set: ClassVar[bool] = False
+    # Config keys that change how a run goes, not what it writes (beside RunOptions'): left out of
+    # the fingerprint, so a rerun that changes them keeps the finished work.
+    run_keys: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self, config: C):
         self.config: C = config
@@ -209,13 +213,28 @@ class Stage(ABC, Generic[C]):
 
         Stored in each completion marker: a task finished under another fingerprint is redone.
         """
-        run_keys = set(RunOptions.model_fields)
+        run_keys = set(RunOptions.model_fields) | self.run_keys
         shaping = {k: v for k, v in self.config.model_dump(mode="json").items() if k not in run_keys}
         shaping.pop("documents", None)
         if self.depends_on_input_set:
             shaping["__inputs__"] = [[f.path, f.size, f.mtime] for f in inputs]
         blob = orjson.dumps({"stage": self.name, **shaping}, option=orjson.OPT_SORT_KEYS)
         return hashlib.sha256(blob).hexdigest()[:16]
+
+    # ---- work files -----------------------------------------------------------------------
+
+    @property
+    def work(self) -> WorkDir | None:
+        """Where the run's work files go (what a phase writes for a later one); None when it has none.
+
+        The runner locks it with the output root, and removes it when the run completes unless
+        the config's ``keep_work`` is set (keeping what :meth:`keeps_work_file` names).
+        """
+        return None
+
+    def keeps_work_file(self, path: str) -> bool:
+        """Whether a complete run keeps this work file when its work directory is removed."""
+        return False
 
     # ---- phases -------------------------------------------------------------------------
 

@@ -11,6 +11,7 @@ usual configuration (``AWS_ENDPOINT_URL``, profiles, ...).
 from __future__ import annotations
 
 import contextlib
+import errno
 import fnmatch
 import glob as _glob
 import os
@@ -44,7 +45,8 @@ def _check_remote(path: str) -> None:
         raise StorageError(f"unsupported remote path {path!r}: only local paths and s3:// are supported")
 
 
-def _split_s3(path: str) -> tuple[str, str]:
+def split_s3(path: str) -> tuple[str, str]:
+    """(bucket, key) of an ``s3://`` path; StorageError for any other remote scheme."""
     _check_remote(path)
     bucket, _, key = path[len("s3://") :].partition("/")
     return bucket, key
@@ -87,7 +89,7 @@ class FileInfo:
 
 def stat(path: str) -> FileInfo:
     if is_remote(path):
-        bucket, key = _split_s3(path)
+        bucket, key = split_s3(path)
         try:
             head = s3_client().head_object(Bucket=bucket, Key=key)
         except Exception as exc:  # botocore raises many types; all mean "cannot stat"
@@ -121,6 +123,9 @@ def open_read(path: str) -> IO[bytes]:
         raise StorageError(f"{path}: cannot open for reading ({exc})") from exc
 
 
+_WRITE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EIO}
+
+
 @contextlib.contextmanager
 def open_write_atomic(path: str) -> Iterator[IO[bytes]]:
     """Write raw bytes to ``path`` so that it only ever appears complete."""
@@ -141,11 +146,18 @@ def open_write_atomic(path: str) -> Iterator[IO[bytes]]:
     except OSError as exc:
         raise StorageError(f"{final}: cannot write ({exc.strerror or exc})") from exc
     try:
-        yield fh
-        fh.flush()
-        os.fsync(fh.fileno())
-        fh.close()
-        os.replace(tmp, final)
+        try:
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
+            fh.close()
+            os.replace(tmp, final)
+        except OSError as exc:
+            # A full disk, a quota, a read-only filesystem: one line naming the file. Other OS
+            # errors raised inside the block (reading another file) are that file's to name.
+            if exc.errno in _WRITE_ERRNOS or exc.filename in (tmp, final):
+                raise StorageError(f"{final}: cannot write ({exc.strerror or exc})") from exc
+            raise
     except BaseException:
         fh.close()
         with contextlib.suppress(OSError):
@@ -165,7 +177,7 @@ def read_bytes(path: str) -> bytes:
 
 def remove(path: str) -> None:
     if is_remote(path):
-        bucket, key = _split_s3(path)
+        bucket, key = split_s3(path)
         s3_client().delete_object(Bucket=bucket, Key=key)
         return
     with contextlib.suppress(FileNotFoundError):
@@ -173,7 +185,7 @@ def remove(path: str) -> None:
 
 
 def _s3_glob(pattern: str) -> list[FileInfo]:
-    bucket, key_pattern = _split_s3(pattern)
+    bucket, key_pattern = split_s3(pattern)
     # List from the longest literal prefix, then match the rest ourselves.
     prefix = re.split(r"[*?\[]", key_pattern, maxsplit=1)[0]
     regex = _glob_to_regex(key_pattern)
@@ -240,3 +252,23 @@ def glob_info(pattern: str) -> list[FileInfo]:
 def glob(pattern: str) -> list[str]:
     """Sorted paths of the files matching ``pattern`` (see :func:`glob_info`)."""
     return [f.path for f in glob_info(pattern)]
+
+
+def sizes(paths: list[str]) -> dict[str, int | None]:
+    """The size of each file, or None where there is none: one stat a local file, one listing a
+    remote folder (not a request per object)."""
+    out: dict[str, int | None] = {}
+    remote: dict[str, list[str]] = {}
+    for path in paths:
+        if is_remote(path):
+            remote.setdefault(path.rsplit("/", 1)[0], []).append(path)
+            continue
+        try:
+            out[path] = os.stat(_local(path)).st_size
+        except OSError:
+            out[path] = None
+    for folder, wanted in remote.items():
+        listed = {f.path: f.size for f in _s3_glob(_glob.escape(folder) + "/*")}
+        for path in wanted:
+            out[path] = listed.get(path)
+    return out

@@ -156,6 +156,7 @@ class MixConfig(RunOptions):
     # How documents are processed (both kinds).
     batch_size: int = Field(512, ge=1, description="documents handed to the rule engine at once")
     compression_level: int | None = Field(None, ge=0, le=19, description="gzip (1-9) or zstd level of outputs (default: 6 / 3)")
+    keep_work: bool = Field(False, description="keep _work/ (the filtered or sampled members) after a complete run")
 
     @field_validator("seeds")
     @classmethod

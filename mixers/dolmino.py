@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from dolma_pipe import storage
+from dolma_pipe import storage, workdir
 from dolma_pipe.config import ConfigError
 from dolma_pipe.errors import DolmaPipeError
 from mixers.config import MixConfig
@@ -191,14 +191,14 @@ def pick_subsets(name: str, files: Counts, remainders: dict[int, int]) -> dict[i
 
 def load_counts(directory: str) -> tuple[np.ndarray, np.ndarray]:
     """(id hashes, token counts) cached for one file by the count phase."""
-    data = np.load(io.BytesIO(storage.read_bytes(storage.join(directory, "counts.npz"))))
+    data = np.load(io.BytesIO(workdir.read(storage.join(directory, "counts.npz"))))
     return data["keys"], data["tokens"]
 
 
 def save_counts(directory: str, keys: np.ndarray, tokens: np.ndarray) -> None:
     buf = io.BytesIO()
     np.savez(buf, keys=keys.astype(np.uint64), tokens=tokens.astype(np.uint32))
-    storage.write_bytes(storage.join(directory, "counts.npz"), buf.getvalue())
+    workdir.write(storage.join(directory, "counts.npz"), buf.getvalue())
 
 
 def render_plan(cfg: MixConfig, plans: list[SourcePlan]) -> str:

@@ -2,7 +2,8 @@
 
 Each mixing task writes the documents it keeps to one file of gzip members (or zstd frames, or
 plain bytes), cutting a new member every ``member_bytes`` of JSON lines, and records each
-member's offset, length and document count. A file of several gzip members (zstd frames) is one
+member's offset, length and document count. An intermediate file is a work file
+(:mod:`dolma_pipe.workdir`: sealed with a checksum trailer, its members read back checked). A file of several gzip members (zstd frames) is one
 valid gzip (zstd) stream that every reader (Python's ``gzip``, Dolma's ``MultiGzDecoder``, ``zcat``)
 reads whole, so a shard is made by copying members' bytes one after another: no document is
 decompressed or compressed twice. Members are compressed deterministically (gzip ``mtime`` 0),
@@ -17,7 +18,7 @@ from typing import IO, Any, Literal
 
 import zstandard
 
-from dolma_pipe import storage
+from dolma_pipe import storage, workdir
 from dolma_pipe.filters import gzip_member
 
 Compression = Literal["gz", "zst", ""]
@@ -61,7 +62,15 @@ def compress(raw: bytes, compression: Compression, level: int | None = None) -> 
 class MemberWriter:
     """Writes JSON lines to ``path`` (atomically) as members of about ``member_bytes`` raw bytes."""
 
-    def __init__(self, path: str, compression: Compression, member_bytes: int, level: int | None = None, empty_member: bool = False):
+    def __init__(
+        self,
+        path: str,
+        compression: Compression,
+        member_bytes: int,
+        level: int | None = None,
+        empty_member: bool = False,
+        work_file: bool = False,
+    ):
         self.path = path
         self.compression = compression
         self.member_bytes = max(1, member_bytes)
@@ -70,8 +79,9 @@ class MemberWriter:
         self.empty_member = empty_member
         self.members: list[Member] = []
         self.docs = 0
-        self._ctx = storage.open_write_atomic(path)
-        self._fh: IO[bytes] | None = None
+        # A work file (members for a later phase) is sealed; a final output is plain compressed data.
+        self._ctx: Any = workdir.open_write(path) if work_file else storage.open_write_atomic(path)
+        self._fh: IO[bytes] | workdir.SealedWriter | None = None
         self._buf: list[bytes] = []
         self._buf_bytes = 0
         self._buf_docs = 0
@@ -133,23 +143,18 @@ class MemberWriter:
 
 
 def concatenate(pieces: list[tuple[str, int, int]], out_path: str) -> int:
-    """Write the byte ranges ``(path, offset, length)`` one after another to ``out_path``; its size."""
+    """Write the byte ranges ``(path, offset, length)`` of work files one after another to
+    ``out_path``, each checked as it is read; its size."""
     written = 0
     with storage.open_write_atomic(out_path) as out:
         i = 0
         while i < len(pieces):
             path = pieces[i][0]
-            with storage.open_read(path) as src:
+            with workdir.open_read(path) as src:
                 while i < len(pieces) and pieces[i][0] == path:
                     _, offset, length = pieces[i]
-                    src.seek(offset)
-                    left = length
-                    while left:
-                        block = src.read(min(left, COPY_CHUNK))
-                        if not block:
-                            raise storage.StorageError(f"{path}: ends before byte {offset + length} (an intermediate file changed)")
-                        out.write(block)
-                        left -= len(block)
+                    for start in range(offset, offset + length, COPY_CHUNK):
+                        out.write(src.read(start, min(COPY_CHUNK, offset + length - start)))
                     written += length
                     i += 1
     return written

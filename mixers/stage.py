@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -48,24 +47,30 @@ from typing import Any
 
 import numpy as np
 import orjson
+import zstandard
 
-from dolma_pipe import paths, storage
+from dolma_pipe import paths, storage, workdir
 from dolma_pipe.config import ConfigError, RunOptions
 from dolma_pipe.manifest import InputFile, TaskRecord
 from dolma_pipe.quarantine import Quarantine
 from dolma_pipe.runner import RunFailed
 from dolma_pipe.stage import Phase, RunContext, Stage, StepResult, Task, TaskOutput, remove_stale
+from dolma_pipe.workdir import WorkDir
 from mixers import dolmino, tokens
 from mixers.config import MixConfig
 from mixers.output import Compression, MemberWriter, compression_for, concatenate, extension
-from mixers.reading import mix_file, read_lines
+from mixers.reading import mix_file
 from mixers.rules import StreamRules, compile_rules
 from mixers.sharding import Piece, member_bytes, pack, shard_name, shard_pattern
 from mixers.summary import GroupTotals, render
 
-CACHE_FORMAT = 2
+# 3: the cache's files are sealed work files (dolma_pipe.workdir).
+CACHE_FORMAT = 3
 # Raw bytes per member of the cached (zstd) documents of a count task.
 CACHE_MEMBER_BYTES = 64 << 20
+CACHE_READ = 8 << 20
+# A count task's cache: kept documents, their (id hash, tokens), ids read, and what it counted.
+CACHE_FILES = ("docs.jsonl.zst", "counts.npz", "ids.bin", "meta.json")
 
 
 @dataclass(frozen=True)
@@ -97,14 +102,6 @@ def _common_root(outputs: list[str]) -> str:
     if not root or root.endswith(":/") or root.count("/") < 3:
         raise ConfigError("config key 'destination' is required: the streams' outputs share no folder to hold the run's manifest")
     return root
-
-
-def _remove_tree(root: str) -> None:
-    if storage.is_remote(root):
-        for path in storage.glob(storage.join(root, "**", "*")):
-            storage.remove(path)
-    else:
-        shutil.rmtree(storage.local_path(root), ignore_errors=True)
 
 
 def check_spec(cfg: MixConfig) -> None:
@@ -217,7 +214,7 @@ class MixStage(Stage[MixConfig]):
         return self._root
 
     def fingerprint(self, inputs: list[InputFile]) -> str:
-        run_keys = set(RunOptions.model_fields) | {"batch_size", "dryrun", "work_dir"}
+        run_keys = set(RunOptions.model_fields) | {"batch_size", "dryrun", "work_dir", "keep_work"}
         shaping = {k: v for k, v in self.config.model_dump(mode="json").items() if k not in run_keys}
         shaping["__inputs__"] = [[f.path, f.size, f.mtime] for f in inputs]
         shaping["__tokenizer__"] = self.tokenizer_id
@@ -243,8 +240,12 @@ class MixStage(Stage[MixConfig]):
     def _group_of(self, info: InputFile) -> Group:
         return self._by_name[info.rel.split("/", 1)[0]]
 
+    @property
+    def work(self) -> WorkDir:
+        return WorkDir(storage.join(self.output_root, "_work"))
+
     def _work(self, *parts: str) -> str:
-        return storage.join(self.output_root, "_work", *parts)
+        return self.work.path(*parts)
 
     # Task data and params name the run's own files relative to its root, so records (and the
     # phases' fingerprints) are the same wherever the run is.
@@ -323,7 +324,10 @@ class MixStage(Stage[MixConfig]):
         g = self.groups[task.params["group"]]
         out = self._filter_path(task)
         compression = compression_for(out) if not self.config.shuffle else g.out_compression
-        with MemberWriter(out, compression, member_bytes(g.max_bytes), self._level(), empty_member=not self.config.shuffle) as writer:
+        shuffle = self.config.shuffle
+        with MemberWriter(
+            out, compression, member_bytes(g.max_bytes), self._level(), empty_member=not shuffle, work_file=shuffle
+        ) as writer:
             counts = mix_file(
                 g.rules,
                 task.path,
@@ -399,7 +403,6 @@ class MixStage(Stage[MixConfig]):
         return len(remove_stale(folder, shard_pattern(g.name), keep))
 
     def _finish_streams(self, records: list[TaskRecord], ctx: RunContext) -> StepResult:
-        _remove_tree(self._work())
         totals = ctx.steps["filter"].data["totals"]
         planned = ctx.steps["filter"].data["shards"]
         stale = {g.name: self._remove_stale(g.output, g, len(planned[g.name])) for g in self.groups}
@@ -448,19 +451,22 @@ class MixStage(Stage[MixConfig]):
         return storage.join(self.output_root, "_cache", task.key, digest)
 
     def _count_outputs(self, task: Task) -> list[str]:
-        return []  # the cache's files are content-addressed and written meta.json last
+        # The cache's files are content-addressed (a later run with the same input and rules reads
+        # them instead of counting again) and written meta.json last.
+        cache = self._cache_dir(task)
+        return [storage.join(cache, name) for name in CACHE_FILES]
 
     def _count(self, task: Task, quarantine: Quarantine, ctx: RunContext) -> TaskOutput:
         g = self.groups[task.params["group"]]
         cache = self._cache_dir(task)
         meta_path = storage.join(cache, "meta.json")
         if not self.config.force and storage.exists(meta_path):
-            meta = orjson.loads(storage.read_bytes(meta_path))
+            meta = orjson.loads(workdir.read(meta_path))
             # What reading the file told the run, told again: bad records, notes, the ids read.
             for bad in meta["errors"]:
                 quarantine.add(bad["file"], bad["line"], bad["kind"], bad["message"], bad.get("raw"))
             quarantine.notes.update(meta["notes"])
-            ids = storage.read_bytes(storage.join(cache, "ids.bin"))
+            ids = workdir.read(storage.join(cache, "ids.bin"))
             quarantine.id_hashes.extend(ids[i : i + 16] for i in range(0, len(ids), 16))
         else:
             keys: list[int] = []
@@ -472,18 +478,18 @@ class MixStage(Stage[MixConfig]):
                 keys.extend(r.keys)
                 counts_per_doc.extend(tokens.count(name, r.texts))
 
-            with MemberWriter(storage.join(cache, "docs.jsonl.zst"), "zst", CACHE_MEMBER_BYTES, 3) as writer:
+            with MemberWriter(storage.join(cache, "docs.jsonl.zst"), "zst", CACHE_MEMBER_BYTES, 3, work_file=True) as writer:
                 counts = mix_file(
                     g.rules, task.path, quarantine, sink, batch_size=self.config.batch_size, compression=g.compression_in, collect=True
                 )
             dolmino.save_counts(cache, np.array(keys, dtype=np.uint64), np.array(counts_per_doc, dtype=np.uint32))
-            storage.write_bytes(storage.join(cache, "ids.bin"), b"".join(quarantine.id_hashes))
+            workdir.write(storage.join(cache, "ids.bin"), b"".join(quarantine.id_hashes))
             meta = {
                 "counts": {**counts.as_dict(), "tokens": int(sum(counts_per_doc))},
                 "errors": [orjson.loads(line) for line in quarantine.iter_jsonl() if line],
                 "notes": dict(quarantine.notes),
             }
-            storage.write_bytes(meta_path, orjson.dumps(meta))
+            workdir.write(meta_path, orjson.dumps(meta))
         c = meta["counts"]
         return TaskOutput(
             docs_in=c["docs"],
@@ -552,14 +558,19 @@ class MixStage(Stage[MixConfig]):
         return [self._sample_path(task, s) for s in self.config.seeds]
 
     def _cached_lines(self, cache: str) -> Iterator[list[bytes]]:
-        """The cached kept documents' lines, in batches."""
+        """The cached kept documents' lines, in batches (the cache is checked as it is read)."""
         batch: list[bytes] = []
-        for _, line in read_lines(storage.join(cache, "docs.jsonl.zst")):
-            if line:
-                batch.append(line)
-                if len(batch) >= 4096:
-                    yield batch
-                    batch = []
+        rest = b""
+        with workdir.open_read(storage.join(cache, "docs.jsonl.zst")) as r:
+            with zstandard.ZstdDecompressor().stream_reader(r.stream(), read_across_frames=True) as z:
+                while chunk := z.read(CACHE_READ):
+                    *lines, rest = (rest + chunk).split(b"\n")
+                    batch.extend(line for line in lines if line)
+                    if len(batch) >= 4096:
+                        yield batch
+                        batch = []
+        if rest:
+            batch.append(rest)
         if batch:
             yield batch
 
@@ -569,7 +580,10 @@ class MixStage(Stage[MixConfig]):
         keys, toks = dolmino.load_counts(cache)
         seeds = self.config.seeds
         masks = {s: dolmino.selected(dolmino.seeded_ranks(keys, s, g.name), int(task.params["thresholds"][str(s)])) for s in seeds}
-        writers = {s: MemberWriter(self._sample_path(task, s), g.out_compression, member_bytes(g.max_bytes), self._level()) for s in seeds}
+        writers = {
+            s: MemberWriter(self._sample_path(task, s), g.out_compression, member_bytes(g.max_bytes), self._level(), work_file=True)
+            for s in seeds
+        }
         for w in writers.values():
             w.__enter__()
         try:
@@ -641,7 +655,6 @@ class MixStage(Stage[MixConfig]):
         ]
 
     def _finish_sources(self, records: list[TaskRecord], ctx: RunContext) -> StepResult:
-        _remove_tree(self._work())
         planned = ctx.steps["sample"].data["shards"]
         stale = sum(
             self._remove_stale(storage.join(self.output_root, f"seed-{s}", "documents"), g, len(planned[str(s)][g.name]))

@@ -136,15 +136,16 @@ def train_tokenizer(path: str | Path, texts: list[str], vocab_size: int = 400) -
 def stage_outputs(root: Path, marker_keys: tuple[str, ...] | None = None) -> dict[str, bytes]:
     """Every output and error file under a stage's output root, and each marker's record without
     its timing and fingerprint (which covers the destination), or only its ``marker_keys``; the
-    manifest and temporaries left out. Two runs that must agree byte for byte compare these."""
+    manifest, the lock a killed run leaves and temporaries left out. Two runs that must agree byte
+    for byte compare these."""
     files = {}
     for p in sorted(root.rglob("*")):
-        if p.is_file() and not p.name.startswith(".") and p.name != "_manifest.json":
+        if p.is_file() and not p.name.startswith(".") and p.name not in ("_manifest.json", "_lock.json"):
             data = p.read_bytes()
             if p.suffix == ".done":
                 rec = orjson.loads(data)
                 if marker_keys is None:
-                    rec.pop("seconds"), rec.pop("fingerprint")
+                    rec.pop("seconds"), rec.pop("fingerprint"), rec.pop("outputs", None)
                 else:
                     rec = {k: rec.get(k) for k in marker_keys}
                 data = orjson.dumps(rec, option=orjson.OPT_SORT_KEYS)

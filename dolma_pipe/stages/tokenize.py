@@ -52,7 +52,7 @@ import numpy as np
 import orjson
 from pydantic import Field, model_validator
 
-from dolma_pipe import storage
+from dolma_pipe import storage, workdir
 from dolma_pipe import tokenizer as toks
 from dolma_pipe.config import ConfigError, PathStr, RunOptions, StrictModel
 from dolma_pipe.documents import DocumentError, TruncatedArchive, compression_of, iter_lines, read_documents
@@ -60,6 +60,7 @@ from dolma_pipe.errors import DolmaPipeError
 from dolma_pipe.manifest import InputFile, TaskRecord
 from dolma_pipe.quarantine import Quarantine
 from dolma_pipe.stage import Phase, RunContext, Stage, StepResult, Task, TaskOutput, remove_stale
+from dolma_pipe.workdir import WorkDir, WorkFileError
 from train.shards import SIDECAR_SUFFIX, TOKENS_SUFFIX, ShardWriter, dtype_for_vocab, shard_name
 
 SPLITS = ("train", "val")
@@ -301,32 +302,6 @@ def _set_parallelism() -> None:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
-def _load_array(path: str, dtype: np.dtype) -> np.ndarray:
-    """A work file as a read-only memory-mapped array (an empty array for an empty file).
-
-    A plain ndarray view of the memmap: slicing an ``np.memmap`` runs its Python-level
-    ``__array_finalize__`` each time (the write phase slices once per document).
-    """
-    n = os.path.getsize(path) // dtype.itemsize
-    return np.zeros(0, dtype=dtype) if n == 0 else np.memmap(path, dtype=dtype, mode="r", shape=(n,)).view(np.ndarray)
-
-
-def _load_blob(path: str) -> bytes | mmap.mmap:
-    """A work file's bytes, memory-mapped (slices are bytes)."""
-    if os.path.getsize(path) == 0:
-        return b""
-    with open(path, "rb") as fh:
-        return mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
-
-
-def _write_atomic(path: str, data: bytes | np.ndarray) -> None:
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.tmp-{os.getpid()}")
-    with open(tmp, "wb") as fh:
-        fh.write(data.tobytes() if isinstance(data, np.ndarray) else data)
-    os.replace(tmp, path)
-
-
 class _Bucket:
     """The documents of one key-range bucket of one split, in output order, gathered from every file."""
 
@@ -336,15 +311,12 @@ class _Bucket:
         t_key, t_file, t_loc = (np.uint64(threshold[0]), threshold[1], threshold[2])
         parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         for fi, info in enumerate(ctx.inputs):
-            keys_path = stage.work_path(info.rel, ".keys")
-            if not os.path.exists(keys_path):
-                raise TokenizeError(f"{keys_path} is missing: the encoded runs of a finished run were deleted; rerun with --force")
-            keys = _load_array(keys_path, np.dtype("<u8"))
+            keys = workdir.load_array(stage.work_path(info.rel, ".keys"), np.dtype("<u8"))
             a = int(np.searchsorted(keys, np.uint64(lo), side="left"))
             b = len(keys) if hi >= U64 else int(np.searchsorted(keys, np.uint64(hi), side="left"))
             if a == b:
                 continue
-            rows = np.array(_load_array(stage.work_path(info.rel, ".idx"), INDEX_DTYPE)[a:b])
+            rows = np.array(workdir.load_array(stage.work_path(info.rel, ".idx"), INDEX_DTYPE)[a:b])
             vkey = rows["vkey"]
             held_out = (vkey < t_key) | ((vkey == t_key) & ((fi < t_file) | ((fi == t_file) & (rows["loc"] < t_loc))))
             keep = held_out if split == "val" else ~held_out
@@ -423,11 +395,16 @@ class TokenizeStage(Stage[TokenizeConfig]):
     # -- paths
 
     @property
-    def work_dir(self) -> str:
-        return os.path.join(self.output_root, "_work")
+    def work(self) -> WorkDir:
+        return WorkDir(os.path.join(self.output_root, "_work"))
+
+    def keeps_work_file(self, path: str) -> bool:
+        # The validation candidates are small, and a rerun of a finished run (every task skipped)
+        # computes the same split from them.
+        return path.endswith(".cand")
 
     def work_path(self, rel: str, suffix: str) -> str:
-        return os.path.join(self.work_dir, "encode", rel + suffix)
+        return self.work.path("encode", rel + suffix)
 
     def shard_path(self, split: str, index: int) -> str:
         return os.path.join(self.output_root, split, shard_name(index) + TOKENS_SUFFIX)
@@ -441,13 +418,10 @@ class TokenizeStage(Stage[TokenizeConfig]):
         _set_parallelism()
         cfg = self.config
         tok = toks.load(self.tok_info.path, cfg.tokenizer.encode_special_tokens)
-        paths = {suffix: self.work_path(task.rel, suffix) for suffix in (".tok", ".ids")}
-        os.makedirs(os.path.dirname(paths[".tok"]), exist_ok=True)
-        tmps = {k: f"{os.path.dirname(p)}/.{os.path.basename(p)}.tmp-{os.getpid()}" for k, p in paths.items()}
         # Per batch, numpy columns only (40 bytes a document): tokens and ids go to disk as they come.
         cols: dict[str, list[np.ndarray]] = {"key": [], "vkey": [], "ntok": [], "loc": [], "id_len": []}
         docs_in = empty = n_tokens = 0
-        with open(tmps[".tok"], "wb") as out, open(tmps[".ids"], "wb") as ids_out:
+        with workdir.open_write(self.work_path(task.rel, ".tok")) as out, workdir.open_write(self.work_path(task.rel, ".ids")) as ids_out:
             batch: list[tuple[int, str, str]] = []
 
             def flush() -> None:
@@ -496,8 +470,8 @@ class TokenizeStage(Stage[TokenizeConfig]):
         index["id_end"] = np.cumsum(col["id_len"])
         index["id_off"] = index["id_end"] - col["id_len"]
         order = np.lexsort((index["loc"], col["key"]))
-        _write_atomic(self.work_path(task.rel, ".keys"), col["key"][order])
-        _write_atomic(self.work_path(task.rel, ".idx"), index[order])
+        workdir.write_array(self.work_path(task.rel, ".keys"), col["key"][order])
+        workdir.write_array(self.work_path(task.rel, ".idx"), index[order])
         data: dict[str, Any] = {"docs": n, "tokens": n_tokens}
         v = cfg.validation
         if v is not None and v.fraction is not None:
@@ -507,9 +481,7 @@ class TokenizeStage(Stage[TokenizeConfig]):
             cand = np.zeros(n, CANDIDATE_DTYPE)
             cand["vkey"], cand["loc"], cand["ntok"] = index["vkey"], index["loc"], ntok
             cand = cand[np.lexsort((cand["loc"], cand["vkey"]))][: v.documents]
-            _write_atomic(self.work_path(task.rel, ".cand"), cand)
-        os.replace(tmps[".ids"], paths[".ids"])
-        os.replace(tmps[".tok"], paths[".tok"])  # last: the marker follows
+            workdir.write_array(self.work_path(task.rel, ".cand"), cand)
         return TaskOutput(docs_in=docs_in, counts={"documents": n, "tokens": n_tokens, "empty_docs": empty}, data=data)
 
     def _fraction_threshold(self) -> int:
@@ -554,12 +526,7 @@ class TokenizeStage(Stage[TokenizeConfig]):
         """The (n+1)-th smallest (validation key, file, line): documents below it are held out."""
         best = np.zeros(0, dtype=[("vkey", "<u8"), ("file", "<i8"), ("loc", "<i8"), ("ntok", "<i8")])
         for fi, info in enumerate(ctx.inputs):
-            path = self.work_path(info.rel, ".cand")
-            if not os.path.exists(path):
-                if os.path.exists(self.work_path(info.rel, ".tok")):
-                    continue  # a file without documents
-                raise TokenizeError(f"{path} is missing: the encoded runs of a finished run were deleted; rerun with --force")
-            cand = np.fromfile(path, dtype=CANDIDATE_DTYPE)
+            cand = workdir.load_array(self.work_path(info.rel, ".cand"), CANDIDATE_DTYPE)
             more = np.zeros(len(cand), best.dtype)
             more["vkey"], more["file"], more["loc"], more["ntok"] = cand["vkey"], fi, cand["loc"], cand["ntok"]
             best = np.concatenate([best, more])
@@ -631,8 +598,8 @@ class TokenizeStage(Stage[TokenizeConfig]):
 
         def open_file(fi: int) -> None:
             rel = ctx.inputs[fi].rel
-            runs[fi] = _load_array(self.work_path(rel, ".tok"), self.dtype)
-            blobs[fi] = _load_blob(self.work_path(rel, ".ids"))
+            runs[fi] = workdir.load_array(self.work_path(rel, ".tok"), self.dtype)
+            blobs[fi] = workdir.load_blob(self.work_path(rel, ".ids"))
 
         files, rows = bucket.files.tolist(), bucket.rows
         starts, ntoks, locs = rows["start"].tolist(), rows["ntok"].tolist(), rows["loc"].tolist()
@@ -659,7 +626,8 @@ class TokenizeStage(Stage[TokenizeConfig]):
         return TaskOutput(counts={f"{p['split']}_shards": bucket.n_shards}, data={"docs": len(rows), "tokens": tokens_written})
 
     def _finish_run(self, records: list[TaskRecord], ctx: RunContext) -> StepResult:
-        """Driver: drop shards an earlier run with other settings left, check ours, delete _work/."""
+        """Driver: drop shards an earlier run with other settings left, and check ours (the runner then
+        removes _work/ but for the validation candidates, unless ``keep_work``)."""
         shards = ctx.steps["pack"].data["shards"]
         stale = 0
         for split in SPLITS:
@@ -671,14 +639,7 @@ class TokenizeStage(Stage[TokenizeConfig]):
                     os.rmdir(folder)
             for i in range(shards[split]):
                 if not os.path.exists(self.shard_path(split, i)):
-                    raise TokenizeError(f"shard {self.shard_path(split, i)} is missing (deleted after the run?); rerun with --force")
-        if not self.config.keep_work:
-            # The bulky runs go; the small validation candidates stay, so that a rerun of a finished
-            # run (every task skipped) computes the same split from them.
-            for folder, _, files in os.walk(self.work_dir):
-                for name in files:
-                    if not name.endswith(".cand"):
-                        os.unlink(os.path.join(folder, name))
+                    raise WorkFileError(self.shard_path(split, i), "missing")  # the runner redoes its write task
         split_step = ctx.steps["encode"].data
         summary: dict[str, Any] = {
             "tokenizer": {

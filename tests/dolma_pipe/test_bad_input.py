@@ -179,7 +179,7 @@ def test_id_hash_files_are_the_same_sorted_unique_records_at_any_size(tmp_path, 
 
     import numpy as np
 
-    from dolma_pipe import runner
+    from dolma_pipe import runner, workdir
     from dolma_pipe.manifest import TaskRecord
 
     rng = random.Random(7)
@@ -190,11 +190,11 @@ def test_id_hash_files_are_the_same_sorted_unique_records_at_any_size(tmp_path, 
     assert runner._write_unique_ids(str(tmp_path / "python.ids"), hashes) == repeated
     monkeypatch.setattr(runner, "_NUMPY_IDS", 10)
     assert runner._write_unique_ids(str(tmp_path / "numpy.ids"), hashes) == repeated
-    assert (tmp_path / "python.ids").read_bytes() == (tmp_path / "numpy.ids").read_bytes() == expected
+    assert workdir.read(str(tmp_path / "python.ids")) == workdir.read(str(tmp_path / "numpy.ids")) == expected
 
     # Across tasks: an id in k task files counts k - 1 times.
     def record(name, ids):
-        (tmp_path / name).write_bytes(b"".join(sorted(set(ids))))
+        workdir.write(str(tmp_path / name), b"".join(sorted(set(ids))))
         return TaskRecord(phase="files", key=name, inputs=[], params={}, docs_in=0, ids_file=name)
 
     a, b, c = hashes[:2000], hashes[1000:3000], hashes[2500:]

@@ -120,10 +120,14 @@ def test_kill_and_resume_local(big_corpus, reference, tmp_path, stage, processes
     done = _kill_midway(args, root)
     assert done < FILES + 1
     _check_partial_outputs(root, reference(stage), done)
+    assert (root / "_lock.json").exists(), "the killed run's lock stays"
     resumed = run_cli(*args, check=True)
     assert _already_done(resumed.stderr) == done
     assert _outputs(root) == reference(stage)
     assert orjson.loads((root / "_manifest.json").read_bytes())["status"] == "complete"
+    # The rerun took the dead run's lock over, said so, and let it go.
+    assert re.search(r"took over \S*_lock\.json: its run \(pid \d+ on .*\) is gone", resumed.stderr), resumed.stderr
+    assert not (root / "_lock.json").exists()
 
 
 def test_force_redoes_and_changed_input_is_redone(big_corpus, tmp_path, make_corpus):

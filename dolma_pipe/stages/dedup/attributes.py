@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import zstandard
 
-from dolma_pipe import paths, storage
+from dolma_pipe import paths, storage, workdir
 from dolma_pipe._rust import render_attributes
 from dolma_pipe.documents import GZIP_LEVEL, ZSTD_LEVEL, compression_of
 from dolma_pipe.filters import gzip_member
@@ -54,7 +54,7 @@ def run_attributes(config: DedupConfig, layout: Layout, out_path: str, i: int, r
     """Writes the attribute file of input file ``i`` (relative name ``rel``)."""
     d = config.dedupe
     bloom = config.bloom_filter is not None
-    meta = storage.read_bytes(layout.scan(rel, "meta"))
+    meta = workdir.read(layout.scan(rel, "meta"))
     doc_dups = para_dups = b""
     if bloom:
         found = read_all(layout.per_file("bloom", rel))[1][0]

@@ -40,12 +40,14 @@ from typing import Any
 
 import orjson
 
-from dolma_pipe import storage
+from dolma_pipe import storage, workdir
 from dolma_pipe._rust import BloomSetter
 from dolma_pipe.bloom import DEFAULT_SEED, MAX_HASHES, BloomFileError, BloomFilter
 from dolma_pipe.config import ConfigError
 from dolma_pipe.stage import RunContext, StepResult, Task, TaskOutput
+from dolma_pipe.workdir import WorkFileError
 
+from . import workfiles
 from .config import BloomFilterSection, DedupConfig
 from .scan import bucketed_single
 from .workfiles import DOC, DUP, PARA, Layout, read_slice
@@ -258,9 +260,9 @@ class FilterState:
 
 def _published(layout: Layout) -> dict[str, Any] | None:
     try:
-        return orjson.loads(storage.read_bytes(layout.single("bloom/published.json")))
-    except (FileNotFoundError, storage.StorageError, orjson.JSONDecodeError):
-        return None
+        return orjson.loads(workdir.read(layout.single("bloom/published.json")))
+    except (WorkFileError, storage.StorageError, orjson.JSONDecodeError):
+        return None  # gone, or damaged: as good as gone (see FilterState)
 
 
 def run_bloom(config: DedupConfig, layout: Layout, state: FilterState, task: Task, ctx: RunContext, skip_removed: bool) -> TaskOutput:
@@ -274,7 +276,7 @@ def run_bloom(config: DedupConfig, layout: Layout, state: FilterState, task: Tas
         records = read_slice(layout.scan(f.rel, kind), 0)
         skip = removed_documents(layout, f.rel) if skip_removed else []
         dups, keys = setter.insert(records, size, skip)
-        storage.write_bytes(layout.per_file("bloom", f.rel), bucketed_single(dups, DUP))
+        workfiles.write(layout.per_file("bloom", f.rel), bucketed_single(dups, DUP))
         inserted += keys
         dups_total += len(dups) // DUP
     final = layout.single("bloom/filter.bloom")
@@ -303,12 +305,18 @@ def publish(config: DedupConfig, layout: Layout, state: FilterState, root: str) 
     bf = config.bloom_filter
     assert bf is not None
     final = layout.single("bloom/filter.bloom")
+    if not storage.exists(final):
+        published = _published(layout)
+        if published is None or state.current != published["checksum"]:
+            raise WorkFileError(final, "missing")  # the runner redoes the bloom task
+        # Published by an earlier run of this one, whose work files are gone since: nothing to do.
+        return _published_step(bf.file, header(local_copy(bf.file)))
     local_final = local_copy(final)
     head = header(local_final)
     # The record of what is published (and from which filter the run started), then the sidecar,
     # then the file: a run killed at any point still knows, when rerun, whether the file is its own
     # result, and never finds a new filter without its sidecar.
-    storage.write_bytes(layout.single("bloom/published.json"), orjson.dumps({"checksum": head["checksum"], "initial": state.initial}))
+    workfiles.write(layout.single("bloom/published.json"), orjson.dumps({"checksum": head["checksum"], "initial": state.initial}))
     side = {
         "format": FORMAT,
         "kind": key_kind(config),
@@ -320,10 +328,14 @@ def publish(config: DedupConfig, layout: Layout, state: FilterState, root: str) 
         with storage.open_read(final) as src, storage.open_write_atomic(bf.file) as dst:
             _copy(src, dst)
     state.current = head["checksum"]
+    return _published_step(bf.file, head)
+
+
+def _published_step(file: str, head: dict[str, int]) -> StepResult:
     return StepResult(
         data={
             "filter": {
-                "file": bf.file,
+                "file": file,
                 "checksum": f"{head['checksum']:016x}",
                 "num_bits": head["num_bits"],
                 "num_hashes": head["num_hashes"],

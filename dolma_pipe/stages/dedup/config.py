@@ -186,6 +186,7 @@ class DedupConfig(RunOptions):
     buckets: int | None = Field(
         None, ge=1, le=65536, description="hash ranges of the cross-file phases (default: one per 256 MiB of input)"
     )
+    keep_work: bool = Field(False, description="keep the work directory (keys, buckets, pairs) after a complete run")
     compression: CompressionConfig | None = Field(None, description="Dolma's compression overrides (not supported)")
     dryrun: bool = Field(False, description="Dolma's dry run (not supported)")
     is_s3_volume: bool = Field(False, description="Dolma's S3 FUSE mode (not supported: use s3:// paths)")

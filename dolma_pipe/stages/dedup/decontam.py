@@ -28,10 +28,11 @@ from typing import Any
 
 import orjson
 
-from dolma_pipe import paths, storage
+from dolma_pipe import paths, storage, workdir
 from dolma_pipe._rust import DecontamBuilder
 from dolma_pipe.documents import read_documents
 from dolma_pipe.quarantine import Quarantine
+from dolma_pipe.workdir import WorkFileError
 
 from .config import DecontaminationSection
 from .workfiles import Layout
@@ -56,7 +57,11 @@ def ensure_set(section: DecontaminationSection, layout: Layout, root: str) -> tu
     path = layout.single(f"decontamination-{ident}.set")
     stats_path = path + ".json"
     if storage.exists(path) and storage.exists(stats_path):
-        return path, orjson.loads(storage.read_bytes(stats_path))
+        try:
+            workdir.check(path)
+            return path, orjson.loads(workdir.read(stats_path))
+        except WorkFileError:
+            pass  # damaged: built again below
     builder = DecontamBuilder(
         section.mode,
         separator=section.paragraph_separator,
@@ -90,6 +95,6 @@ def ensure_set(section: DecontaminationSection, layout: Layout, root: str) -> tu
         "evaluation_bad_kinds": dict(quarantine.counts),
     }
     quarantine.close()
-    storage.write_bytes(path, builder.to_bytes())
-    storage.write_bytes(stats_path, orjson.dumps(stats))
+    workdir.write(path, builder.to_bytes())
+    workdir.write(stats_path, orjson.dumps(stats))
     return path, stats

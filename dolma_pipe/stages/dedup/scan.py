@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from typing import Any, cast
 
-from dolma_pipe import storage
+from dolma_pipe import storage, workdir
 from dolma_pipe._rust import DecontamSet, DedupScanner, ScanPlan, key_path_steps
 from dolma_pipe.documents import (
     CHUNK,
@@ -33,6 +33,7 @@ from dolma_pipe.documents import (
 from dolma_pipe.quarantine import Quarantine
 from dolma_pipe.stage import Task, TaskOutput
 
+from . import workfiles
 from .config import DedupConfig, minhash_shape
 from .workfiles import DOC, DUP, PARA, WHOLE_DOCUMENT, Layout, meta_ids
 
@@ -97,7 +98,7 @@ def get_plan(config: DedupConfig, buckets: int, decontam_path: str | None) -> Sc
         if decontam_path is not None:
             decontam = _DECONTAM.get(decontam_path)
             if decontam is None:
-                decontam = _DECONTAM[decontam_path] = DecontamSet.from_bytes(storage.read_bytes(decontam_path))
+                decontam = _DECONTAM[decontam_path] = DecontamSet.from_bytes(workdir.read(decontam_path))
         plan = _PLANS[cache_key] = ScanPlan(**kw, decontamination=decontam)
     return plan
 
@@ -229,11 +230,11 @@ def run_scan(
         if config.duplicate_ids != "ignore":
             for doc_id in meta_ids(out["meta"]):
                 quarantine.saw_document(doc_id)
-    storage.write_bytes(layout.scan(task.rel, "meta"), out["meta"])
+    workfiles.write(layout.scan(task.rel, "meta"), out["meta"])
     for kind, name in (("documents", "docs"), ("paragraphs", "paras"), ("bands", "bands"), ("signatures", "sigs"), ("sets", "sets")):
         data = cast("dict[str, bytes | None]", out)[kind]  # the kernel's output, keyed by kind
         if data is not None:
-            storage.write_bytes(layout.scan(task.rel, name), data)
+            workfiles.write(layout.scan(task.rel, name), data)
     by_name = cast("dict[str, int]", counts)
     result = {k: int(by_name[k]) for k in COUNTS if by_name.get(k)}
     if bloom_filter is not None:
@@ -242,7 +243,7 @@ def run_scan(
         from .workfiles import read_slice
 
         dups = bloom_lookup(read_slice(layout.scan(task.rel, kind), 0), size, bloom_filter)
-        storage.write_bytes(layout.per_file("bloom", task.rel), bucketed_single(dups, DUP))
+        workfiles.write(layout.per_file("bloom", task.rel), bucketed_single(dups, DUP))
         result["bloom_hits"] = len(dups) // DUP
     return TaskOutput(docs_in=int(counts["documents"]), counts=result)
 

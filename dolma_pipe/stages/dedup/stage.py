@@ -30,6 +30,7 @@ from dolma_pipe.bloom import BloomFilter
 from dolma_pipe.manifest import InputFile, TaskRecord
 from dolma_pipe.quarantine import Quarantine
 from dolma_pipe.stage import Phase, RunContext, Stage, StepResult, Task, TaskOutput
+from dolma_pipe.workdir import WorkDir
 
 from . import attributes, bloommode, decontam, exact, minhash, scan
 from .config import DedupConfig, attribute_set_name, auto_buckets, check, resolved
@@ -71,6 +72,7 @@ class DedupStage(Stage[DedupConfig]):
     description = "exact, paragraph (Bloom filter) and near-duplicate (MinHash LSH) deduplication, and decontamination"
     config_model = DedupConfig
     depends_on_input_set = True
+    run_keys = frozenset({"keep_work"})
 
     def __init__(self, config: DedupConfig):
         check(config)
@@ -81,7 +83,7 @@ class DedupStage(Stage[DedupConfig]):
         # Under Dolma's work_dir.output, a folder per attribute set: configs often share one work_dir.
         work_out = config.work_dir.output if config.work_dir is not None else None
         work = storage.join(work_out, self.set_name) if work_out else storage.join(self._root, "_work")
-        self.layout = Layout(work)
+        self.layout = Layout(WorkDir(work))
         self._filter: bloommode.FilterState | None = None
 
     # ---- where things go ----------------------------------------------------------------
@@ -107,6 +109,15 @@ class DedupStage(Stage[DedupConfig]):
     @property
     def output_root(self) -> str:
         return self._root
+
+    @property
+    def work(self) -> WorkDir:
+        return self.layout.work
+
+    def keeps_work_file(self, path: str) -> bool:
+        # Bloom mode's record of what it published and the filter it started from: a rerun after
+        # publishing (or with --force) needs them to know where the run started.
+        return path.endswith(("/bloom/published.json", "/bloom/initial.bloom"))
 
     def output_name(self, rel: str) -> str:
         return paths.attribute_file_name(rel)

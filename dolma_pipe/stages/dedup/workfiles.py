@@ -1,8 +1,10 @@
 """Where a dedup run keeps its intermediate files, and how they are read back.
 
 Every phase writes its results under the work directory (``work_dir.output``, default
-``<output root>/_work``) as whole files written atomically, so a killed task leaves nothing that
-looks finished and a rerun redoes exactly the unfinished tasks. The binary formats are
+``<output root>/_work``) as work files (:mod:`dolma_pipe.workdir`: written atomically with a
+checksum trailer, and checked when read), so a killed task leaves nothing that looks finished, a
+rerun redoes exactly the unfinished tasks, and a damaged file makes the runner redo the task
+that wrote it. The binary formats are
 ``rust_bloom/src/dedup/records.rs``'s: *bucketed* files hold fixed-size records grouped into
 buckets behind a table of offsets, and a task that owns one bucket (a hash range, or one input
 file) reads only its slice (three small reads; a range request on S3).
@@ -19,7 +21,8 @@ import sys
 from array import array
 from dataclasses import dataclass
 
-from dolma_pipe import storage
+from dolma_pipe import storage, workdir
+from dolma_pipe.workdir import WorkDir, WorkFileError
 
 BUCKET_MAGIC = b"DPBKT\0\0\x01"
 META_MAGIC = b"DPMETA\0\x01"
@@ -34,27 +37,32 @@ PARA_WHOLE = 0
 FLAG_KEY_MISSING, FLAG_KEY_NOT_STRING, FLAG_KEY_FILTERED, FLAG_NO_SHINGLES = 1, 2, 4, 8
 
 
-class WorkFileError(RuntimeError):
-    """An intermediate file is missing or damaged (a bug, or files changed under a run)."""
+def _damaged(path: str, what: str) -> WorkFileError:
+    return WorkFileError(path, "damaged", f"damaged ({what})")
 
 
 class Layout:
-    """Paths of a run's intermediate files."""
+    """Names of a run's work files, per phase, in its work directory."""
 
-    def __init__(self, work: str):
+    def __init__(self, work: WorkDir):
         self.work = work
 
     def scan(self, rel: str, kind: str) -> str:
-        return storage.join(self.work, "scan", f"{rel}.{kind}")
+        return self.work.path("scan", f"{rel}.{kind}")
 
     def bucket(self, phase: str, bucket: int) -> str:
-        return storage.join(self.work, phase, f"bucket-{bucket:05d}.bkt")
+        return self.work.path(phase, f"bucket-{bucket:05d}.bkt")
 
     def per_file(self, phase: str, rel: str) -> str:
-        return storage.join(self.work, phase, f"{rel}.bkt")
+        return self.work.path(phase, f"{rel}.bkt")
 
     def single(self, name: str) -> str:
-        return storage.join(self.work, name)
+        return storage.join(self.work.root, name)
+
+
+def write(path: str, data: bytes) -> None:
+    """A work file (sealed: see :mod:`dolma_pipe.workdir`)."""
+    workdir.write(path, data)
 
 
 def _u32s(data: bytes | memoryview) -> array:
@@ -74,34 +82,23 @@ def _u64s(data: bytes | memoryview) -> array:
 
 
 def read_slice(path: str, bucket: int) -> bytes:
-    """The records of one bucket of a bucketed file."""
-    try:
-        with storage.open_read(path) as fh:
-            head = fh.read(16)
-            if len(head) != 16 or head[:8] != BUCKET_MAGIC:
-                raise WorkFileError(f"{path}: not a dedup work file")
-            record_size, buckets = struct.unpack_from("<II", head, 8)
-            if not 0 <= bucket < buckets:
-                raise WorkFileError(f"{path}: has {buckets} buckets, no bucket {bucket}")
-            fh.seek(16 + 8 * bucket)
-            lo, hi = struct.unpack("<QQ", fh.read(16))
-            fh.seek(16 + 8 * (buckets + 1) + lo * record_size)
-            data = fh.read((hi - lo) * record_size)
-    except FileNotFoundError:
-        raise WorkFileError(f"{path}: missing (an earlier phase's output was removed; rerun with --force)") from None
-    if len(data) != (hi - lo) * record_size:
-        raise WorkFileError(f"{path}: truncated")
-    return data
+    """The records of one bucket of a bucketed file (only the blocks holding them are read)."""
+    with workdir.open_read(path) as r:
+        head = r.read(0, 16)
+        if head[:8] != BUCKET_MAGIC:
+            raise _damaged(path, "not a dedup bucketed file")
+        record_size, buckets = struct.unpack_from("<II", head, 8)
+        if not 0 <= bucket < buckets:
+            raise _damaged(path, f"it has {buckets} buckets, no bucket {bucket}")
+        lo, hi = struct.unpack("<QQ", r.read(16 + 8 * bucket, 16))
+        return r.read(16 + 8 * (buckets + 1) + lo * record_size, (hi - lo) * record_size)
 
 
 def read_all(path: str) -> tuple[int, list[bytes]]:
     """(record size, every bucket's records) of a whole bucketed file."""
-    try:
-        data = storage.read_bytes(path)
-    except FileNotFoundError:
-        raise WorkFileError(f"{path}: missing (an earlier phase's output was removed; rerun with --force)") from None
+    data = workdir.read(path)
     if data[:8] != BUCKET_MAGIC:
-        raise WorkFileError(f"{path}: not a dedup work file")
+        raise _damaged(path, "not a dedup bucketed file")
     record_size, buckets = struct.unpack_from("<II", data, 8)
     offsets = _u64s(memoryview(data)[16 : 16 + 8 * (buckets + 1)])
     base = 16 + 8 * (buckets + 1)
@@ -170,7 +167,7 @@ class Meta:
 def _meta_sections(data: bytes, path: str) -> tuple[int, int, list[memoryview]]:
     """(documents, separator characters, the nine sections as zero-copy views) of a meta file."""
     if data[:8] != META_MAGIC:
-        raise WorkFileError(f"{path}: not a dedup meta file")
+        raise _damaged(path, "not a dedup meta file")
     n, sep_chars = struct.unpack_from("<II", data, 8)
     pos = 16
     sections: list[memoryview] = []
@@ -181,7 +178,7 @@ def _meta_sections(data: bytes, path: str) -> tuple[int, int, list[memoryview]]:
         sections.append(view[pos : pos + length])
         pos += length
     if pos != len(data):
-        raise WorkFileError(f"{path}: damaged dedup meta file")
+        raise _damaged(path, "its sections do not add up")
     return n, sep_chars, sections
 
 
@@ -205,7 +202,7 @@ def parse_meta(data: bytes, path: str = "meta") -> Meta:
         separator_chars=sep_chars,
     )
     if len(meta.lines) != n or len(meta.flags) != n or len(meta.id_offsets) != n + 1:
-        raise WorkFileError(f"{path}: damaged dedup meta file")
+        raise _damaged(path, "its sections do not add up")
     return meta
 
 
@@ -215,15 +212,12 @@ def meta_ids(data: bytes, path: str = "meta") -> list[str]:
     n, _, sections = _meta_sections(data, path)
     id_offsets = _u64s(sections[3])
     if len(id_offsets) != n + 1:
-        raise WorkFileError(f"{path}: damaged dedup meta file")
+        raise _damaged(path, "its sections do not add up")
     return _decode_ids(bytes(sections[4]), id_offsets, n)
 
 
 def read_meta(path: str) -> Meta:
-    try:
-        return parse_meta(storage.read_bytes(path), path)
-    except FileNotFoundError:
-        raise WorkFileError(f"{path}: missing (an earlier phase's output was removed; rerun with --force)") from None
+    return parse_meta(workdir.read(path), path)
 
 
 def read_set_values(path: str, docs: list[int]) -> dict[int, bytes]:
@@ -232,22 +226,21 @@ def read_set_values(path: str, docs: list[int]) -> dict[int, bytes]:
     if not docs:
         return out
     wanted = sorted(set(docs))
-    with storage.open_read(path) as fh:
-        head = fh.read(16)
+    with workdir.open_read(path) as r:
+        head = r.read(0, 16)
         if head[:8] != SETS_MAGIC:
-            raise WorkFileError(f"{path}: not a dedup sets file")
+            raise _damaged(path, "not a dedup sets file")
         (n,) = struct.unpack_from("<Q", head, 8)
-        offsets = _u64s(fh.read(8 * (n + 1)))
+        offsets = _u64s(r.read(16, 8 * (n + 1)))
         base = 16 + 8 * (n + 1)
         if len(wanted) * 4 >= n:
             # Many of the file's documents: one read of all the values is cheaper than seeks.
-            values = fh.read()
+            values = r.read(base, r.content_len - base)
             for doc in wanted:
                 out[doc] = values[4 * offsets[doc] : 4 * offsets[doc + 1]]
             return out
         for doc in wanted:
-            fh.seek(base + 4 * offsets[doc])
-            out[doc] = fh.read(4 * (offsets[doc + 1] - offsets[doc]))
+            out[doc] = r.read(base + 4 * offsets[doc], 4 * (offsets[doc + 1] - offsets[doc]))
     return out
 
 
@@ -256,13 +249,12 @@ def read_signatures(path: str, docs: list[int]) -> dict[int, bytes]:
     out: dict[int, bytes] = {}
     if not docs:
         return out
-    with storage.open_read(path) as fh:
-        head = fh.read(16)
+    with workdir.open_read(path) as r:
+        head = r.read(0, 16)
         if head[:8] != BUCKET_MAGIC:
-            raise WorkFileError(f"{path}: not a dedup work file")
+            raise _damaged(path, "not a dedup bucketed file")
         record_size, buckets = struct.unpack_from("<II", head, 8)
         base = 16 + 8 * (buckets + 1)
         for doc in sorted(set(docs)):
-            fh.seek(base + doc * record_size)
-            out[doc] = fh.read(record_size)
+            out[doc] = r.read(base + doc * record_size, record_size)
     return out

@@ -293,7 +293,8 @@ def test_a_run_killed_while_publishing_or_without_its_work_files_never_extends_i
     paragraph it holds as a duplicate."""
     root, _ = corpus
     out = tmp_path / "out"
-    cfg = _bloom(root, out, "paragraphs", processes=2)
+    # A kill leaves the work files a complete run removes.
+    cfg = _bloom(root, out, "paragraphs", processes=2, keep_work=True)
     run(cfg)
     filter_path = Path(cfg["bloom_filter"]["file"])
     expected = stage_outputs(out / "paragraphs") | {"filter": filter_path.read_bytes()}
