@@ -16,6 +16,7 @@ so killing a run never leaves workers running under PID 1.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import multiprocessing
 import os
@@ -227,7 +228,7 @@ class RayExecutor(Executor):
                     try:
                         yield item, ray.get(ref), None
                     except ray.exceptions.RayTaskError as exc:
-                        yield item, None, exc.as_instanceof_cause()
+                        yield item, None, _cause(exc)
                     except Exception as exc:  # worker died, object lost, ...
                         yield item, None, exc
         finally:
@@ -240,6 +241,18 @@ class RayExecutor(Executor):
 
             ray.shutdown()
             self._started_here = False
+
+
+def _cause(exc: Any) -> BaseException:
+    """The task's own exception, not Ray's wrapper: the wrapper's message is the worker's whole
+    traceback (dozens of lines where the user's error is one). The traceback stays with it, as
+    ``remote_traceback``, for the run's failures log."""
+    cause = exc.cause if isinstance(getattr(exc, "cause", None), BaseException) else exc.as_instanceof_cause()
+    # ray.get raises a class made of RayTaskError and the cause's class, whose message is the
+    # traceback (the plain RayTaskError keeps it as traceback_str).
+    with contextlib.suppress(AttributeError, TypeError):  # an exception type that takes no attributes
+        cause.remote_traceback = getattr(exc, "traceback_str", None) or str(exc)
+    return cause
 
 
 def _apply(fn: Callable[[Any], Any], item: Any) -> Any:

@@ -40,6 +40,7 @@ import hashlib
 import heapq
 import os
 import platform
+import re
 import socket
 import sys
 import time
@@ -523,6 +524,7 @@ def _run_locked(stage: Stage, executor: Executor | None, stream: TextIO) -> RunS
         phases=[PhaseRecord(name=p.name) for p in phases],
     )
     manifest.write(root)
+    storage.remove(failures_log(root))  # an earlier run's: this run logs its own
     errors = _ErrorLimit(cfg.max_errors)
     own_executor = executor is None
     table: str | None = None
@@ -714,11 +716,12 @@ def failures_log(root: str) -> str:
 
 
 def _log_failure(root: str, phase: str, key: str, exc: BaseException) -> None:
-    """A failed task's whole traceback goes to ``<root>/_failures.log`` (the summary shows one line)."""
+    """A failed task's whole traceback goes to ``<root>/_failures.log`` (the summary shows one line);
+    each run starts the log anew."""
     text = "".join(traceback.format_exception(exc))
     remote = getattr(exc, "remote_traceback", None)
     if remote:
-        text += f"\nin the worker:\n{remote}"
+        text += "\nin the worker:\n" + re.sub(r"\x1b\[[0-9;]*m", "", remote)  # without Ray's terminal colours
     entry = f"== {datetime.now(timezone.utc).isoformat(timespec='seconds')} {phase} {key}\n{text}\n"
     path = failures_log(root)
     try:

@@ -159,7 +159,8 @@ def open_write_atomic(path: str) -> Iterator[IO[bytes]]:
                 raise StorageError(f"{final}: cannot write ({exc.strerror or exc})") from exc
             raise
     except BaseException:
-        fh.close()
+        with contextlib.suppress(OSError):  # closing flushes what is buffered: a full disk again
+            fh.close()
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise

