@@ -131,6 +131,17 @@ def _model_at(model: type[BaseModel], loc: tuple) -> type[BaseModel] | None:
     return current
 
 
+def _home_of(model: type[BaseModel], loc: tuple) -> tuple | None:
+    """Where an unknown key nested too deep belongs: the nearest enclosing section that has a field
+    of that name (``dedupe.minhash`` -> ``minhash``), or None."""
+    name = str(loc[-1])
+    for depth in range(len(loc) - 2, -1, -1):
+        section = _model_at(model, loc[:depth])
+        if section is not None and name in section.model_fields:
+            return (*loc[:depth], name)
+    return None
+
+
 def validation_error_lines(model: type[BaseModel], exc: ValidationError, prefix: tuple = ()) -> list[str]:
     """One phrase per problem, naming the key; ``prefix`` is where ``model`` sits in a larger config
     (``("tagger_options", "gopher_v1")`` for a tagger's options model)."""
@@ -145,6 +156,10 @@ def validation_error_lines(model: type[BaseModel], exc: ValidationError, prefix:
                 close = difflib.get_close_matches(str(loc[-1]), list(parent.model_fields), n=1)
                 if close:
                     hint = f" (did you mean '{'.'.join([*map(str, (*prefix, *loc[:-1])), close[0]])}'?)"
+            home = _home_of(model, loc)
+            if home is not None:
+                where = "at the top level" if len(home) == 1 and not prefix else f"under '{'.'.join(map(str, (*prefix, *home[:-1])))}'"
+                hint = f" (it belongs {where}: '{'.'.join(map(str, (*prefix, *home)))}')"
             lines.append(f"unknown config key '{key}'{hint}")
         elif err["type"] == "missing":
             lines.append(f"config key '{key}' is required")

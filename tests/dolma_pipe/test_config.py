@@ -109,3 +109,17 @@ def test_did_you_mean_reaches_optional_sections_and_list_items():
     stream = {"name": "s", "documents": ["x/*.gz"], "output": {"path": "out"}, "filtr": {}}
     with pytest.raises(ConfigError, match=r"unknown config key 'streams.0.filtr' \(did you mean 'streams.0.filter'\?\)"):
         load_config(MixConfig, None, {"streams": [stream]})
+
+
+def test_a_section_nested_in_another_says_where_it_belongs():
+    from dolma_pipe.stages.dedup.config import DedupConfig
+    from mixers.config import MixConfig
+
+    base = {"documents": ["x/documents/*.gz"], "dedupe": {"name": "d", "paragraphs": {"attribute_name": "p"}}}
+    for section in ("minhash", "bloom_filter", "decontamination", "processes"):
+        with pytest.raises(ConfigError, match=rf"unknown config key 'dedupe.{section}' \(it belongs at the top level: '{section}'\)"):
+            load_config(DedupConfig, None, {**base, "dedupe": {**base["dedupe"], section: {}}})
+    # One level down: a stream's output key given beside the stream's own keys.
+    stream = {"name": "s", "documents": ["x/*.gz"], "output": {"path": "out", "filter": {}}}
+    with pytest.raises(ConfigError, match=r"'streams.0.output.filter' \(it belongs under 'streams.0': 'streams.0.filter'\)"):
+        load_config(MixConfig, None, {"streams": [stream]})
