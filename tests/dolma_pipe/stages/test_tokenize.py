@@ -286,6 +286,11 @@ def test_validation_by_count_is_exact_and_by_id(corpus, tmp_path):
     out3 = tmp_path / "out3"
     _run(_overrides(f"{corpus}/documents/*", out3, validation={"documents": 25, "seed": 7}))
     assert sorted(d[0] for d in _read(out3, "val")) != sorted(d[0] for d in val)
+    # another order seed, the same choice: no corpus trains on another's validation documents
+    out4 = tmp_path / "out4"
+    _run(_overrides(f"{corpus}/documents/*", out4, validation={"documents": 25}, seed=11))
+    assert sorted(d[0] for d in _read(out4, "val")) == sorted(d[0] for d in val)
+    assert [d[0] for d in _read(out4, "train")] != [d[0] for d in train]
 
 
 def test_validation_by_fraction(corpus, tmp_path):
@@ -422,10 +427,23 @@ def test_tokenizer_by_path_folder_and_name(tmp_path):
     assert toks.special_ids("olmo:dolma2") == {"eos_token_id": 100257, "pad_token_id": 100277, "bos_token_id": None}
 
 
-def test_hub_id_offline_says_what_to_use(monkeypatch):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+@pytest.mark.parametrize("how", ["HF_HUB_OFFLINE", "unreachable"])
+def test_hub_id_offline_says_what_to_use_at_once(monkeypatch, how):
+    """Said to be offline, or with the hub unreachable, the answer comes at once (the hub client's
+    own retries took about 20 s)."""
+    import time
+
+    from tests.helpers import free_port
+
+    if how == "HF_HUB_OFFLINE":
+        monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    else:
+        monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+        monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{free_port()}")  # nothing listens there
+    started = time.monotonic()
     with pytest.raises(toks.TokenizerError, match="offline, use a tokenizer.json path or a packaged OLMo tokenizer: olmo:dolma2"):
         toks.resolve("someone/not-cached-tokenizer")
+    assert time.monotonic() - started < 5
 
 
 def test_cli_runs_with_custom_fields(tmp_path):
