@@ -171,12 +171,13 @@ def _unknown_message(parser: argparse.ArgumentParser, command: str | None, unkno
 
 
 def _dotted_dict_overrides(cmd: Command | None, ns: argparse.Namespace, unknown: list[str]) -> list[str]:
-    """Take ``--field.key.sub VALUE`` for mapping-typed fields (e.g. ``--tagger_options.pii.types '[email]'``)."""
+    """Take ``--field.key.sub VALUE`` for mapping-typed fields (``--tagger_options.pii.types '[email]'``)
+    and for list items (``--streams.0.output.path out/``): the config's own checks name a wrong key."""
     model = None if cmd is None else cmd.config_model()
     if model is None:
         return unknown
     fields = model.model_fields
-    mapping_fields = {n for n, f in fields.items() if typing.get_origin(_unwrap(f.annotation)[0]) is dict}
+    mapping_fields = {n for n, f in fields.items() if typing.get_origin(_unwrap(f.annotation)[0]) in (dict, list)}
     rest: list[str] = []
     i = 0
     while i < len(unknown):

@@ -83,17 +83,31 @@ def read_config_file(path: str) -> dict[str, Any]:
 
 
 def set_dotted(data: dict[str, Any], dotted: str, value: Any) -> None:
-    """``set_dotted(d, "a.b", 1)`` makes ``d["a"]["b"] == 1``, creating levels as needed."""
-    node = data
+    """``set_dotted(d, "a.b", 1)`` makes ``d["a"]["b"] == 1``, creating levels as needed; a number
+    names an item of a list the config already has (``streams.0.output.path``)."""
+    node: Any = data
     parts = dotted.split(".")
-    for i, part in enumerate(parts[:-1]):
-        child = node.get(part)
-        if child is None:
-            child = node[part] = {}
-        elif not isinstance(child, dict):
-            raise ConfigError(f"key '{'.'.join(parts[: i + 1])}' is a value, so '{dotted}' cannot be set inside it")
-        node = child
-    node[parts[-1]] = value
+    for i, part in enumerate(parts):
+        here = ".".join(parts[: i + 1])
+        last = i == len(parts) - 1
+        if isinstance(node, list):
+            if not part.isdigit():
+                raise ConfigError(f"key '{'.'.join(parts[:i])}' is a list: '{dotted}' needs an item number there")
+            if int(part) >= len(node):
+                raise ConfigError(f"config key '{here}': '{'.'.join(parts[:i])}' has {len(node)} item(s), numbered from 0")
+            if last:
+                node[int(part)] = value
+                return
+            node = node[int(part)]
+            continue
+        if not isinstance(node, dict):
+            raise ConfigError(f"key '{'.'.join(parts[:i])}' is a value, so '{dotted}' cannot be set inside it")
+        if last:
+            node[part] = value
+            return
+        if node.get(part) is None:
+            node[part] = {}
+        node = node[part]
 
 
 def _inner_types(annotation: Any) -> list[tuple[Any, bool]]:

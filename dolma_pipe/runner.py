@@ -310,14 +310,19 @@ class RunSummary:
             not_run = f", {len(p.not_run):,} not run" if p.not_run else ""
             total = len(p.tasks) + len(p.failures) + len(p.not_run)
             rows.append((label, f"{total:,} ({done:,} processed, {skipped:,} already done, {len(p.failures):,} failed{not_run})"))
-        for key in sorted(m.totals):
-            rows.append((key.replace("_", " "), f"{m.totals[key]:,}"))
+        if self.table is None:
+            # A stage's own table says what it did; without one, the counts it summed say it.
+            # (Either way they are all in the manifest's totals.)
+            for key in sorted(m.totals):
+                rows.append((key.replace("_", " "), f"{m.totals[key]:,}"))
         err_total = sum(m.errors.values())
         if err_total:
             kinds = ", ".join(f"{k} {v:,}" for k, v in sorted(m.errors.items(), key=lambda kv: (-kv[1], kv[0])))
             rows.append(("bad records", f"{err_total:,} ({kinds}); see {storage.join(self.root, '_errors')}/"))
         else:
             rows.append(("bad records", "0"))
+        if m.redone:
+            rows.append(("redone", f"{len(m.redone):,} finished task(s) whose files were missing or damaged (the manifest's redone)"))
         if m.warnings:
             noted = ", ".join(f"{k.replace('_', ' ')} {v:,}" for k, v in sorted(m.warnings.items()))
             rows.append(("warnings", f"{noted} (not errors; see the manifest's task records)"))

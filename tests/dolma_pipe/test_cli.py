@@ -65,3 +65,29 @@ def test_openblas_threads_default_to_one_and_a_users_value_stays():
     assert out.stdout.strip() == "1"
     out = subprocess.run([sys.executable, "-c", code], env=dict(env, OPENBLAS_NUM_THREADS="3"), capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "3"
+
+
+def test_list_items_are_overridden_from_the_command_line(tmp_path, make_corpus):
+    root = make_corpus(files=2, docs=5)
+    spec = tmp_path / "mix.json"
+    stream = {"name": "s", "documents": [f"{root}/documents/*"], "output": {"path": str(tmp_path / "a")}}
+    spec.write_bytes(orjson.dumps({"streams": [stream]}))
+    proc = run_cli("mix", "-c", str(spec), "--streams.0.output.path", str(tmp_path / "b"), "--streams.0.output.max_size_in_bytes", "1000")
+    assert proc.returncode == 0, proc.stderr
+    assert not (tmp_path / "a").exists() and len(list((tmp_path / "b").glob("s-*.jsonl.gz"))) > 1
+    proc = run_cli("mix", "-c", str(spec), "--streams.1.output.path", "x")
+    assert proc.returncode == 1 and "config key 'streams.1': 'streams' has 1 item(s), numbered from 0" in proc.stderr
+    proc = run_cli("mix", "-c", str(spec), "--streams.0.outptu.path", "x")
+    assert proc.returncode == 1 and "unknown config key 'streams.0.outptu' (did you mean 'streams.0.output'?)" in proc.stderr
+
+
+def test_a_stage_with_its_own_table_prints_one_summary_of_each_thing(tmp_path, make_corpus):
+    """The run's summary (tasks, bad records, time) and the stage's table (what it found) do not
+    repeat each other; a stage without a table shows its counts."""
+    root = make_corpus(files=2, docs=20)
+    proc = run_cli("dedup", "--documents", f"{root}/documents/*", "--dedupe.name", "d", "--dedupe.paragraphs.attribute_name", "p")
+    assert proc.returncode == 0, proc.stderr
+    assert "duplicate paragraphs (p)" in proc.stdout and "paragraph keys" not in proc.stderr and "python lines" not in proc.stderr
+    assert "scan tasks" in proc.stderr and "bad records" in proc.stderr
+    proc = run_cli("tag", "--documents", f"{root}/documents/*", "--experiment", "t", "--taggers", "lengths_v1")
+    assert proc.returncode == 0 and "docs out" in proc.stderr, proc.stderr

@@ -53,7 +53,6 @@ COUNTS = (
     "minhash_documents",
     "documents_without_shingles",
     "decontaminated_paragraphs",
-    "python_lines",
 )
 
 
@@ -245,7 +244,10 @@ def run_scan(
         dups = bloom_lookup(read_slice(layout.scan(task.rel, kind), 0), size, bloom_filter)
         workfiles.write(layout.per_file("bloom", task.rel), bucketed_single(dups, DUP))
         result["bloom_hits"] = len(dups) // DUP
-    return TaskOutput(docs_in=int(counts["documents"]), counts=result)
+    # Lines the Rust fast path left to Python (integer ids, unusual JSON): how the scan went, not
+    # what it found, so kept with the task's record rather than summed with the counts.
+    data = {"lines_parsed_in_python": int(by_name.get("python_lines", 0))}
+    return TaskOutput(docs_in=int(counts["documents"]), counts=result, data=data)
 
 
 def scan_outputs(config: DedupConfig, layout: Layout, rel: str) -> list[str]:

@@ -109,6 +109,21 @@ def test_same_bytes_when_rerun_with_force(corpus, reference, tmp_path):
     assert stage_outputs(out / "dd") == reference
 
 
+def test_a_complete_run_removes_its_work_files_unless_told_to_keep_them(corpus, reference, tmp_path):
+    out = tmp_path / "out"
+    summary = run(_all_passes(corpus[0], out))
+    assert summary.manifest.work_removed and not (out / "dd" / "_work").exists()
+    # Kept, they are all there (the scan's meta, keys and bands of each file, every bucket), and
+    # removing them later changes nothing a rerun does.
+    kept = run(_all_passes(corpus[0], out, keep_work=True))
+    assert all(r.skipped for r in kept.results) and not kept.manifest.work_removed
+    out2 = tmp_path / "out2"
+    run(_all_passes(corpus[0], out2, keep_work=True))
+    inputs = read_manifest(str(out2 / "dd")).inputs
+    assert sorted(p.name for p in (out2 / "dd" / "_work" / "scan").glob("*.meta")) == sorted(f"{f.rel}.meta" for f in inputs)
+    assert {k: v for k, v in stage_outputs(out2 / "dd").items() if not k.startswith("_work/")} == reference
+
+
 @pytest.mark.ray
 def test_same_bytes_on_ray(corpus, reference, tmp_path, ray_address):
     out = tmp_path / "out"
