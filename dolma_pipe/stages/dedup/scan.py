@@ -246,8 +246,8 @@ def run_scan(
         result["bloom_hits"] = len(dups) // DUP
     # Lines the Rust fast path left to Python (integer ids, unusual JSON): how the scan went, not
     # what it found, so kept with the task's record rather than summed with the counts.
-    data = {"lines_parsed_in_python": int(by_name.get("python_lines", 0))}
-    return TaskOutput(docs_in=int(counts["documents"]), counts=result, data=data)
+    how = {"lines_parsed_in_python": int(by_name.get("python_lines", 0))}
+    return TaskOutput(docs_in=int(counts["documents"]), counts=result, data=how)
 
 
 def scan_outputs(config: DedupConfig, layout: Layout, rel: str) -> list[str]:
