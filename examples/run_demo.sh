@@ -88,6 +88,22 @@ done
 for stage in stage1 stage2; do sed "s#demo-output/#$OUT/#g" "examples/configs/mix-$stage.yaml" > "$OUT/configs/mix-$stage.yaml"; done
 "$DP" mix -c "$OUT/configs/mix-stage1.yaml"
 "$DP" mix -c "$OUT/configs/mix-stage2.yaml"
+"$VENV/bin/python" - "$OUT" <<'PY'
+import glob, gzip, json, sys
+out = sys.argv[1]
+for name, pattern in (("stage 1", f"{out}/mix/stage1/*.jsonl.gz"), ("stage 2", f"{out}/mix/stage2/seed-*/documents/*.jsonl.gz")):
+    shards = sorted(glob.glob(pattern))
+    docs = 0
+    for path in shards:
+        with gzip.open(path, "rt", encoding="utf-8") as fh:
+            for n, line in enumerate(fh, 1):
+                try:
+                    json.loads(line)
+                except ValueError:
+                    sys.exit(f"{path}:{n} is not a whole document")
+                docs += 1
+    print(f"{name} mix: {docs:,} documents in {len(shards)} shards, every line a whole document")
+PY
 
 echo
 echo "== 7. tokenize: the stage-1 mix into OLMo token shards (train/ and val/) -> $OUT/tokens/"

@@ -53,9 +53,8 @@ from dolma_pipe import paths, storage, workdir
 from dolma_pipe.config import ConfigError, RunOptions
 from dolma_pipe.manifest import InputFile, TaskRecord
 from dolma_pipe.quarantine import Quarantine
-from dolma_pipe.runner import RunFailed
 from dolma_pipe.stage import Phase, RunContext, Stage, StepResult, Task, TaskOutput, remove_stale
-from dolma_pipe.workdir import WorkDir
+from dolma_pipe.workdir import WorkDir, WorkFileError
 from mixers import dolmino, tokens
 from mixers.config import MixConfig
 from mixers.output import Compression, MemberWriter, compression_for, concatenate, extension
@@ -601,7 +600,9 @@ class MixStage(Stage[MixConfig]):
                         w.write(b"\n".join(chosen) + b"\n", [len(x) + 1 for x in chosen])
                 start += len(lines)
             if start != len(keys):
-                raise RunFailed(f"{cache}: the cached documents ({start}) and counts ({len(keys)}) differ; rerun with --force")
+                # Each checks out alone but they disagree: the count task that wrote them is redone.
+                detail = f"damaged (it holds {start} documents, the cached counts {len(keys)})"
+                raise WorkFileError(storage.join(cache, "docs.jsonl.zst"), "damaged", detail)
         except BaseException as exc:
             for w in writers.values():
                 w.__exit__(type(exc), exc, exc.__traceback__)
@@ -637,7 +638,7 @@ class MixStage(Stage[MixConfig]):
             for name, (docs, toks) in per.items():
                 want = plan[name]["seeds"][seed]
                 if (docs, toks) != (want["docs"], want["tokens"]):
-                    raise RunFailed(
+                    raise dolmino.MixPlanError(
                         f"seed {seed}, source {name!r}: sampled {docs:,} documents / {toks:,} tokens, planned {want['docs']:,} / {want['tokens']:,}"
                     )
         return StepResult(data={"shards": shards, "taken": taken})
