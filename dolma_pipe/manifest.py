@@ -140,6 +140,8 @@ class Manifest(BaseModel):
     config: dict[str, Any]
     executor: ExecutorInfo
     fingerprint: str
+    # What the run resolved from its config once (dedup's hash ranges, a tokenizer's digest...).
+    resolved: dict[str, Any] = Field(default_factory=dict)
     inputs: list[InputFile]
     phases: list[PhaseRecord]
     # Sums over every phase: documents and counts, quarantined records by kind, failed tasks.

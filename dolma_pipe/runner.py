@@ -506,7 +506,7 @@ def _run_locked(stage: Stage, executor: Executor | None, stream: TextIO) -> RunS
     inputs = stage.plan_inputs()
     phases = stage.phases()
     ctx = RunContext(inputs=inputs)
-    fingerprint = stage.fingerprint(inputs)
+    fingerprint = stage.prepare(inputs)
     previous = _previous(root)
     # A work directory that the last run removed as it completed is not looked for: a task
     # that needs a file from it finds it missing and has its writer redone then.
@@ -525,6 +525,7 @@ def _run_locked(stage: Stage, executor: Executor | None, stream: TextIO) -> RunS
         config=cfg.model_dump(mode="json"),
         executor=info,
         fingerprint=fingerprint,
+        resolved=dict(stage.resolved),
         inputs=inputs,
         phases=[PhaseRecord(name=p.name) for p in phases],
     )

@@ -150,6 +150,19 @@ class Phase:
 C = TypeVar("C", bound=RunOptions)
 
 
+class Resolved(dict):
+    """What a run resolved from its config, once, on the driver (:meth:`Stage.resolve`): read-only."""
+
+    def _fixed(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError("a run's resolved values are fixed when it starts")
+
+    __setitem__ = __delitem__ = _fixed
+    update = pop = popitem = clear = setdefault = _fixed
+
+    def __reduce__(self) -> tuple[Any, ...]:  # pickled to workers with the stage
+        return (Resolved, (dict(self),))
+
+
 class Stage(ABC, Generic[C]):
     """One stage of the pipeline.
 
@@ -173,6 +186,7 @@ class Stage(ABC, Generic[C]):
 
     def __init__(self, config: C):
         self.config: C = config
+        self.resolved: Resolved = Resolved()
 
     @property
     def output_root(self) -> str:
@@ -208,18 +222,38 @@ class Stage(ABC, Generic[C]):
             inputs.append(InputFile(path=path, rel=rel, size=info.size, mtime=info.mtime))
         return inputs
 
-    def fingerprint(self, inputs: list[InputFile]) -> str:
-        """Hash of what shapes outputs (settings, and the input set where it matters), not how it runs.
+    # ---- what a run uses, resolved once, and its fingerprint -----------------------------
 
-        Stored in each completion marker: a task finished under another fingerprint is redone.
-        """
+    def resolve(self, inputs: list[InputFile]) -> dict[str, Any]:
+        """The values a run uses that its config only implies (dedup's hash ranges and Bloom sizes,
+        a tokenizer's digest and special ids...), worked out once on the driver before anything is
+        planned: phases read them from :attr:`resolved`, the manifest records them, and they are
+        part of the fingerprint. JSON values only."""
+        return {}
+
+    def prepare(self, inputs: list[InputFile]) -> str:
+        """Resolves the run (:meth:`resolve`, then :attr:`resolved` is fixed) and returns its fingerprint."""
+        self.resolved = Resolved(orjson.loads(orjson.dumps(self.resolve(inputs))))
+        return self.fingerprint(inputs)
+
+    def fingerprint(self, inputs: list[InputFile]) -> str:
+        """Hash of what shapes outputs, by one rule for every stage: the config but for how it runs
+        (``RunOptions`` and :attr:`run_keys`), the input set where it matters, and what the run
+        resolved. Stored in each completion marker: a task finished under another fingerprint is
+        redone. Stages do not override it (a subclass that does is refused)."""
         run_keys = set(RunOptions.model_fields) | self.run_keys
         shaping = {k: v for k, v in self.config.model_dump(mode="json").items() if k not in run_keys}
         shaping.pop("documents", None)
         if self.depends_on_input_set:
             shaping["__inputs__"] = [[f.path, f.size, f.mtime] for f in inputs]
+        shaping["__resolved__"] = dict(self.resolved)
         blob = orjson.dumps({"stage": self.name, **shaping}, option=orjson.OPT_SORT_KEYS)
         return hashlib.sha256(blob).hexdigest()[:16]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "fingerprint" in cls.__dict__:
+            raise TypeError(f"{cls.__name__} defines fingerprint(): declare run_keys and resolve() instead (one rule for every stage)")
 
     # ---- work files -----------------------------------------------------------------------
 

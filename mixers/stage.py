@@ -50,7 +50,7 @@ import orjson
 import zstandard
 
 from dolma_pipe import paths, storage, workdir
-from dolma_pipe.config import ConfigError, RunOptions
+from dolma_pipe.config import ConfigError
 from dolma_pipe.manifest import InputFile, TaskRecord
 from dolma_pipe.quarantine import Quarantine
 from dolma_pipe.stage import Phase, RunContext, Stage, StepResult, Task, TaskOutput, remove_stale
@@ -128,6 +128,8 @@ class MixStage(Stage[MixConfig]):
     description = "mix sources into a corpus from a YAML spec (Dolma and Dolmino style)"
     config_model = MixConfig
     depends_on_input_set = True
+    # Dolma's work_dir is accepted and unused; the others say how a run goes, not what it writes.
+    run_keys = frozenset({"batch_size", "dryrun", "work_dir", "keep_work"})
 
     def __init__(self, config: MixConfig):
         super().__init__(config)
@@ -212,13 +214,11 @@ class MixStage(Stage[MixConfig]):
     def output_root(self) -> str:
         return self._root
 
-    def fingerprint(self, inputs: list[InputFile]) -> str:
-        run_keys = set(RunOptions.model_fields) | {"batch_size", "dryrun", "work_dir", "keep_work"}
-        shaping = {k: v for k, v in self.config.model_dump(mode="json").items() if k not in run_keys}
-        shaping["__inputs__"] = [[f.path, f.size, f.mtime] for f in inputs]
-        shaping["__tokenizer__"] = self.tokenizer_id
-        blob = orjson.dumps({"stage": self.name, **shaping}, option=orjson.OPT_SORT_KEYS)
-        return hashlib.sha256(blob).hexdigest()[:16]
+    def resolve(self, inputs: list[InputFile]) -> dict[str, Any]:
+        """Sources: the tokenizer that counts (its file's digest) and each source's requested tokens."""
+        if not self.config.sources:
+            return {}
+        return {"tokenizer": self.tokenizer_id, "requested_tokens": self.requested}
 
     def plan_inputs(self) -> list[InputFile]:
         """Every group's inputs (named ``<group>/<relative name>``), each with its attribute files."""

@@ -347,6 +347,8 @@ class TokenizeStage(Stage[TokenizeConfig]):
     description = "tokenize documents into OLMo token shards (train and validation), deterministic and resumable"
     config_model = TokenizeConfig
     depends_on_input_set = True
+    # How many documents go to one encode call, and whether _work/ stays: not what is written.
+    run_keys = frozenset({"batch_size", "keep_work"})
 
     def __init__(self, config: TokenizeConfig):
         super().__init__(config)
@@ -379,16 +381,19 @@ class TokenizeStage(Stage[TokenizeConfig]):
     def output_root(self) -> str:
         return self.config.destination
 
-    def fingerprint(self, inputs: list[InputFile]) -> str:
-        # What shapes the outputs: the settings but batch_size and keep_work (a resumed run may
-        # change them), and the tokenizer file's content wherever it lives.
-        original = self.config
-        self.config = original.model_copy(update={"batch_size": 1, "keep_work": False})
-        try:
-            base = super().fingerprint(inputs)
-        finally:
-            self.config = original
-        return hashlib.sha256(f"{base}:{self.tok_info.sha256}".encode()).hexdigest()[:16]
+    def resolve(self, inputs: list[InputFile]) -> dict[str, Any]:
+        """The tokenizer as it is (its file's digest: a name can come to mean another file) and the
+        ids and dtype the shards are written with."""
+        return {
+            "tokenizer": {
+                "sha256": self.tok_info.sha256,
+                "vocab_size": self.tok_info.vocab_size,
+                "eos_token_id": self.eos_id,
+                "bos_token_id": self.bos_id,
+                "pad_token_id": self.pad_id,
+            },
+            "dtype": str(self.dtype),
+        }
 
     def phases(self) -> list[Phase]:
         return [

@@ -205,3 +205,33 @@ def test_manifest_reads_back_typed(corpus, tmp_path):
 
     with pytest.raises(ManifestError, match="_manifest.json: not a dolma-pipe manifest"):
         read_manifest(str(out))
+
+
+def test_one_fingerprint_rule_and_what_a_run_resolved_is_in_its_manifest(tmp_path):
+    """No stage defines its own fingerprint (a class that tries is refused); what a run resolves
+    from its config is fixed, recorded, and part of the fingerprint."""
+    from dolma_pipe.cli import COMMANDS
+    from dolma_pipe.config import load_config
+    from dolma_pipe.documents import write_documents
+    from dolma_pipe.stage import Resolved, Stage
+    from dolma_pipe.stages.dedup import DedupConfig, DedupStage
+    from tests.helpers import make_docs
+
+    for cmd in COMMANDS:
+        cls = cmd.load() if cmd.target else None
+        if isinstance(cls, type) and issubclass(cls, Stage):
+            assert cls.fingerprint is Stage.fingerprint, cmd.name
+    with pytest.raises(TypeError, match="defines fingerprint"):
+        type("Own", (DedupStage,), {"fingerprint": lambda self, inputs: "x"})
+    docs = tmp_path / "documents"
+    write_documents(str(docs / "a.jsonl.gz"), make_docs(10))
+    cfg = {"documents": [str(docs / "*")], "dedupe": {"name": "d", "paragraphs": {"attribute_name": "p"}}, "minhash": {"threshold": 0.8}}
+    stage = DedupStage(load_config(DedupConfig, None, {**cfg, "progress": False}))
+    summary = run_stage(stage, stream=io.StringIO())
+    assert summary.manifest.resolved == {"name": "d", "buckets": 1, "mode": "exact", "minhash": {"bands": 10, "rows": 6, "hashes": 60}}
+    assert isinstance(stage.resolved, Resolved)
+    with pytest.raises(TypeError, match="fixed"):
+        stage.resolved["buckets"] = 2
+    # Other numbers for the run (more hash ranges than the input asks for): another fingerprint.
+    other = DedupStage(load_config(DedupConfig, None, {**cfg, "buckets": 3}))
+    assert other.prepare(stage.plan_inputs()) != summary.manifest.fingerprint

@@ -30,7 +30,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import io
-import math
 import os
 import shutil
 import struct
@@ -42,13 +41,13 @@ import orjson
 
 from dolma_pipe import storage, workdir
 from dolma_pipe._rust import BloomSetter
-from dolma_pipe.bloom import DEFAULT_SEED, MAX_HASHES, BloomFileError, BloomFilter
+from dolma_pipe.bloom import DEFAULT_SEED, BloomFileError, BloomFilter
 from dolma_pipe.config import ConfigError
 from dolma_pipe.stage import RunContext, StepResult, Task, TaskOutput
 from dolma_pipe.workdir import WorkFileError
 
 from . import workfiles
-from .config import BloomFilterSection, DedupConfig
+from .config import DedupConfig, shape
 from .scan import bucketed_single
 from .workfiles import DOC, DUP, PARA, Layout, read_slice
 
@@ -67,33 +66,6 @@ def key_kind(config: DedupConfig) -> dict[str, Any]:
     if ng is not None and ng.ngram_length > 0:
         kind.update(ngram_length=ng.ngram_length, stride=max(ng.stride, 1))
     return kind
-
-
-def _dolma_hashes(size_in_bytes: int, expected: int) -> int:
-    """Dolma's ``optimal_number_of_hashers``: ceil(m / n * ln 2)."""
-    return math.ceil(size_in_bytes * 8 / expected * math.log(2))
-
-
-def _dolma_fp(size_in_bytes: int, expected: int, hashes: int) -> float:
-    """Dolma's ``prob_of_false_positive``: (1 - (1 - 1/m)^(k n))^k."""
-    m = size_in_bytes * 8
-    return (1.0 - math.exp(hashes * expected * math.log1p(-1.0 / m))) ** hashes
-
-
-def dolma_size_in_bytes(expected: int, fp_rate: float) -> int:
-    """Dolma's ``suggest_size_in_bytes``: 1 MiB, doubled until the false-positive rate is met."""
-    size = 1 << 20
-    while size < (1 << 62) and _dolma_fp(size, expected, _dolma_hashes(size, expected)) > fp_rate:
-        size *= 2
-    return size
-
-
-def shape(bf: BloomFilterSection) -> tuple[int, int]:
-    """(bits, hashes) the config asks for: Dolma's sizes (so its configs make filters of the same
-    size), with the number of hash functions capped at ``MAX_HASHES`` (Dolma's uncapped count
-    reaches thousands for small counts and buys nothing past ~30)."""
-    size = bf.size_in_bytes or dolma_size_in_bytes(bf.estimated_doc_count, bf.desired_false_positive_rate)
-    return size * 8, max(1, min(MAX_HASHES, _dolma_hashes(size, bf.estimated_doc_count)))
 
 
 def header(path: str) -> dict[str, int]:
@@ -165,7 +137,7 @@ def _sidecar(path: str) -> dict[str, Any] | None:
         raise BloomFileError(f"{path}{SIDECAR_SUFFIX}: damaged (not JSON); delete the filter and its sidecar to start over") from None
 
 
-def check_filter(config: DedupConfig, path: str, local: str) -> tuple[dict[str, int], dict[str, Any]]:
+def check_filter(config: DedupConfig, path: str, local: str, bits: int, hashes: int) -> tuple[dict[str, int], dict[str, Any]]:
     """Refuses a filter file that is not a filter, is corrupt, or was made for other keys or sizes;
     its header fields and its sidecar."""
     bf = config.bloom_filter
@@ -185,7 +157,6 @@ def check_filter(config: DedupConfig, path: str, local: str) -> tuple[dict[str, 
     if side.get("kind") != want:
         raise BloomFileError(f"{path}: stale: it holds {side.get('kind')}, this config asks for {want}; use another file")
     if not bf.read_only:
-        bits, hashes = shape(bf)
         if (head["num_bits"], head["num_hashes"]) != (bits, hashes):
             raise BloomFileError(
                 f"{path}: stale: made with {head['num_bits']} bits and {head['num_hashes']} hash functions, this config asks for "
@@ -205,6 +176,9 @@ class FilterState:
         self.config = config
         self.layout = layout
         self.path = bf.file
+        # The size of the filter the run makes or extends, by Dolma's sizing rule: resolved here,
+        # once (the run records it). A read-only filter is used at the size it has.
+        self.bits, self.hashes = (0, 0) if bf.read_only else shape(bf)
         self.published = _published(layout)
         if not storage.is_remote(self.path) and os.path.isdir(storage.local_path(self.path)):
             raise ConfigError(f"bloom_filter.file {self.path} is a directory; give the path of a filter file (made if missing)")
@@ -215,7 +189,7 @@ class FilterState:
         side: dict[str, Any] = {}
         if exists:
             self.local = local_copy(self.path)
-            head, side = check_filter(config, self.path, self.local)
+            head, side = check_filter(config, self.path, self.local, self.bits, self.hashes)
             self.current = head["checksum"]
         if not bf.read_only and self.published is not None and self.current == self.published["checksum"]:
             # The file is this run's own published result: the run started from `initial`.
@@ -236,9 +210,7 @@ class FilterState:
 
     def load_initial(self) -> BloomSetter:
         """The filter the run starts from, ready for test-and-set (a new one when there is none)."""
-        bf = self.config.bloom_filter
-        assert bf is not None
-        bits, hashes = shape(bf)
+        bits, hashes = self.bits, self.hashes
         if self.initial is None:
             return BloomSetter(None, bits, hashes, DEFAULT_SEED)
         kept = self.layout.single("bloom/initial.bloom")

@@ -29,6 +29,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
+from dolma_pipe.bloom import MAX_BITS, MAX_HASHES
 from dolma_pipe.config import ConfigError, PathStr, RunOptions, StrictModel
 
 MIB = 1 << 20
@@ -244,15 +245,38 @@ def check(config: DedupConfig) -> None:
 
 def _check_bloom_size(bf: BloomFilterSection) -> None:
     """The bit array the section asks for fits the filter format (MAX_BITS), before any work."""
-    from dolma_pipe.bloom import MAX_BITS
-
-    from .bloommode import shape
-
     bits, _ = shape(bf)
     size = bits // 8
     if bits > MAX_BITS:
         key = "size_in_bytes" if bf.size_in_bytes else "estimated_doc_count and desired_false_positive_rate"
         raise ConfigError(f"bloom_filter.{key}: a filter of {size:,} bytes; at most {MAX_BITS // 8:,} ({MAX_BITS // 8 >> 30:,} GiB)")
+
+
+def _dolma_hashes(size_in_bytes: int, expected: int) -> int:
+    """Dolma's ``optimal_number_of_hashers``: ceil(m / n * ln 2)."""
+    return math.ceil(size_in_bytes * 8 / expected * math.log(2))
+
+
+def _dolma_fp(size_in_bytes: int, expected: int, hashes: int) -> float:
+    """Dolma's ``prob_of_false_positive``: (1 - (1 - 1/m)^(k n))^k."""
+    m = size_in_bytes * 8
+    return (1.0 - math.exp(hashes * expected * math.log1p(-1.0 / m))) ** hashes
+
+
+def dolma_size_in_bytes(expected: int, fp_rate: float) -> int:
+    """Dolma's ``suggest_size_in_bytes``: 1 MiB, doubled until the false-positive rate is met."""
+    size = 1 << 20
+    while size < (1 << 62) and _dolma_fp(size, expected, _dolma_hashes(size, expected)) > fp_rate:
+        size *= 2
+    return size
+
+
+def shape(bf: BloomFilterSection) -> tuple[int, int]:
+    """(bits, hashes) the config asks for: Dolma's sizes (so its configs make filters of the same
+    size), with the number of hash functions capped at ``MAX_HASHES`` (Dolma's uncapped count
+    reaches thousands for small counts and buys nothing past ~30)."""
+    size = bf.size_in_bytes or dolma_size_in_bytes(bf.estimated_doc_count, bf.desired_false_positive_rate)
+    return size * 8, max(1, min(MAX_HASHES, _dolma_hashes(size, bf.estimated_doc_count)))
 
 
 def attribute_set_name(config: DedupConfig) -> str | None:

@@ -17,6 +17,7 @@ Outputs per file (see :mod:`.workfiles`): ``meta``, and per pass the key records
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any, cast
 
 from dolma_pipe import storage, workdir
@@ -34,7 +35,7 @@ from dolma_pipe.quarantine import Quarantine
 from dolma_pipe.stage import Task, TaskOutput
 
 from . import workfiles
-from .config import DedupConfig, minhash_shape
+from .config import DedupConfig
 from .workfiles import DOC, DUP, PARA, WHOLE_DOCUMENT, Layout, meta_ids
 
 # Built once per worker process: a scan plan holds the decontamination set and the MinHash
@@ -56,9 +57,11 @@ COUNTS = (
 )
 
 
-def plan_kwargs(config: DedupConfig, buckets: int) -> dict[str, Any]:
-    """The scan plan's arguments (JSON-able; the decontamination set is added separately)."""
+def plan_kwargs(config: DedupConfig, resolved: Mapping[str, Any]) -> dict[str, Any]:
+    """The scan plan's arguments (JSON-able; the decontamination set is added separately), from the
+    config and what the run resolved (hash ranges, MinHash bands x rows)."""
     d = config.dedupe
+    buckets = int(resolved["buckets"])
     kw: dict[str, Any] = {"min_length": d.min_length or 0, "min_words": d.min_words or 0, "skip_empty": bool(d.skip_empty)}
     bloom = config.bloom_filter is not None
     if d.documents is not None:
@@ -72,7 +75,7 @@ def plan_kwargs(config: DedupConfig, buckets: int) -> dict[str, Any]:
         kw["paragraph_buckets"] = 1 if bloom else buckets
     m = config.minhash
     if m is not None:
-        bands, rows = minhash_shape(m)
+        bands, rows = resolved["minhash"]["bands"], resolved["minhash"]["rows"]
         kw["minhash"] = {
             "num_perm": bands * rows,
             "seed": m.seed,
@@ -88,8 +91,8 @@ def plan_kwargs(config: DedupConfig, buckets: int) -> dict[str, Any]:
     return kw
 
 
-def get_plan(config: DedupConfig, buckets: int, decontam_path: str | None) -> ScanPlan:
-    kw = plan_kwargs(config, buckets)
+def get_plan(config: DedupConfig, resolved: Mapping[str, Any], decontam_path: str | None) -> ScanPlan:
+    kw = plan_kwargs(config, resolved)
     cache_key = json.dumps([kw, decontam_path], sort_keys=True)
     plan = _PLANS.get(cache_key)
     if plan is None:
@@ -209,11 +212,11 @@ def run_scan(
     layout: Layout,
     task: Task,
     quarantine: Quarantine,
-    buckets: int,
+    resolved: Mapping[str, Any],
     decontam_path: str | None,
     bloom_filter: Any = None,
 ) -> TaskOutput:
-    plan = get_plan(config, buckets, decontam_path)
+    plan = get_plan(config, resolved, decontam_path)
     scanner = DedupScanner(plan)
     key = KeyReader(config.dedupe.documents.key if config.dedupe.documents is not None else None)
     scan_documents(scanner, key, task.path, quarantine)

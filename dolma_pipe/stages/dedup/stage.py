@@ -33,7 +33,7 @@ from dolma_pipe.stage import Phase, RunContext, Stage, StepResult, Task, TaskOut
 from dolma_pipe.workdir import WorkDir
 
 from . import attributes, bloommode, decontam, exact, minhash, scan
-from .config import DedupConfig, attribute_set_name, auto_buckets, check, resolved
+from .config import DedupConfig, attribute_set_name, check, resolved
 from .workfiles import Layout
 
 _READ_ONLY_FILTERS: dict[str, BloomFilter] = {}
@@ -136,27 +136,23 @@ class DedupStage(Stage[DedupConfig]):
             raise paths.PathError(f"two inputs have the same name below '{self.document_dir}/'; rename one")
         return sorted(out, key=lambda f: f.rel)
 
-    def fingerprint(self, inputs: list[InputFile]) -> str:
-        """Settings and input set (the base), plus the evaluation files and the starting filter."""
-        import hashlib
-
-        base = super().fingerprint(inputs)
-        extra: dict[str, Any] = {}
+    def resolve(self, inputs: list[InputFile]) -> dict[str, Any]:
+        """Hash ranges, MinHash bands x rows, Bloom sizes and the filter the run starts from, and the
+        evaluation files decontamination reads."""
+        out = resolved(self.config, sum(f.size for f in inputs))
         if self.config.decontamination is not None:
-            extra["evaluation"] = decontam.identity(self.config.decontamination)
+            out["evaluation"] = decontam.identity(self.config.decontamination)
         if self.config.bloom_filter is not None:
             self._filter = bloommode.FilterState(self.config, self.layout, self.output_root)
-            extra["filter"] = self._filter.identity()
-        if not extra:
-            return base
-        import orjson
-
-        return hashlib.sha256(base.encode() + orjson.dumps(extra, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
+            out["bloom"] = {"start": self._filter.identity()}
+            if not self.config.bloom_filter.read_only:
+                out["bloom"].update(bits=self._filter.bits, hashes=self._filter.hashes)
+        return out
 
     # ---- phases -------------------------------------------------------------------------
 
     def _buckets(self, ctx: RunContext) -> int:
-        return auto_buckets(self.config, sum(f.size for f in ctx.inputs))
+        return int(self.resolved["buckets"])
 
     @property
     def _exact(self) -> bool:
@@ -246,7 +242,7 @@ class DedupStage(Stage[DedupConfig]):
 
     def _scan(self, task: Task, quarantine: Quarantine, ctx: RunContext) -> TaskOutput:
         filt = _read_only_filter(self.config.bloom_filter.file) if self._read_only and self.config.bloom_filter else None
-        return scan.run_scan(self.config, self.layout, task, quarantine, task.params["buckets"], task.params.get("decontamination"), filt)
+        return scan.run_scan(self.config, self.layout, task, quarantine, self.resolved, task.params.get("decontamination"), filt)
 
     def _documents(self, task: Task, quarantine: Quarantine, ctx: RunContext) -> TaskOutput:
         return exact.run_documents(self.layout, task, ctx)
@@ -325,7 +321,7 @@ class DedupStage(Stage[DedupConfig]):
     def _after_scan(self, records: list[TaskRecord], ctx: RunContext) -> StepResult:
         step = self._sum(records, ctx)
         step.data["documents"] = sum(r.docs_in for r in records)
-        step.data["parameters"] = resolved(self.config, sum(f.size for f in ctx.inputs))
+        step.data["parameters"] = {k: v for k, v in self.resolved.items() if k in ("name", "buckets", "mode", "minhash")}
         if "evaluation" in ctx.steps:
             step.data["evaluation"] = ctx.steps["evaluation"].data
         if self._filter is not None:
