@@ -27,9 +27,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch
 
-from train.config import OptimConfig
+from train.config import PRESETS, OptimConfig
 from train.data import GlobalOrder, TokenDataset, token_dtype
-from train.model import PRESETS, Transformer, describe, init_weights
+from train.model import Transformer, describe, init_weights
 from train.optim import build_optimizer, clip_grad_norm, lm_loss
 from train.shards import ShardSetWriter
 from train.testing import launch, read_metrics, write_config

@@ -1,9 +1,10 @@
 """``python -m train --config stage1.yaml [--set key=value ...]`` (under torchrun or alone).
 
-A config mistake is one line on stderr, ``config error: <key>: ...`` (exit status 2), found
-before the first step: most when the file loads (before torch is imported), the rest when the
-trainer is built (an existing ``save_dir``, a checkpoint that does not fit the config). A
-data problem is ``data error: ...`` (exit status 3). Neither prints a traceback.
+A mistake is one line on stderr and an exit status, never a traceback (``train.errors``): a
+config mistake is ``config error: <key>: ...`` (exit status 2), found before the first step: most
+when the file loads (before torch is imported), the rest when the trainer is built (an existing
+``save_dir``, a checkpoint that does not fit the config); a checkpoint that cannot be loaded is
+``checkpoint error: ...`` (2); a data problem is ``data error: ...`` (3).
 """
 
 from __future__ import annotations
@@ -12,8 +13,8 @@ import argparse
 import os
 import sys
 
-from train.config import ConfigError, check_for_training, load_config
-from train.data import DataError
+from train.config import check_for_training, load_config
+from train.errors import TrainError, report
 
 
 def _rank() -> int:
@@ -38,15 +39,10 @@ def main(argv=None) -> int:
         from train.trainer import run  # imports torch; config errors above stay fast
 
         result = run(cfg)
-    except ConfigError as e:
-        # the same on every rank (it comes from the config): said once
-        if _rank() == 0:
-            print(f"config error: {e}", file=sys.stderr)
-        return 2
-    except DataError as e:
-        # may differ between ranks (a file one node cannot see): every rank says its own
-        print(f"data error: {e}", file=sys.stderr)
-        return 3
+    except TrainError as e:
+        # A config mistake is the same on every rank (said once); a data one may differ between
+        # ranks (a file one node cannot see): every rank says its own.
+        return report(e, _rank())
     return 0 if result is not None else 1
 
 

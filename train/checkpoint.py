@@ -36,10 +36,7 @@ from torch.distributed.checkpoint.state_dict import (
     set_state_dict,
 )
 
-
-class CheckpointError(ValueError):
-    """A checkpoint that cannot be loaded into this run as configured."""
-
+from train.errors import CheckpointError
 
 STATE_FILE = "trainer_state.json"
 _STEP_RE = re.compile(r"^step(\d+)$")

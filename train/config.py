@@ -22,15 +22,13 @@ from typing import Any, Literal
 
 import yaml
 
+from train.errors import ConfigError
+
 # The enumerations of the config (checked at load: a value outside them is a ConfigError).
-PresetName = Literal["tiny", "small", "olmo2-1b", "olmo2-7b", "olmo2-13b"]  # the keys of train.model.PRESETS
+PresetName = Literal["tiny", "small", "olmo2-1b", "olmo2-7b", "olmo2-13b"]  # the keys of PRESETS (below ModelConfig)
 TokenDtype = Literal["auto", "uint16", "uint32"]  # auto: uint16 iff vocab_size <= 65536 (train.shards)
 Precision = Literal["auto", "fp32", "bf16"]  # auto: bf16 on GPUs that have it, else fp32
 ScheduleKind = Literal["cosine", "linear_decay", "constant"]
-
-
-class ConfigError(ValueError):
-    """A bad configuration; the message names the offending key."""
 
 
 @dataclass
@@ -50,6 +48,16 @@ class ModelConfig:
     norm_eps: float = 1e-6
     init_std: float = 0.02
     max_seq_len: int = 4096
+
+
+# Shapes of the released OLMo 2 models (dolma2 tokenizer: 100,278 entries, padded to 100,352).
+PRESETS: dict[str, ModelConfig] = {
+    "tiny": ModelConfig(vocab_size=512, d_model=64, n_layers=2, n_heads=4, max_seq_len=256),
+    "small": ModelConfig(vocab_size=512, d_model=256, n_layers=4, n_heads=4, max_seq_len=1024),
+    "olmo2-1b": ModelConfig(vocab_size=100278, d_model=2048, n_layers=16, n_heads=16, mlp_hidden=8192),
+    "olmo2-7b": ModelConfig(vocab_size=100278, d_model=4096, n_layers=32, n_heads=32, mlp_hidden=11008),
+    "olmo2-13b": ModelConfig(vocab_size=100278, d_model=5120, n_layers=40, n_heads=40, mlp_hidden=13824),
+}
 
 
 @dataclass
@@ -216,8 +224,6 @@ def _apply_preset(raw_model: dict) -> dict:
     known = typing.get_args(PresetName)
     if isinstance(name, bool) or name not in known:
         raise ConfigError(f"model.preset: unknown preset {name!r} (known: {', '.join(known)})")
-    from train.model import PRESETS  # local import: config stays importable without torch
-
     return {**dataclasses.asdict(PRESETS[name]), **raw_model}
 
 

@@ -24,12 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from train.errors import DataError
 from train.shards import ShardError, check_sidecar, dtype_for_vocab, find_shards, open_tokens, sidecar_path, token_count
-
-
-class DataError(ValueError):
-    """Bad or missing shards (a ``train.shards.ShardError`` is re-raised as this), or a
-    dataset that does not match a checkpoint."""
 
 
 def token_dtype(name: str, vocab_size: int) -> np.dtype:

@@ -24,7 +24,8 @@ import torch.nn.functional as F
 
 from train.checkpoint import CheckpointError
 from train.config import ModelConfig
-from train.data import DataError, TokenDataset, check_shard_results, eval_indices, shard_checks, token_dtype
+from train.data import TokenDataset, check_shard_results, eval_indices, shard_checks, token_dtype
+from train.errors import TrainError, report
 
 if TYPE_CHECKING:
     from train.model import Transformer
@@ -172,23 +173,13 @@ def main(argv=None) -> int:
         results = evaluate_checkpoints(
             args.checkpoints, args.val_paths, args.seq_len, args.max_instances, device=args.device, untrained=args.untrained
         )
-    except (CheckpointError, DataError) as e:
-        return report_error(e)
+    except TrainError as e:
+        return report(e)
     if args.json:
         print(json.dumps(results, indent=1))
     else:
         print_table(results)
     return 0
-
-
-def report_error(e: CheckpointError | DataError) -> int:
-    """A user mistake as one line on stderr and the status ``python -m train`` gives the same
-    kind of mistake: 3 for a data error, 2 for a checkpoint error."""
-    if isinstance(e, DataError):
-        print(f"data error: {e}", file=sys.stderr)
-        return 3
-    print(f"checkpoint error: {e}", file=sys.stderr)
-    return 2
 
 
 if __name__ == "__main__":

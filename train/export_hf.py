@@ -18,9 +18,10 @@ from typing import Any
 
 import torch
 
-from train.checkpoint import CheckpointError, load_model_weights, read_state
+from train.checkpoint import load_model_weights, read_state
 from train.config import ModelConfig
-from train.evaluate import model_config_from_state, report_error
+from train.errors import TrainError, report
+from train.evaluate import model_config_from_state
 from train.model import Transformer, mlp_hidden, padded_vocab
 
 _BLOCK_RENAMES = {
@@ -125,8 +126,8 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     try:
         out = export_checkpoint(args.checkpoint, args.out, getattr(torch, args.dtype), args.eos_id, args.pad_id)
-    except CheckpointError as e:
-        return report_error(e)
+    except TrainError as e:
+        return report(e)
     print(f"exported {args.checkpoint} -> {out}")
     return 0
 

@@ -20,15 +20,6 @@ from torch.utils.checkpoint import checkpoint
 
 from train.config import ModelConfig
 
-# Shapes of the released OLMo 2 models (dolma2 tokenizer: 100,278 entries, padded to 100,352).
-PRESETS: dict[str, ModelConfig] = {
-    "tiny": ModelConfig(vocab_size=512, d_model=64, n_layers=2, n_heads=4, max_seq_len=256),
-    "small": ModelConfig(vocab_size=512, d_model=256, n_layers=4, n_heads=4, max_seq_len=1024),
-    "olmo2-1b": ModelConfig(vocab_size=100278, d_model=2048, n_layers=16, n_heads=16, mlp_hidden=8192),
-    "olmo2-7b": ModelConfig(vocab_size=100278, d_model=4096, n_layers=32, n_heads=32, mlp_hidden=11008),
-    "olmo2-13b": ModelConfig(vocab_size=100278, d_model=5120, n_layers=40, n_heads=40, mlp_hidden=13824),
-}
-
 
 def _round_up(x: int, multiple: int) -> int:
     return -(-x // multiple) * multiple

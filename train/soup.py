@@ -21,13 +21,9 @@ from pathlib import Path
 
 import torch
 
-from train.checkpoint import STATE_FILE, CheckpointError, load_model_weights, read_state, save_model_weights
-from train.data import DataError
-from train.evaluate import default_device, empty_model, evaluate_checkpoints, model_config_from_state, print_table, report_error
-
-
-class SoupError(ValueError):
-    """Ingredients or arguments that do not make a soup (the message says which)."""
+from train.checkpoint import STATE_FILE, load_model_weights, read_state, save_model_weights
+from train.errors import SoupError, TrainError, report
+from train.evaluate import default_device, empty_model, evaluate_checkpoints, model_config_from_state, print_table
 
 
 def _model_diff(a: dict, b: dict) -> str:
@@ -128,11 +124,8 @@ def main(argv=None) -> int:
             )
             print_table(results)
             (Path(out) / "eval.json").write_text(json.dumps(results, indent=1))
-    except SoupError as e:
-        print(f"soup error: {e}", file=sys.stderr)
-        return 2
-    except (CheckpointError, DataError) as e:
-        return report_error(e)
+    except TrainError as e:
+        return report(e)
     return 0
 
 

@@ -46,7 +46,8 @@ def test_keep_last_and_permanent(tmp_path):
 
 
 def test_single_process_model_checkpoint_round_trip(tmp_path):
-    from train.model import PRESETS, Transformer, init_weights
+    from train.config import PRESETS
+    from train.model import Transformer, init_weights
 
     a, b = Transformer(PRESETS["tiny"]), Transformer(PRESETS["tiny"])
     init_weights(a, 1), init_weights(b, 2)

@@ -65,8 +65,7 @@ def test_cli_reports_config_error_without_traceback(tmp_path):
 def test_enumerations_are_literal_types_checked_at_load():
     import typing
 
-    from train.config import DataConfig, ModelConfig, ScheduleConfig, TrainConfig
-    from train.model import PRESETS
+    from train.config import PRESETS, DataConfig, ModelConfig, ScheduleConfig, TrainConfig
 
     hints = {cls: typing.get_type_hints(cls) for cls in (ModelConfig, DataConfig, TrainConfig, ScheduleConfig)}
     assert typing.get_args(hints[DataConfig]["token_dtype"]) == ("auto", "uint16", "uint32")

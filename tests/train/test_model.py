@@ -7,8 +7,8 @@ import pytest
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.train
 
-from train.config import ModelConfig  # noqa: E402
-from train.model import PRESETS, Transformer, describe, flops_per_token, init_weights, mlp_hidden, padded_vocab, param_count  # noqa: E402
+from train.config import PRESETS, ModelConfig  # noqa: E402
+from train.model import Transformer, describe, flops_per_token, init_weights, mlp_hidden, padded_vocab, param_count  # noqa: E402
 
 
 def tiny(**kw) -> ModelConfig:

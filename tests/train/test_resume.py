@@ -114,8 +114,9 @@ def test_resume_from_the_async_checkpoint_is_bit_identical(tmp_path_factory, tmp
 
 def test_weights_do_not_depend_on_rank_count(tmp_path_factory):
     """Step 1's loss (before any update) of the 2-rank FSDP run equals a plain 1-process model's."""
+    from train.config import PRESETS
     from train.data import GlobalOrder, TokenDataset
-    from train.model import PRESETS, Transformer, init_weights
+    from train.model import Transformer, init_weights
     from train.optim import lm_loss
 
     s1 = stage1(tmp_path_factory)

@@ -104,8 +104,9 @@ def test_evaluate_untrained_baseline_and_the_configs_instance_count(stage2, tmp_
 
 def test_soup_of_three_runs_averages_weights_and_is_evaluated(stage2):
     from train.checkpoint import load_model_weights, read_state
+    from train.config import PRESETS
     from train.evaluate import evaluate_checkpoints
-    from train.model import PRESETS, Transformer
+    from train.model import Transformer
 
     _, root, data, runs = stage2
     ingredients = [str(runs[s] / "step3") for s in SEEDS]
@@ -148,7 +149,8 @@ def test_soup_of_three_runs_averages_weights_and_is_evaluated(stage2):
 
 def test_weighted_soup_is_a_float32_running_mean(stage2, tmp_path):
     from train.checkpoint import load_model_weights
-    from train.model import PRESETS, Transformer
+    from train.config import PRESETS
+    from train.model import Transformer
     from train.soup import soup
 
     _, _, _, runs = stage2

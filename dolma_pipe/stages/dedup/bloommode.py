@@ -46,7 +46,6 @@ from dolma_pipe.config import ConfigError
 from dolma_pipe.stage import RunContext, StepResult, Task, TaskOutput
 from dolma_pipe.workdir import WorkFileError
 
-from . import workfiles
 from .config import DedupConfig, shape
 from .scan import bucketed_single
 from .workfiles import DOC, DUP, PARA, Layout, read_slice
@@ -248,7 +247,7 @@ def run_bloom(config: DedupConfig, layout: Layout, state: FilterState, task: Tas
         records = read_slice(layout.scan(f.rel, kind), 0)
         skip = removed_documents(layout, f.rel) if skip_removed else []
         dups, keys = setter.insert(records, size, skip)
-        workfiles.write(layout.per_file("bloom", f.rel), bucketed_single(dups, DUP))
+        workdir.write(layout.per_file("bloom", f.rel), bucketed_single(dups, DUP))
         inserted += keys
         dups_total += len(dups) // DUP
     final = layout.single("bloom/filter.bloom")
@@ -288,7 +287,7 @@ def publish(config: DedupConfig, layout: Layout, state: FilterState, root: str) 
     # The record of what is published (and from which filter the run started), then the sidecar,
     # then the file: a run killed at any point still knows, when rerun, whether the file is its own
     # result, and never finds a new filter without its sidecar.
-    workfiles.write(layout.single("bloom/published.json"), orjson.dumps({"checksum": head["checksum"], "initial": state.initial}))
+    workdir.write(layout.single("bloom/published.json"), orjson.dumps({"checksum": head["checksum"], "initial": state.initial}))
     side = {
         "format": FORMAT,
         "kind": key_kind(config),

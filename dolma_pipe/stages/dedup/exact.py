@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import struct
 
+from dolma_pipe import workdir
 from dolma_pipe._rust import FirstOccurrence
 from dolma_pipe.stage import RunContext, Task, TaskOutput
 
-from . import workfiles
 from .workfiles import DOC, MEMBER, PARA, Layout, read_slice, u32_records
 
 # Reasons in a ``removed`` file.
@@ -40,7 +40,7 @@ def _first_occurrences(layout: Layout, phase: str, kind: str, size: int, b: int,
     for i, f in enumerate(ctx.inputs):
         fo.add(i, read_slice(layout.scan(f.rel, kind), b), removed_documents(layout, f.rel) if skip_removed else [])
     out, dups, records, keys = fo.finish()
-    workfiles.write(layout.bucket(phase, b), out)
+    workdir.write(layout.bucket(phase, b), out)
     name = "duplicate_documents" if phase == "documents" else "duplicate_paragraph_keys"
     return TaskOutput(counts={name: dups}, data={"records": records, "keys": keys, "duplicates": dups})
 
@@ -74,7 +74,7 @@ def run_removed(layout: Layout, i: int, rel: str, buckets: int, documents: bool,
     )
     from .scan import bucketed_single
 
-    workfiles.write(layout.per_file("removed", rel), bucketed_single(recs, 8))
+    workdir.write(layout.per_file("removed", rel), bucketed_single(recs, 8))
     return TaskOutput(counts={"documents_removed": len(by_docs | by_near)})
 
 

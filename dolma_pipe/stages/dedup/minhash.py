@@ -21,12 +21,11 @@ from __future__ import annotations
 import struct
 from collections import defaultdict
 
-from dolma_pipe import storage
+from dolma_pipe import storage, workdir
 from dolma_pipe._rust import band_candidates, cluster_pairs, verify_pairs
 from dolma_pipe.documents import JsonlWriter
 from dolma_pipe.stage import RunContext, Task, TaskOutput
 
-from . import workfiles
 from .config import MinhashSection
 from .scan import bucketed_single
 from .workfiles import BAND, PAIR, VERIFIED, Layout, read_all, read_meta, read_set_values, read_signatures, read_slice, u32_records
@@ -38,7 +37,7 @@ def run_bands(layout: Layout, task: Task, ctx: RunContext, max_group: int) -> Ta
     b = task.params["bucket"]
     slices = [(i, read_slice(layout.scan(f.rel, "bands"), b)) for i, f in enumerate(ctx.inputs)]
     out, pairs = band_candidates(slices, len(ctx.inputs), max_group)
-    workfiles.write(layout.bucket("pairs", b), out)
+    workdir.write(layout.bucket("pairs", b), out)
     return TaskOutput(counts={"candidate_pairs": pairs}, data={"band_records": sum(len(s) for _, s in slices) // BAND})
 
 
@@ -66,7 +65,7 @@ def run_verify(layout: Layout, files: list[int], ctx: RunContext, buckets: int, 
     counts = {"verified_pairs": 0, "rejected_pairs": 0}
     results = verify_pairs([(i, pairs[i]) for i in files], nodes, values, m.verify, m.threshold)
     for i, (records, candidates, kept) in zip(files, results):
-        workfiles.write(layout.per_file("verified", ctx.inputs[i].rel), bucketed_single(records, VERIFIED))
+        workdir.write(layout.per_file("verified", ctx.inputs[i].rel), bucketed_single(records, VERIFIED))
         counts["verified_pairs"] += kept
         counts["rejected_pairs"] += candidates - kept
     return TaskOutput(counts={k: v for k, v in counts.items() if v})
@@ -80,7 +79,7 @@ def run_clusters(layout: Layout, root: str, task: Task, ctx: RunContext, buckets
     else:
         slices = [(i, read_slice(layout.bucket("pairs", b), i)) for b in range(buckets) for i in range(n)]
         members, clustered = cluster_pairs(slices, PAIR, n)
-    workfiles.write(layout.single("minhash/members.bkt"), members)
+    workdir.write(layout.single("minhash/members.bkt"), members)
     rows = list(struct.iter_unpack("<QQII", clustered))
     # Ids and lines of the clustered documents, one meta file at a time.
     needed: dict[int, set[int]] = defaultdict(set)

@@ -34,7 +34,6 @@ from dolma_pipe.documents import (
 from dolma_pipe.quarantine import Quarantine
 from dolma_pipe.stage import Task, TaskOutput
 
-from . import workfiles
 from .config import DedupConfig
 from .workfiles import DOC, DUP, PARA, WHOLE_DOCUMENT, Layout, meta_ids
 
@@ -232,11 +231,11 @@ def run_scan(
         if config.duplicate_ids != "ignore":
             for doc_id in meta_ids(out["meta"]):
                 quarantine.saw_document(doc_id)
-    workfiles.write(layout.scan(task.rel, "meta"), out["meta"])
+    workdir.write(layout.scan(task.rel, "meta"), out["meta"])
     for kind, name in (("documents", "docs"), ("paragraphs", "paras"), ("bands", "bands"), ("signatures", "sigs"), ("sets", "sets")):
         data = cast("dict[str, bytes | None]", out)[kind]  # the kernel's output, keyed by kind
         if data is not None:
-            workfiles.write(layout.scan(task.rel, name), data)
+            workdir.write(layout.scan(task.rel, name), data)
     by_name = cast("dict[str, int]", counts)
     result = {k: int(by_name[k]) for k in COUNTS if by_name.get(k)}
     if bloom_filter is not None:
@@ -245,7 +244,7 @@ def run_scan(
         from .workfiles import read_slice
 
         dups = bloom_lookup(read_slice(layout.scan(task.rel, kind), 0), size, bloom_filter)
-        workfiles.write(layout.per_file("bloom", task.rel), bucketed_single(dups, DUP))
+        workdir.write(layout.per_file("bloom", task.rel), bucketed_single(dups, DUP))
         result["bloom_hits"] = len(dups) // DUP
     # Lines the Rust fast path left to Python (integer ids, unusual JSON): how the scan went, not
     # what it found, so kept with the task's record rather than summed with the counts.

@@ -60,11 +60,6 @@ class Layout:
         return storage.join(self.work.root, name)
 
 
-def write(path: str, data: bytes) -> None:
-    """A work file (sealed: see :mod:`dolma_pipe.workdir`)."""
-    workdir.write(path, data)
-
-
 def _u32s(data: bytes | memoryview) -> array:
     a = array("I")
     a.frombytes(bytes(data))
