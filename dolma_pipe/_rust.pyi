@@ -259,9 +259,12 @@ class DocumentMixer:
 
     def process(self, docs: list[bytes], linenos: list[int], attrs: list[list[bytes]], file_name: str) -> dict[str, object]:
         """Keys: out (bytes, kept documents as JSON lines), line_lengths, consumed (rows taken per
-        attribute set), docs, kept, removed_include, removed_exclude (per exclude rule),
-        removed_short, spans_replaced, bytes_in, bad ([(index, kind, message)]), ids (every good
-        document's id), texts and keys
+        attribute set), docs, kept, removed_include, removed_exclude (per exclude rule: the
+        documents it removed, as the first exclude rule that matched), matched_include and
+        matched_exclude (per rule: the documents it matched, every rule evaluated on every
+        document), failed_include and failed_exclude (per rule: documents it failed on where it
+        did not decide, counted as no match), removed_short, spans_replaced, bytes_in, bad
+        ([(index, kind, message)]), ids (every good document's id), texts and keys
         (kept documents' texts and xxh3 id hashes, with ``collect``), error (None or (kind,
         doc index, set, row, message), kind "mismatch", "ended", "bad_row" or "rule")."""
 

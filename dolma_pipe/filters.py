@@ -8,7 +8,12 @@ batches of raw JSON lines (a document file's lines and the matching rows of its 
   does. jq rules run on jaq 1.2 (the engine Dolma compiles in); a jq rule matches when it has
   outputs and every one is true by Dolma's reading (false, null, 0, a computed 0.0, "", [] and
   {} are false). JSONPath rules run on jsonpath-rust 0.3.5 and match when the path finds
-  anything, except that numbers compare by value (``1 >= 1.0`` holds; in Dolma it does not);
+  anything, except that numbers compare by value (``1 >= 1.0`` holds; in Dolma it does not).
+  The rules Dolma evaluates decide, in its order, and a failure in one fails the batch; a
+  removed document is counted against the rule that removed it (no include matched, or the
+  first exclude that matched: ``removed_include``, ``removed_exclude``). Every other rule is then
+  evaluated too, for ``matched_include`` and ``matched_exclude`` (per rule, of every document);
+  a failure there only counts (``failed_include``, ``failed_exclude``);
 * **span replacement**: spans ``[start, end, score]`` (character offsets) selected by jq or
   JSONPath with ``min_score <= score < max_score`` are replaced, ``{}`` standing for the span's
   text (a replacement starting with ``$`` is a jq program giving the text);
@@ -63,12 +68,18 @@ class BatchResult:
     consumed: list[int]
     docs: int
     kept: int
-    removed_include: int
-    removed_exclude: list[int]
+    removed_include: int  # no include rule matched
+    removed_exclude: list[int]  # per exclude rule: removed by it (the first exclude that matched)
     removed_short: int
     spans_replaced: int
     bytes_in: int
     bad: list[tuple[int, str, str]]
+    # Per rule: documents it matched (every rule is evaluated on every document) ...
+    matched_include: list[int] = field(default_factory=list)
+    matched_exclude: list[int] = field(default_factory=list)
+    # ... and documents it failed on where it did not decide (counted as no match).
+    failed_include: list[int] = field(default_factory=list)
+    failed_exclude: list[int] = field(default_factory=list)
     ids: list[str] = field(default_factory=list)  # every good document's id
     texts: list[str] = field(default_factory=list)
     keys: list[int] = field(default_factory=list)

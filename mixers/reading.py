@@ -137,14 +137,23 @@ class _Rows:
         del self.lines[:n]
 
 
+_PER_RULE = ("removed_exclude", "matched_include", "matched_exclude", "failed_include", "failed_exclude")
+
+
 @dataclass
 class FileCounts:
-    """What one input file gave (summed per stream in the summary)."""
+    """What one input file gave (summed per stream in the summary). Per rule: ``removed_exclude``
+    (removed by it: the first exclude rule that matched), ``matched_*`` (documents it matched, of
+    every document read) and ``failed_*`` (documents it failed on where it did not decide)."""
 
     docs: int = 0
     kept: int = 0
     removed_include: int = 0
     removed_exclude: list[int] = field(default_factory=list)
+    matched_include: list[int] = field(default_factory=list)
+    matched_exclude: list[int] = field(default_factory=list)
+    failed_include: list[int] = field(default_factory=list)
+    failed_exclude: list[int] = field(default_factory=list)
     removed_short: int = 0
     spans_replaced: int = 0
     bytes_in: int = 0
@@ -154,9 +163,9 @@ class FileCounts:
         self.docs += r.docs
         self.kept += r.kept
         self.removed_include += r.removed_include
-        if not self.removed_exclude:
-            self.removed_exclude = [0] * len(r.removed_exclude)
-        self.removed_exclude = [a + b for a, b in zip(self.removed_exclude, r.removed_exclude)]
+        for key in _PER_RULE:
+            mine, theirs = getattr(self, key), getattr(r, key)
+            setattr(self, key, [a + b for a, b in zip(mine or [0] * len(theirs), theirs)])
         self.removed_short += r.removed_short
         self.spans_replaced += r.spans_replaced
         self.bytes_in += r.bytes_in
@@ -167,7 +176,7 @@ class FileCounts:
             "docs": self.docs,
             "kept": self.kept,
             "removed_include": self.removed_include,
-            "removed_exclude": self.removed_exclude,
+            **{key: getattr(self, key) for key in _PER_RULE},
             "removed_short": self.removed_short,
             "spans_replaced": self.spans_replaced,
             "bytes_in": self.bytes_in,
@@ -190,7 +199,13 @@ def mix_file(
     attr_paths = [paths.attribute_path(doc_path, name) for name in rules.attribute_sets]
     rows = [_Rows(p, compression) for p in attr_paths]
     file_name = os.path.basename(doc_path.rstrip("/"))
-    counts = FileCounts(removed_exclude=[0] * len(rules.exclude))
+    counts = FileCounts(
+        removed_exclude=[0] * len(rules.exclude),
+        matched_include=[0] * len(rules.include),
+        matched_exclude=[0] * len(rules.exclude),
+        failed_include=[0] * len(rules.include),
+        failed_exclude=[0] * len(rules.exclude),
+    )
 
     def flush(numbers: list[int], lines: list[bytes]) -> None:
         for r in rows:

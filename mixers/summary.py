@@ -1,5 +1,20 @@
 """The end-of-run summary of a mix: per stream (or source), documents and bytes (and tokens) in,
-kept, removed by each filter rule and by ``min_text_length``, spans replaced, shards written."""
+kept, what each filter rule matched and removed, removed by ``min_text_length``, spans replaced,
+shards written.
+
+Two counts per filter rule, as the manifest holds them:
+
+* ``matched_by_rule``: the documents each rule matches, of every document read: every rule is
+  evaluated on every document, whatever the others decided;
+* ``removed_by_rule``: the documents each rule removed. A removed document counts once, against
+  the rule that decided, as Dolma evaluates them: ``include (none matched)`` when no include
+  rule matched it, else the first exclude rule that matched it. So an exclude rule after another
+  that matches the same documents removes fewer than it matches (0 when the earlier one matches
+  them all), and the removed counts add up to the documents removed.
+
+``failed_by_rule`` (only when not empty): documents on which a rule failed (a jq error) where it
+did not decide, so Dolma would not have evaluated it there; they count as not matched.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +22,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mixers.rules import StreamRules
+
+_PER_RULE = ("removed_exclude", "matched_include", "matched_exclude", "failed_include", "failed_exclude")
+NO_INCLUDE = "include (none matched)"
+
+
+def _add(mine: list[int], theirs: list[int]) -> list[int]:
+    if len(mine) < len(theirs):
+        mine = mine + [0] * (len(theirs) - len(mine))
+    return [a + (theirs[i] if i < len(theirs) else 0) for i, a in enumerate(mine)]
 
 
 @dataclass
@@ -18,6 +42,12 @@ class GroupTotals:
     kept: int = 0
     removed_include: int = 0
     removed_exclude: list[int] = field(default_factory=list)
+    matched_include: list[int] = field(default_factory=list)
+    matched_exclude: list[int] = field(default_factory=list)
+    failed_include: list[int] = field(default_factory=list)
+    failed_exclude: list[int] = field(default_factory=list)
+    # Files whose counts have no matched counts (task records of a version before them).
+    unmatched_files: int = 0
     removed_short: int = 0
     spans_replaced: int = 0
     bytes_in: int = 0
@@ -28,12 +58,22 @@ class GroupTotals:
         self.files += 1
         for key in ("docs", "kept", "removed_include", "removed_short", "spans_replaced", "bytes_in", "bytes_out", "tokens"):
             setattr(self, key, getattr(self, key) + int(counts.get(key, 0)))
-        ex = list(counts.get("removed_exclude", []))
-        if len(self.removed_exclude) < len(ex):
-            self.removed_exclude += [0] * (len(ex) - len(self.removed_exclude))
-        self.removed_exclude = [a + (ex[i] if i < len(ex) else 0) for i, a in enumerate(self.removed_exclude)]
+        if "matched_exclude" not in counts:
+            self.unmatched_files += 1
+        for key in _PER_RULE:
+            setattr(self, key, _add(getattr(self, key), list(counts.get(key, []))))
 
     def as_dict(self, rules: StreamRules) -> dict[str, Any]:
+        def per_rule(values: list[int], i: int) -> int:
+            return values[i] if i < len(values) else 0
+
+        inc = [f"include {i}: {label}" for i, label in enumerate(rules.include_labels)]
+        exc = [f"exclude {i}: {label}" for i, label in enumerate(rules.exclude_labels)]
+        known = not self.unmatched_files
+        failed = {
+            **{k: per_rule(self.failed_include, i) for i, k in enumerate(inc)},
+            **{k: per_rule(self.failed_exclude, i) for i, k in enumerate(exc)},
+        }
         return {
             "files": self.files,
             "docs_in": self.docs,
@@ -41,13 +81,48 @@ class GroupTotals:
             "kept": self.kept,
             "bytes_kept": self.bytes_out,
             "removed_by_rule": {
-                **({"include (none matched)": self.removed_include} if rules.include else {}),
-                **{f"exclude {i}: {label}": n for i, (label, n) in enumerate(zip(rules.exclude_labels, self.removed_exclude))},
+                **({NO_INCLUDE: self.removed_include} if rules.include else {}),
+                **{k: per_rule(self.removed_exclude, i) for i, k in enumerate(exc)},
                 **({"min_text_length": self.removed_short} if rules.min_text_length else {}),
             },
+            # None: not counted (some files' counts come from an earlier version's task records).
+            "matched_by_rule": {
+                **{k: per_rule(self.matched_include, i) if known else None for i, k in enumerate(inc)},
+                **{k: per_rule(self.matched_exclude, i) if known else None for i, k in enumerate(exc)},
+            },
+            **({"failed_by_rule": {k: n for k, n in failed.items() if n}} if any(failed.values()) else {}),
             "spans_replaced": self.spans_replaced,
             **({"tokens_kept": self.tokens} if self.tokens else {}),
         }
+
+
+def _rule_lines(t: dict[str, Any]) -> list[str]:
+    """The filter rules' block: per rule, what it matched and what it removed."""
+    removed: dict[str, int] = t["removed_by_rule"]
+    matched: dict[str, int | None] = t.get("matched_by_rule", {})
+    failed: dict[str, int] = t.get("failed_by_rule", {})
+    rows: list[tuple[str, str, str, str]] = []  # rule, matched, removed, label
+    for key, n in matched.items():
+        rule, label = key.split(": ", 1)
+        if rule.startswith("exclude") and NO_INCLUDE in removed and not any(r[0] == "no include" for r in rows):
+            rows.append(("no include", "", f"{removed[NO_INCLUDE]:,}", "(documents no include rule matched)"))
+        note = f"  [failed on {failed[key]:,} documents where it did not decide: counted as not matched]" if key in failed else ""
+        rows.append((rule, "not counted" if n is None else f"{n:,}", f"{removed[key]:,}" if key in removed else "", label + note))
+    if NO_INCLUDE in removed and not any(r[0] == "no include" for r in rows):
+        rows.append(("no include", "", f"{removed[NO_INCLUDE]:,}", "(documents no include rule matched)"))
+    if not rows:
+        return []
+    w = [max(len(r[i]) for r in rows) for i in range(3)]
+    w[1], w[2] = max(w[1], len("matched")), max(w[2], len("removed"))
+    lines = [
+        f"    filter rules (matched: of all {t['docs_in']:,} documents in, every rule evaluated on each; removed: each",
+        "      removed document once, against the rule that decided: no include matched, else the first exclude that matched)",
+        f"      {'rule':<{w[0]}}  {'matched':>{w[1]}}  {'removed':>{w[2]}}  rule as written",
+    ]
+    lines += [f"      {a:<{w[0]}}  {b:>{w[1]}}  {c:>{w[2]}}  {label}".rstrip() for a, b, c, label in rows]
+    if any(n is None for n in matched.values()):
+        lines.append("      (matched: not counted, as task records of an earlier version were reused; --force counts them)")
+    return lines
 
 
 def _mb(n: int) -> str:
@@ -65,7 +140,11 @@ def render(kind: str, rows: dict[str, dict[str, Any]], extra: dict[str, str] | N
             f"{t['kept']:,} kept{share}{tokens} ({_mb(t['bytes_kept'])} of JSON)"
         )
         removed = t["removed_by_rule"]
-        if removed:
+        if "matched_by_rule" in t:
+            lines += _rule_lines(t)
+            if "min_text_length" in removed:
+                lines.append(f"    removed by min_text_length: {removed['min_text_length']:,}")
+        elif removed:  # a summary an earlier version stored
             lines.append("    removed: " + "; ".join(f"{label} {n:,}" for label, n in removed.items()))
         lines.append(f"    spans replaced: {t['spans_replaced']:,}")
         if extra and name in extra:

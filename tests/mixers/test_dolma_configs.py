@@ -99,7 +99,8 @@ def test_a_dolma_config_through_the_cli(workdir):
     assert proc.returncode == 0, proc.stderr
     assert "mixer-test: 1 files, 10 documents in" in proc.stdout
     assert "6 kept (60.0%)" in proc.stdout
-    assert "removed: include (none matched) 1; exclude 0: $.metadata[?(@.length < 500)] 1;" in proc.stdout
+    assert "      no include                 1  (documents no include rule matched)\n" in proc.stdout
+    assert "      exclude 2         2        1  $.attributes[?(@.toxicity > 0.8)]\n" in proc.stdout
     assert len(load_jsonl(workdir / "tests/work/output/mixer/mixer-test-0000.jsonl.gz")) == 6
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -86,6 +87,52 @@ def test_include_any_exclude_none(tmp_path):
     rows, totals = mix(tmp_path, root, ["x"], filt)
     assert ids(rows) == ["d0", "d2"]
     assert totals["removed_by_rule"] == {"include (none matched)": 1, 'exclude 0: .id == "d3"': 1}
+
+
+def test_summary_shows_what_each_rule_matched_and_removed(tmp_path):
+    """A removed document counts once, against the rule that decided (Dolma's order), and every
+    rule's matches are counted over every document: a dedup rule after a rule that removes most of
+    the same documents still shows all it marks."""
+    dup = [{"dup": [[0, 1, 1]]} if i in (1, 2, 3, 5) else {} for i in range(6)]
+    root = corpus(tmp_path / "c", list("abcdef"), {"x": scores(0.1, 0.1, 0.1, 0.9, 0.9, 0.9), "dedup": dup})
+    filt = {
+        "syntax": "jq",
+        "include": ['.id != "d5"', '.id != "d4" and .id != "d5"'],
+        "exclude": [".attributes.q[0][2] < 0.5", ".attributes.dup"],
+    }
+    out = tmp_path / "out"
+    stream = {"name": "s", "documents": [str(root / "documents" / "*")], "attributes": ["x", "dedup"], "output": {"path": str(out)}}
+    spec = {"streams": [{**stream, "filter": filt}], "processes": 1, "progress": False}
+    summary = run_stage(MixStage(load_config(MixConfig, None, spec)), stream=io.StringIO())
+    assert ids(read_out(out)) == ["d4"]
+    totals = read_manifest(str(out)).results["streams"]["s"]
+    assert totals["removed_by_rule"] == {
+        "include (none matched)": 1,  # d5
+        "exclude 0: .attributes.q[0][2] < 0.5": 3,  # d0 d1 d2
+        "exclude 1: .attributes.dup": 1,  # d3 (d1 and d2 went to exclude 0, d5 to the includes)
+    }
+    assert totals["matched_by_rule"] == {
+        'include 0: .id != "d5"': 5,
+        'include 1: .id != "d4" and .id != "d5"': 4,
+        "exclude 0: .attributes.q[0][2] < 0.5": 3,
+        "exclude 1: .attributes.dup": 4,
+    }
+    assert "failed_by_rule" not in totals
+    table = summary.table or ""
+    assert re.search(r"\n +include 1 +4 +\.id != \"d4\" and", table), table
+    assert re.search(r"\n +no include +1 +\(documents no include rule matched\)\n", table), table
+    assert re.search(r"\n +exclude 1 +4 +1 +\.attributes\.dup\n", table), table
+
+
+def test_a_rule_counted_where_dolma_would_not_evaluate_it_never_fails_the_run(tmp_path):
+    """Counting every rule evaluates rules Dolma skips; one that fails there (`.q.x` on a list) is
+    counted as failed, not raised: the output is what Dolma writes."""
+    root = corpus(tmp_path / "c", ["a", "b", "c"], {"x": scores(0.1, 0.5, 0.9)})
+    rows, totals = mix(tmp_path, root, ["x"], {"syntax": "jq", "exclude": [".attributes.q[0][2] < 1", ".attributes.q.x"]})
+    assert rows == []
+    assert totals["removed_by_rule"] == {"exclude 0: .attributes.q[0][2] < 1": 3, "exclude 1: .attributes.q.x": 0}
+    assert totals["matched_by_rule"] == {"exclude 0: .attributes.q[0][2] < 1": 3, "exclude 1: .attributes.q.x": 0}
+    assert totals["failed_by_rule"] == {"exclude 1: .attributes.q.x": 3}
 
 
 @pytest.mark.parametrize(

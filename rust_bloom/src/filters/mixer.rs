@@ -6,9 +6,13 @@
 //!    `attributes` merged (later sets win) into the document's `attributes` object;
 //! 3. the filter: kept when any include rule matches (or there is none) and no exclude rule
 //!    does. jq rules are true when every output is true in Dolma's sense (`jq::truthy`); an
-//!    include with no output is false, an exclude with no output keeps the document. The first
-//!    include that matches and the first exclude that matches decide, so each removed document
-//!    is counted against one rule;
+//!    include with no output is false, an exclude with no output keeps the document. The rules
+//!    Dolma evaluates decide, in Dolma's order (includes until one matches, then, when one did,
+//!    excludes until one matches), and a failure in one of them fails the document, as in Dolma;
+//!    a removed document is counted against the one rule that removed it (no include matched, or
+//!    the first exclude that matched). Every other rule is then evaluated too, only to count how
+//!    many documents each rule matches (of every document read); a failure there is counted
+//!    against the rule as a failure, never raised;
 //! 4. span replacement over every replacer's spans (`spans::apply`);
 //! 5. `discard_fields` removed from the top level; a document whose trimmed text is shorter than
 //!    `min_text_length` bytes is dropped;
@@ -51,13 +55,91 @@ impl FilterRules {
         })
     }
 
-    fn excludes(&self) -> usize {
+    fn counts(&self) -> (usize, usize) {
         match self {
-            FilterRules::None => 0,
-            FilterRules::Jq { exclude, .. } => exclude.len(),
-            FilterRules::JsonPath { exclude, .. } => exclude.len(),
+            FilterRules::None => (0, 0),
+            FilterRules::Jq { include, exclude } => (include.len(), exclude.len()),
+            FilterRules::JsonPath { include, exclude } => (include.len(), exclude.len()),
         }
     }
+}
+
+/// A jq include rule on one document: it matches when it has outputs and every one is true.
+fn jq_include(f: &JqProgram, val: &Val) -> Result<bool, FilterError> {
+    let results = f.run(val);
+    let mut keep = !results.is_empty();
+    for r in results {
+        keep = truthy(&r?) && keep;
+    }
+    Ok(keep)
+}
+
+/// A jq exclude rule on one document: it matches when any output is true (no output: no match).
+fn jq_exclude(f: &JqProgram, val: &Val) -> Result<bool, FilterError> {
+    let mut stays = true;
+    for r in f.run(val) {
+        stays = !truthy(&r?) && stays;
+    }
+    Ok(!stays)
+}
+
+/// Count what one rule does on the documents it does not decide (its failures are counted, not raised).
+fn count_only(result: Result<bool, FilterError>, matched: &mut u64, failed: &mut u64) {
+    match result {
+        Ok(true) => *matched += 1,
+        Ok(false) => {}
+        Err(_) => *failed += 1,
+    }
+}
+
+/// Dolma's decision over `include` and `exclude` (`inc` and `exc` evaluate one rule), then every
+/// rule it did not evaluate, for the counts. `Err` only from a rule that decides.
+fn decide<R>(
+    include: &[R],
+    exclude: &[R],
+    inc: impl Fn(&R) -> Result<bool, FilterError>,
+    exc: impl Fn(&R) -> Result<bool, FilterError>,
+    out: &mut BatchOutput,
+) -> Result<bool, FilterError> {
+    // Includes until one matches: each is evaluated in Dolma too.
+    let mut first_include = None;
+    for (i, rule) in include.iter().enumerate() {
+        if inc(rule)? {
+            first_include = Some(i);
+            break;
+        }
+    }
+    let evaluated = first_include.map_or(include.len(), |i| i + 1);
+    if let Some(i) = first_include {
+        out.matched_include[i] += 1;
+    }
+    for (i, rule) in include.iter().enumerate().skip(evaluated) {
+        count_only(inc(rule), &mut out.matched_include[i], &mut out.failed_include[i]);
+    }
+    if !include.is_empty() && first_include.is_none() {
+        out.removed_include += 1;
+        for (i, rule) in exclude.iter().enumerate() {
+            count_only(exc(rule), &mut out.matched_exclude[i], &mut out.failed_exclude[i]);
+        }
+        return Ok(false);
+    }
+    // Excludes until one matches.
+    let mut first_exclude = None;
+    for (i, rule) in exclude.iter().enumerate() {
+        if exc(rule)? {
+            first_exclude = Some(i);
+            break;
+        }
+    }
+    let Some(first) = first_exclude else {
+        return Ok(true);
+    };
+    out.matched_exclude[first] += 1;
+    out.removed_exclude[first] += 1;
+    for (i, rule) in exclude.iter().enumerate().skip(first + 1) {
+        count_only(exc(rule), &mut out.matched_exclude[i], &mut out.failed_exclude[i]);
+    }
+    Ok(false)
 }
 
 /// One `span_replacement` entry as configured.
@@ -110,8 +192,16 @@ pub struct BatchOutput {
     pub consumed: Vec<usize>,
     pub docs: u64,
     pub kept: u64,
+    /// Documents removed because no include rule matched them.
     pub removed_include: u64,
+    /// Per exclude rule: documents it removed (the first exclude rule that matched).
     pub removed_exclude: Vec<u64>,
+    /// Per rule: documents it matched, of every document read (every rule evaluated on each).
+    pub matched_include: Vec<u64>,
+    pub matched_exclude: Vec<u64>,
+    /// Per rule: documents it failed on where it did not decide (counted as no match).
+    pub failed_include: Vec<u64>,
+    pub failed_exclude: Vec<u64>,
     pub removed_short: u64,
     pub spans_replaced: u64,
     pub bytes_in: u64,
@@ -206,59 +296,17 @@ impl MixRules {
         })
     }
 
-    /// Whether the filter keeps `doc`; `Err` when a rule fails on it. Counts the deciding rule.
+    /// Whether the filter keeps `doc`; `Err` when a deciding rule fails on it. Counts every rule.
     fn keep(&self, doc: &Value, val: Option<&Val>, out: &mut BatchOutput) -> Result<bool, FilterError> {
         match &self.filter {
             FilterRules::None => Ok(true),
             FilterRules::Jq { include, exclude } => {
                 let val = val.ok_or_else(|| FilterError::eval("", "no jq value of the document"))?;
-                let mut keep = include.is_empty();
-                for f in include {
-                    if keep {
-                        break;
-                    }
-                    let results = f.run(val);
-                    keep = !results.is_empty();
-                    for r in results {
-                        keep = truthy(&r?) && keep;
-                    }
-                }
-                if !keep {
-                    out.removed_include += 1;
-                    return Ok(false);
-                }
-                for (i, f) in exclude.iter().enumerate() {
-                    let mut stays = true;
-                    for r in f.run(val) {
-                        stays = !truthy(&r?) && stays;
-                    }
-                    if !stays {
-                        out.removed_exclude[i] += 1;
-                        return Ok(false);
-                    }
-                }
-                Ok(true)
+                decide(include, exclude, |f| jq_include(f, val), |f| jq_exclude(f, val), out)
             }
             FilterRules::JsonPath { include, exclude } => {
                 let floats = numbers_as_floats(doc);
-                let mut keep = include.is_empty();
-                for p in include {
-                    keep = p.matches(&floats)?;
-                    if keep {
-                        break;
-                    }
-                }
-                if !keep {
-                    out.removed_include += 1;
-                    return Ok(false);
-                }
-                for (i, p) in exclude.iter().enumerate() {
-                    if p.matches(&floats)? {
-                        out.removed_exclude[i] += 1;
-                        return Ok(false);
-                    }
-                }
-                Ok(true)
+                decide(include, exclude, |p| p.matches(&floats), |p| p.matches(&floats), out)
             }
         }
     }
@@ -318,9 +366,14 @@ impl MixRules {
     /// the next rows of each attribute set (`attrs[set]`, at least one per good document unless
     /// the attribute file ended).
     pub fn process(&self, docs: &[&[u8]], linenos: &[u64], attrs: &[Vec<&[u8]>], file_name: &str) -> BatchOutput {
+        let (includes, excludes) = self.filter.counts();
         let mut out = BatchOutput {
             consumed: vec![0; attrs.len()],
-            removed_exclude: vec![0; self.filter.excludes()],
+            removed_exclude: vec![0; excludes],
+            matched_include: vec![0; includes],
+            matched_exclude: vec![0; excludes],
+            failed_include: vec![0; includes],
+            failed_exclude: vec![0; excludes],
             ..Default::default()
         };
         if attrs.len() != self.attribute_sets {
@@ -469,6 +522,63 @@ mod tests {
         assert_eq!(kept[0]["metadata"], json!({"provenance": "f.jsonl.gz:2"}));
         assert!(kept[0].get("attributes").is_none());
         assert_eq!(b.consumed, vec![4]);
+    }
+
+    #[test]
+    fn every_rule_is_counted_and_the_first_match_removes() {
+        // q: 0.0, 0.5, 0.9, 0.9; d3 is excluded by both exclude rules, d2 by the second only.
+        let filter = FilterRules::new(
+            Syntax::Jq,
+            &[".attributes.q[0][2] > 0.1".into(), ".attributes.q[0][2] > 0.6".into()],
+            &[".id == \"d3\"".into(), ".attributes.q[0][2] > 0.8".into()],
+        )
+        .unwrap();
+        let rules = MixRules::new(filter, &[], vec![], 0, 1, false, false).unwrap();
+        let b = run(&rules, &docs(), &[scores(&[0.0, 0.5, 0.9, 0.9])]);
+        assert_eq!(outputs(&b).iter().map(|d| d["id"].as_str().unwrap()).collect::<Vec<_>>(), ["d1"]);
+        assert_eq!(b.removed_include, 1);
+        assert_eq!(b.removed_exclude, [1, 1]);
+        assert_eq!(b.matched_include, [3, 2]);
+        assert_eq!(b.matched_exclude, [1, 2]);
+        assert_eq!((b.failed_include.clone(), b.failed_exclude.clone()), (vec![0, 0], vec![0, 0]));
+
+        let filter =
+            FilterRules::new(Syntax::JsonPath, &[], &["$.attributes[?(@.q[0][2] > 0.8)]".into(), "$.id".into()])
+                .unwrap();
+        let rules = MixRules::new(filter, &[], vec![], 0, 1, false, false).unwrap();
+        let b = run(&rules, &docs(), &[scores(&[0.0, 0.5, 0.9, 0.9])]);
+        assert_eq!((b.kept, b.removed_exclude.clone(), b.matched_exclude.clone()), (0, vec![2, 2], vec![2, 4]));
+    }
+
+    #[test]
+    fn a_rule_that_does_not_decide_fails_only_in_the_counts() {
+        // `.attributes.q.x` fails on every document (q is a list). Dolma never evaluates a rule
+        // after the first include that matches, nor after the first exclude that matches, nor any
+        // exclude once no include matched.
+        let d3 = (vec![docs()[3].clone()], vec![scores(&[0.0, 0.0, 0.0, 0.9])[3].clone()]);
+        let d0 = (vec![docs()[0].clone()], vec![scores(&[0.0])[0].clone()]);
+        let failing = ".attributes.q.x".to_string();
+        let filter = FilterRules::new(
+            Syntax::Jq,
+            &[".id != \"zz\"".into(), failing.clone()],
+            &[".id == \"d3\"".into(), failing.clone()],
+        )
+        .unwrap();
+        let rules = MixRules::new(filter, &[], vec![], 0, 1, false, false).unwrap();
+        let b = run(&rules, &d3.0, std::slice::from_ref(&d3.1));
+        assert!(b.error.is_none(), "{:?}", b.error);
+        assert_eq!((b.kept, b.removed_include, b.removed_exclude.clone()), (0, 0, vec![1, 0]));
+        assert_eq!((b.matched_include.clone(), b.failed_include.clone()), (vec![1, 0], vec![0, 1]));
+        assert_eq!((b.matched_exclude.clone(), b.failed_exclude.clone()), (vec![1, 0], vec![0, 1]));
+
+        let filter = FilterRules::new(Syntax::Jq, &[".id == \"d3\"".into()], &[failing]).unwrap();
+        let rules = MixRules::new(filter, &[], vec![], 0, 1, false, false).unwrap();
+        let b = run(&rules, &d0.0, &[d0.1]);
+        assert!(b.error.is_none(), "{:?}", b.error);
+        assert_eq!((b.removed_include, b.matched_exclude.clone(), b.failed_exclude.clone()), (1, vec![0], vec![1]));
+        // A rule that decides still fails the document, as in Dolma.
+        let b = run(&rules, &d3.0, &[d3.1]);
+        assert!(matches!(b.error, Some(BatchError::Rule { doc: 0, .. })));
     }
 
     #[test]

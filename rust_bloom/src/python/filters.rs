@@ -100,6 +100,10 @@ impl PyDocumentMixer {
         d.set_item("kept", b.kept)?;
         d.set_item("removed_include", b.removed_include)?;
         d.set_item("removed_exclude", b.removed_exclude)?;
+        d.set_item("matched_include", b.matched_include)?;
+        d.set_item("matched_exclude", b.matched_exclude)?;
+        d.set_item("failed_include", b.failed_include)?;
+        d.set_item("failed_exclude", b.failed_exclude)?;
         d.set_item("removed_short", b.removed_short)?;
         d.set_item("spans_replaced", b.spans_replaced)?;
         d.set_item("bytes_in", b.bytes_in)?;
