@@ -227,6 +227,10 @@ def check_rule(kind: str, syntax_name: str, expr: str) -> tuple[int | None, str]
     """Compile one rule: ``kind`` "filter", "span" (a span selector) or "replacement";
     ``syntax_name`` "jq" or "jsonpath". None when it compiles, else (1-based column or None, message)."""
 
+def rule_attributes(syntax_name: str, expr: str) -> list[str]:
+    """The attribute names a jq or JSONPath rule (or span selector) reads as fixed keys of the
+    document's ``attributes``, in order; ValueError when it does not parse."""
+
 def gzip_member(data: bytes, level: int) -> bytes:
     """``data`` as one complete gzip member (mtime 0, no name) at ``level`` (0-9), by zlib-rs."""
 

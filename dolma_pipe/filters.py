@@ -21,7 +21,8 @@ batches of raw JSON lines (a document file's lines and the matching rows of its 
   ``metadata.provenance = "<file name>:<line>"``; documents are written with sorted keys, as
   Dolma writes them.
 
-:func:`check_rule` compiles one expression so a config can be checked when it loads;
+:func:`check_rule` compiles one expression so a config can be checked when it loads, and
+:func:`rule_attributes` lists the attribute names it reads;
 :func:`gzip_member` compresses the mixer's output members and :class:`GzipInflater` reads its
 gzip inputs (zlib-rs, about twice CPython's zlib speed each way).
 """
@@ -48,6 +49,14 @@ def gzip_member(data: bytes, level: int = 6) -> bytes:
 def check_rule(kind: RuleKind, syntax: RuleSyntax, expr: str) -> tuple[int | None, str] | None:
     """None when ``expr`` compiles as a ``kind`` rule, else (1-based column or None, message)."""
     return _rust.check_rule(kind, syntax, expr)
+
+
+def rule_attributes(syntax: RuleSyntax, expr: str) -> list[str]:
+    """The names a jq or JSONPath rule (or span selector) certainly reads as fixed keys of the
+    document's ``attributes`` (``.attributes.foo``, ``$.attributes[?(@.foo ...)]``, ...), in
+    order; a computed key, ``..`` or a name read inside ``map`` is left out. ValueError when
+    ``expr`` does not parse."""
+    return _rust.rule_attributes(syntax, expr)
 
 
 @dataclass(frozen=True)

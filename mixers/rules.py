@@ -5,18 +5,27 @@ error, an undefined jq filter, a negative JSONPath index, a shorthand typo or an
 no attribute file holds is one :class:`~dolma_pipe.config.ConfigError` naming the config key
 (``streams.0.filter.exclude.1``) and the column, before any file is read. Shorthand rules become
 jq programs here, so workers run one engine. :class:`StreamRules` is what workers receive.
+
+A jq or JSONPath rule (or span selector) that reads an attribute no attribute file holds
+(``.attributes.foo``, ``$.attributes[?(@.foo ...)]``; see :func:`~dolma_pipe.filters.rule_attributes`)
+is a warning on stderr naming the config key, with a did-you-mean, not an error: Dolma runs such
+a rule (the attribute is null on every document). Names are looked for as the shorthand looks for
+them (:class:`~mixers.attribute_keys.AttributeKeys`: the first rows, further rows when a name is
+not there, and the names a complete dedup run declares).
 """
 
 from __future__ import annotations
 
+import difflib
 import hashlib
+import sys
 from dataclasses import asdict, dataclass
 from typing import Literal
 
 import orjson
 
 from dolma_pipe.config import ConfigError
-from dolma_pipe.filters import DocumentMixer, SpanRule, check_rule
+from dolma_pipe.filters import DocumentMixer, RuleSyntax, SpanRule, check_rule, rule_attributes
 from mixers import shorthand
 from mixers.attribute_keys import AttributeKeys
 from mixers.config import FilterConfig, SpanReplacementConfig
@@ -80,6 +89,39 @@ def _shorthand_to_jq(key: str, expr: str, keys: AttributeKeys) -> str:
                 raise _rule_error(key, "shorthand rule", expr, exc.column, exc.message) from None
 
 
+def unknown_attributes(syntax: RuleSyntax, expr: str, keys: AttributeKeys) -> list[tuple[str, str | None]]:
+    """The attribute names ``expr`` reads that no attribute row holds, each with a close known key (or None)."""
+    names = rule_attributes(syntax, expr)
+    missing = [n for n in names if n not in keys.keys()]
+    if missing and keys.read_more():  # a key only rare documents hold: read further first
+        missing = [n for n in missing if n not in keys.keys()]
+    known = keys.keys()
+    out: list[tuple[str, str | None]] = []
+    for name in missing:
+        ends = sorted(k for k in known if k.endswith("__" + name))
+        if len(ends) == 1:
+            out.append((name, ends[0]))
+            continue
+        suffixes = {k.split("__", 1)[1]: k for k in known if "__" in k}
+        close = difflib.get_close_matches(name, [*known, *suffixes], n=1, cutoff=0.6)
+        out.append((name, suffixes.get(close[0], close[0]) if close else None))
+    return out
+
+
+def _warn_unknown(key: str, what: str, syntax: RuleSyntax, expr: str, keys: AttributeKeys) -> None:
+    for name, close in unknown_attributes(syntax, expr, keys):
+        hint = f" (did you mean {close!r}?)" if close else ""
+        known = sorted(keys.keys())
+        listed = ", ".join(known[:12]) + (", ..." if len(known) > 12 else "")
+        print(
+            f"dolma-pipe mix: warning: config key '{key}': {what} {expr!r} reads attribute {name!r}, which no row of "
+            f"{keys.where} holds{hint}; the rule runs (as in Dolma) but finds no such attribute. "
+            f"Known: {listed or 'none'}",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
 def compile_rules(
     key: str,
     filter_config: FilterConfig | None,
@@ -109,6 +151,7 @@ def compile_rules(
                     problem = check_rule("filter", syntax, expr)
                     if problem is not None:
                         raise _rule_error(rule_key, f"{syntax} rule", expr, *problem)
+                    _warn_unknown(rule_key, f"{syntax} rule", syntax, expr, keys)
                 compiled[part].append(program)
                 labels[part].append(expr)
     spans = []
@@ -116,6 +159,7 @@ def compile_rules(
         problem = check_rule("span", sr.syntax, sr.span)
         if problem is not None:
             raise _rule_error(f"{key}.span_replacement.{i}.span", f"{sr.syntax} selector", sr.span, *problem)
+        _warn_unknown(f"{key}.span_replacement.{i}.span", f"{sr.syntax} selector", sr.syntax, sr.span, keys)
         problem = check_rule("replacement", "jq", sr.replacement)
         if problem is not None:
             raise _rule_error(f"{key}.span_replacement.{i}.replacement", "jq replacement", sr.replacement[1:], *problem)

@@ -10,6 +10,7 @@
 //! - `selector`: the span selectors of `span_replacement` (jq or JSONPath) and replacements;
 //! - `spans`: Dolma's span replacement in character offsets, `{}` standing for the span's text;
 //! - `mixer`: the pipeline over a batch of raw document lines and attribute rows;
+//! - `references`: the attribute names a jq or JSONPath rule reads (checked when a config loads);
 //! - `gzip`: the gzip members the mixer's outputs are made of.
 //!
 //! jaq's values hold `Rc`s, so these types are not `Send`: each worker process builds its own.
@@ -18,6 +19,7 @@ pub mod gzip;
 pub mod jq;
 pub mod jsonpath;
 pub mod mixer;
+pub mod references;
 pub mod selector;
 pub mod spans;
 

@@ -1,5 +1,6 @@
 //! The mixer rules' Python face (`crate::filters`): `check_rule` to validate one expression when a
-//! config loads, and `DocumentMixer`, which runs a stream's rules over batches of raw lines.
+//! config loads, `rule_attributes` for the attribute names it reads, and `DocumentMixer`, which
+//! runs a stream's rules over batches of raw lines.
 //! jaq's values are reference-counted (not `Send`), so the class is `unsendable` and batches run
 //! with the GIL held; workers are separate processes.
 use crate::filters::{BatchError, FilterError, FilterRules, MixRules, SpanRule, Syntax};
@@ -33,6 +34,17 @@ fn check_rule(kind: &str, syntax_name: &str, expr: &str) -> PyResult<Option<(Opt
         other => return Err(PyValueError::new_err(format!("unknown rule kind {other:?}"))),
     };
     Ok(result.err().map(|e| error_tuple(&e)))
+}
+
+/// The attribute names a filter rule or span selector reads as fixed keys of `attributes`, in
+/// order (see `crate::filters::references`); ValueError when it does not parse.
+#[pyfunction]
+fn rule_attributes(syntax_name: &str, expr: &str) -> PyResult<Vec<String>> {
+    let names = match syntax(syntax_name)? {
+        Syntax::Jq => crate::filters::references::jq_attribute_names(expr),
+        Syntax::JsonPath => crate::filters::references::jsonpath_attribute_names(expr),
+    };
+    names.map_err(|e| PyValueError::new_err(e.to_string()))
 }
 
 #[pyclass(module = "dolma_pipe._rust", name = "DocumentMixer", unsendable)]
@@ -170,6 +182,7 @@ impl PyGzipInflater {
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(check_rule, m)?)?;
+    m.add_function(wrap_pyfunction!(rule_attributes, m)?)?;
     m.add_function(wrap_pyfunction!(gzip_member, m)?)?;
     m.add_class::<PyGzipInflater>()?;
     m.add_class::<PyDocumentMixer>()?;
