@@ -88,6 +88,10 @@ class BloomFilter:
     def __reduce__(self) -> tuple[object, tuple[str, bool]]: ...
 
 def optimal_parameters(expected_items: int, fp_rate: float) -> tuple[int, int]: ...
+def bloom_file_header(path: StrPath) -> dict[str, int | bool]:
+    """num_hashes, num_bits, seed, sealed, count and checksum of a filter file's header (checked;
+    BloomFileError if it is not a filter's), without reading its bit array."""
+
 def false_positive_rate(num_bits: int, num_hashes: int, items: int) -> float: ...
 def _reopen_shared(path: StrPath, readonly: bool) -> BloomFilter: ...
 
@@ -404,6 +408,15 @@ def verify_pairs(
     groups: list[tuple[int, list[bytes]]], nodes: list[int], values: list[bytes], mode: str, threshold: float
 ) -> list[tuple[bytes, int, int]]:
     """Per later file (its index, its PAIR buffers): (VERIFIED records, distinct pairs, kept)."""
+
+DEDUP_BUCKET_MAGIC: Final[bytes]
+DEDUP_META_MAGIC: Final[bytes]
+DEDUP_SETS_MAGIC: Final[bytes]
+DEDUP_RECORD_SIZES: Final[dict[str, int]]
+DEDUP_WHOLE_DOCUMENT: Final[int]
+
+def bucketed_file(records: bytes, record_size: int) -> bytes:
+    """A bucketed work file of one bucket holding ``records``."""
 
 def cluster_pairs(slices: list[tuple[int, bytes]], record_size: int, files: int) -> tuple[bytes, bytes]: ...
 

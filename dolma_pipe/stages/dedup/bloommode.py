@@ -32,7 +32,6 @@ import hashlib
 import io
 import os
 import shutil
-import struct
 import tempfile
 from collections.abc import Iterator
 from typing import Any
@@ -40,14 +39,13 @@ from typing import Any
 import orjson
 
 from dolma_pipe import storage, workdir
-from dolma_pipe._rust import BloomSetter
+from dolma_pipe._rust import BloomSetter, bloom_file_header, bucketed_file
 from dolma_pipe.bloom import DEFAULT_SEED, BloomFileError, BloomFilter
 from dolma_pipe.config import ConfigError
 from dolma_pipe.stage import RunContext, StepResult, Task, TaskOutput
 from dolma_pipe.workdir import WorkFileError
 
 from .config import DedupConfig, shape
-from .scan import bucketed_single
 from .workfiles import DOC, DUP, PARA, Layout, read_slice
 
 SIDECAR_SUFFIX = ".dedup.json"
@@ -68,14 +66,8 @@ def key_kind(config: DedupConfig) -> dict[str, Any]:
 
 
 def header(path: str) -> dict[str, int]:
-    """The fixed fields of a filter file's header (no verification beyond its length and magic)."""
-    with open(path, "rb") as fh:
-        head = fh.read(88)
-    if len(head) < 88 or head[:8] != b"DPBLOOM\0":
-        raise BloomFileError(f"{path}: not a usable Bloom filter file: not a dolma-pipe Bloom filter (bad magic or too short)")
-    k, m, seed = struct.unpack_from("<IQQ", head, 12)
-    flags, count, checksum = struct.unpack_from("<QQQ", head, 64)
-    return {"num_hashes": k, "num_bits": m, "seed": seed, "sealed": flags & 1, "count": count, "checksum": checksum}
+    """The fields of a filter file's header, read by the format's own code (the Rust crate's)."""
+    return {k: int(v) for k, v in bloom_file_header(path).items()}
 
 
 def _copy(src: Any, dst: Any) -> None:
@@ -247,7 +239,7 @@ def run_bloom(config: DedupConfig, layout: Layout, state: FilterState, task: Tas
         records = read_slice(layout.scan(f.rel, kind), 0)
         skip = removed_documents(layout, f.rel) if skip_removed else []
         dups, keys = setter.insert(records, size, skip)
-        workdir.write(layout.per_file("bloom", f.rel), bucketed_single(dups, DUP))
+        workdir.write(layout.per_file("bloom", f.rel), bucketed_file(dups, DUP))
         inserted += keys
         dups_total += len(dups) // DUP
     final = layout.single("bloom/filter.bloom")

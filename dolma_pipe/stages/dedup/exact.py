@@ -20,7 +20,7 @@ from __future__ import annotations
 import struct
 
 from dolma_pipe import workdir
-from dolma_pipe._rust import FirstOccurrence
+from dolma_pipe._rust import FirstOccurrence, bucketed_file
 from dolma_pipe.stage import RunContext, Task, TaskOutput
 
 from .workfiles import DOC, MEMBER, PARA, Layout, read_slice, u32_records
@@ -72,9 +72,7 @@ def run_removed(layout: Layout, i: int, rel: str, buckets: int, documents: bool,
         struct.pack("<II", d, (BY_DOCUMENTS if d in by_docs else 0) | (BY_MINHASH if d in by_near else 0))
         for d in sorted(by_docs | by_near)
     )
-    from .scan import bucketed_single
-
-    workdir.write(layout.per_file("removed", rel), bucketed_single(recs, 8))
+    workdir.write(layout.per_file("removed", rel), bucketed_file(recs, 8))
     return TaskOutput(counts={"documents_removed": len(by_docs | by_near)})
 
 

@@ -22,12 +22,11 @@ import struct
 from collections import defaultdict
 
 from dolma_pipe import storage, workdir
-from dolma_pipe._rust import band_candidates, cluster_pairs, verify_pairs
+from dolma_pipe._rust import band_candidates, bucketed_file, cluster_pairs, verify_pairs
 from dolma_pipe.documents import JsonlWriter
 from dolma_pipe.stage import RunContext, Task, TaskOutput
 
 from .config import MinhashSection
-from .scan import bucketed_single
 from .workfiles import BAND, PAIR, VERIFIED, Layout, read_all, read_meta, read_set_values, read_signatures, read_slice, u32_records
 
 CLUSTERS_FILE = "_clusters.jsonl.gz"
@@ -65,7 +64,7 @@ def run_verify(layout: Layout, files: list[int], ctx: RunContext, buckets: int, 
     counts = {"verified_pairs": 0, "rejected_pairs": 0}
     results = verify_pairs([(i, pairs[i]) for i in files], nodes, values, m.verify, m.threshold)
     for i, (records, candidates, kept) in zip(files, results):
-        workdir.write(layout.per_file("verified", ctx.inputs[i].rel), bucketed_single(records, VERIFIED))
+        workdir.write(layout.per_file("verified", ctx.inputs[i].rel), bucketed_file(records, VERIFIED))
         counts["verified_pairs"] += kept
         counts["rejected_pairs"] += candidates - kept
     return TaskOutput(counts={k: v for k, v in counts.items() if v})

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from typing import Any, cast
 
 from dolma_pipe import storage, workdir
-from dolma_pipe._rust import DecontamSet, DedupScanner, ScanPlan, key_path_steps
+from dolma_pipe._rust import DecontamSet, DedupScanner, ScanPlan, bucketed_file, key_path_steps
 from dolma_pipe.documents import (
     CHUNK,
     DocumentError,
@@ -198,14 +198,6 @@ def bloom_lookup(records: bytes, record_size: int, filter_: Any) -> bytes:
     return bytes(out)
 
 
-def bucketed_single(records: bytes, record_size: int) -> bytes:
-    """A bucketed file with one bucket (records.rs's layout)."""
-    import struct
-
-    n = len(records) // record_size
-    return b"DPBKT\0\0\x01" + struct.pack("<IIQQ", record_size, 1, 0, n) + records
-
-
 def run_scan(
     config: DedupConfig,
     layout: Layout,
@@ -244,7 +236,7 @@ def run_scan(
         from .workfiles import read_slice
 
         dups = bloom_lookup(read_slice(layout.scan(task.rel, kind), 0), size, bloom_filter)
-        workdir.write(layout.per_file("bloom", task.rel), bucketed_single(dups, DUP))
+        workdir.write(layout.per_file("bloom", task.rel), bucketed_file(dups, DUP))
         result["bloom_hits"] = len(dups) // DUP
     # Lines the Rust fast path left to Python (integer ids, unusual JSON): how the scan went, not
     # what it found, so kept with the task's record rather than summed with the counts.

@@ -22,19 +22,21 @@ from array import array
 from dataclasses import dataclass
 
 from dolma_pipe import storage, workdir
+from dolma_pipe._rust import (
+    DEDUP_BUCKET_MAGIC,
+    DEDUP_META_MAGIC,
+    DEDUP_RECORD_SIZES,
+    DEDUP_SETS_MAGIC,
+    DEDUP_WHOLE_DOCUMENT,
+)
 from dolma_pipe.workdir import WorkDir, WorkFileError
 
-BUCKET_MAGIC = b"DPBKT\0\0\x01"
-META_MAGIC = b"DPMETA\0\x01"
-SETS_MAGIC = b"DPSETS\0\x01"
-# Record sizes (records.rs).
-DOC, PARA, BAND, DUP, PAIR, VERIFIED, MEMBER = 20, 24, 16, 8, 12, 16, 16
-WHOLE_DOCUMENT = 0xFFFFFFFF
-# Paragraph info values (scan.rs).
-PARA_SKIPPED = 0xFFFFFFFF
-PARA_WHOLE = 0
-# Document flags (scan.rs).
-FLAG_KEY_MISSING, FLAG_KEY_NOT_STRING, FLAG_KEY_FILTERED, FLAG_NO_SHINGLES = 1, 2, 4, 8
+# The formats are the Rust crate's (records.rs, scan.rs), exported by it.
+BUCKET_MAGIC: bytes = DEDUP_BUCKET_MAGIC
+META_MAGIC: bytes = DEDUP_META_MAGIC
+SETS_MAGIC: bytes = DEDUP_SETS_MAGIC
+DOC, PARA, BAND, DUP, PAIR, VERIFIED, MEMBER = (DEDUP_RECORD_SIZES[k] for k in ("doc", "para", "band", "dup", "pair", "verified", "member"))
+WHOLE_DOCUMENT: int = DEDUP_WHOLE_DOCUMENT
 
 
 def _damaged(path: str, what: str) -> WorkFileError:

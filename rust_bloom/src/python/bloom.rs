@@ -10,7 +10,7 @@ use pyo3::exceptions::{
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple, PyType};
-use std::io::ErrorKind;
+use std::io::{ErrorKind, Read};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
@@ -406,8 +406,35 @@ fn false_positive_rate(num_bits: i64, num_hashes: i64, items: i64) -> PyResult<f
     Ok(params::false_positive_rate(p.num_bits, p.num_hashes, non_negative("items", items)?))
 }
 
+/// The fields of a filter file's header, read and checked by the format's own code (the bit
+/// array is neither read nor checked): what callers need without loading the filter.
+#[pyfunction]
+fn bloom_file_header<'py>(py: Python<'py>, path: PathBuf) -> PyResult<Bound<'py, PyDict>> {
+    let read = py.detach(|| -> Result<(Vec<u8>, u64), BloomError> {
+        let mut file = std::fs::File::open(&path).map_err(|e| BloomError::io(&path, e))?;
+        let len = file.metadata().map_err(|e| BloomError::io(&path, e))?.len();
+        let mut head = Vec::with_capacity(format::HEADER_BYTES as usize);
+        std::io::Read::by_ref(&mut file)
+            .take(format::HEADER_BYTES)
+            .read_to_end(&mut head)
+            .map_err(|e| BloomError::io(&path, e))?;
+        Ok((head, len))
+    });
+    let (head, len) = read.map_err(to_py)?;
+    let h = format::Header::decode(&head, len, &path).map_err(to_py)?;
+    let d = PyDict::new(py);
+    d.set_item("num_hashes", h.params.num_hashes)?;
+    d.set_item("num_bits", h.params.num_bits)?;
+    d.set_item("seed", h.seed)?;
+    d.set_item("sealed", h.is_sealed())?;
+    d.set_item("count", h.count)?;
+    d.set_item("checksum", h.checksum)?;
+    Ok(d)
+}
+
 pub(super) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyBloomFilter>()?;
+    m.add_function(wrap_pyfunction!(bloom_file_header, m)?)?;
     m.add("BloomFileError", bloom_file_error(m.py())?)?;
     m.add_function(wrap_pyfunction!(optimal_parameters, m)?)?;
     m.add_function(wrap_pyfunction!(false_positive_rate, m)?)?;

@@ -562,7 +562,38 @@ fn cluster_pairs<'py>(
     Ok((PyBytes::new(py, &members), PyBytes::new(py, &clustered)))
 }
 
+/// A bucketed work file of one bucket holding ``records`` (``record_size`` bytes each).
+#[pyfunction]
+fn bucketed_file<'py>(py: Python<'py>, records: &[u8], record_size: usize) -> PyResult<Bound<'py, PyBytes>> {
+    if record_size == 0 || !records.len().is_multiple_of(record_size) {
+        return Err(PyValueError::new_err(format!("{} bytes are not records of {record_size} bytes", records.len())));
+    }
+    let mut b = records::Bucketed::new(record_size, 1);
+    b.bucket_mut(0).extend_from_slice(records);
+    Ok(PyBytes::new(py, &py.detach(|| b.to_bytes())))
+}
+
 pub(super) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    // The work files' formats (records.rs, scan.rs), for the Python side that reads them.
+    m.add("DEDUP_BUCKET_MAGIC", PyBytes::new(py, &records::MAGIC))?;
+    m.add("DEDUP_META_MAGIC", PyBytes::new(py, &crate::dedup::scan::META_MAGIC))?;
+    m.add("DEDUP_SETS_MAGIC", PyBytes::new(py, &crate::dedup::scan::SETS_MAGIC))?;
+    let sizes = PyDict::new(py);
+    for (name, size) in [
+        ("doc", records::DOC),
+        ("para", records::PARA),
+        ("band", records::BAND),
+        ("dup", records::DUP),
+        ("pair", records::PAIR),
+        ("verified", records::VERIFIED),
+        ("member", records::MEMBER),
+    ] {
+        sizes.set_item(name, size)?;
+    }
+    m.add("DEDUP_RECORD_SIZES", sizes)?;
+    m.add("DEDUP_WHOLE_DOCUMENT", records::WHOLE_DOCUMENT)?;
+    m.add_function(wrap_pyfunction!(bucketed_file, m)?)?;
     m.add_class::<PyScanPlan>()?;
     m.add_class::<PyDedupScanner>()?;
     m.add_class::<PyDecontamSet>()?;
