@@ -30,7 +30,7 @@ gzip inputs (zlib-rs, about twice CPython's zlib speed each way).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, cast
+from typing import Any, Literal, cast
 
 from dolma_pipe import _rust
 
@@ -68,27 +68,72 @@ class SpanRule:
     replacement: str = ""
 
 
+# The per-rule counts: lists with one entry per include or exclude rule.
+PER_RULE = ("removed_exclude", "matched_include", "matched_exclude", "failed_include", "failed_exclude")
+_TOTALS = ("docs", "kept", "removed_include", "removed_short", "spans_replaced", "bytes_in", "bytes_out", "tokens", "files")
+
+
+def _sum(mine: list[int], theirs: list[int]) -> list[int]:
+    n = max(len(mine), len(theirs))
+    return [(mine[i] if i < len(mine) else 0) + (theirs[i] if i < len(theirs) else 0) for i in range(n)]
+
+
+@dataclass
+class MixCounts:
+    """What the rules did to some documents: a batch, a file, a stream or source (summed with
+    :meth:`add`). Removed documents count once, against the rule that decided (``removed_*``);
+    ``matched_*`` are what every rule matched of every document; ``failed_*`` where a rule failed
+    without deciding (counted as no match)."""
+
+    docs: int = 0
+    kept: int = 0
+    removed_include: int = 0  # no include rule matched
+    removed_exclude: list[int] = field(default_factory=list)  # per exclude rule: the first that matched
+    matched_include: list[int] = field(default_factory=list)
+    matched_exclude: list[int] = field(default_factory=list)
+    failed_include: list[int] = field(default_factory=list)
+    failed_exclude: list[int] = field(default_factory=list)
+    removed_short: int = 0  # min_text_length
+    spans_replaced: int = 0
+    bytes_in: int = 0
+    bytes_out: int = 0  # of kept documents' JSON lines
+    tokens: int = 0  # of kept documents (a Dolmino source's count phase)
+    files: int = 0
+    # Files whose counts were stored before matched counts existed (their matched are unknown).
+    unmatched_files: int = 0
+
+    def add(self, other: MixCounts) -> None:
+        for key in _TOTALS:
+            setattr(self, key, getattr(self, key) + getattr(other, key))
+        for key in PER_RULE:
+            setattr(self, key, _sum(getattr(self, key), getattr(other, key)))
+        self.unmatched_files += other.unmatched_files
+
+    def as_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in (*_TOTALS, *PER_RULE)}
+
+    @staticmethod
+    def from_dict(d: dict[str, Any]) -> MixCounts:
+        """One file's counts as :meth:`as_dict` stored them (an earlier version stored neither
+        ``files`` nor matched counts)."""
+        counts = MixCounts()
+        for k in _TOTALS:
+            setattr(counts, k, int(d.get(k, 1 if k == "files" else 0)))
+        for k in PER_RULE:
+            setattr(counts, k, list(d.get(k, [])))
+        counts.unmatched_files = 0 if "matched_exclude" in d else counts.files
+        return counts
+
+
 @dataclass
 class BatchResult:
-    """What one batch gave: the kept documents as JSON lines and what happened to the others."""
+    """What one batch gave: the kept documents as JSON lines, its counts, and the bad records."""
 
     out: bytes
     line_lengths: list[int]
     consumed: list[int]
-    docs: int
-    kept: int
-    removed_include: int  # no include rule matched
-    removed_exclude: list[int]  # per exclude rule: removed by it (the first exclude that matched)
-    removed_short: int
-    spans_replaced: int
-    bytes_in: int
+    counts: MixCounts
     bad: list[tuple[int, str, str]]
-    # Per rule: documents it matched (every rule is evaluated on every document) ...
-    matched_include: list[int] = field(default_factory=list)
-    matched_exclude: list[int] = field(default_factory=list)
-    # ... and documents it failed on where it did not decide (counted as no match).
-    failed_include: list[int] = field(default_factory=list)
-    failed_exclude: list[int] = field(default_factory=list)
     ids: list[str] = field(default_factory=list)  # every good document's id
     texts: list[str] = field(default_factory=list)
     keys: list[int] = field(default_factory=list)
@@ -127,5 +172,6 @@ class DocumentMixer:
 
     def process(self, docs: list[bytes], linenos: list[int], attrs: list[list[bytes]], file_name: str) -> BatchResult:
         """Run the rules over ``docs`` (raw lines) and the next rows of each attribute set."""
-        raw = self._inner.process(docs, linenos, attrs, file_name)
-        return BatchResult(**cast(dict, raw))
+        raw = cast(dict, self._inner.process(docs, linenos, attrs, file_name))
+        counted = {k: raw.pop(k) for k in ("docs", "kept", "removed_include", "removed_short", "spans_replaced", "bytes_in", *PER_RULE)}
+        return BatchResult(**raw, counts=MixCounts(**counted, bytes_out=len(raw["out"])))

@@ -20,13 +20,12 @@ from __future__ import annotations
 import os
 from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 
 from dolma_pipe import paths, storage
 from dolma_pipe.attributes import AttributeMismatchError
 from dolma_pipe.documents import CHUNK, DocumentError, TruncatedArchive, chunks_after, compression_of
 from dolma_pipe.errors import DolmaPipeError
-from dolma_pipe.filters import BatchResult, GzipInflater
+from dolma_pipe.filters import BatchResult, GzipInflater, MixCounts
 from dolma_pipe.quarantine import Quarantine
 from mixers.rules import StreamRules
 
@@ -137,53 +136,6 @@ class _Rows:
         del self.lines[:n]
 
 
-_PER_RULE = ("removed_exclude", "matched_include", "matched_exclude", "failed_include", "failed_exclude")
-
-
-@dataclass
-class FileCounts:
-    """What one input file gave (summed per stream in the summary). Per rule: ``removed_exclude``
-    (removed by it: the first exclude rule that matched), ``matched_*`` (documents it matched, of
-    every document read) and ``failed_*`` (documents it failed on where it did not decide)."""
-
-    docs: int = 0
-    kept: int = 0
-    removed_include: int = 0
-    removed_exclude: list[int] = field(default_factory=list)
-    matched_include: list[int] = field(default_factory=list)
-    matched_exclude: list[int] = field(default_factory=list)
-    failed_include: list[int] = field(default_factory=list)
-    failed_exclude: list[int] = field(default_factory=list)
-    removed_short: int = 0
-    spans_replaced: int = 0
-    bytes_in: int = 0
-    bytes_out: int = 0
-
-    def add(self, r: BatchResult) -> None:
-        self.docs += r.docs
-        self.kept += r.kept
-        self.removed_include += r.removed_include
-        for key in _PER_RULE:
-            mine, theirs = getattr(self, key), getattr(r, key)
-            setattr(self, key, [a + b for a, b in zip(mine or [0] * len(theirs), theirs)])
-        self.removed_short += r.removed_short
-        self.spans_replaced += r.spans_replaced
-        self.bytes_in += r.bytes_in
-        self.bytes_out += len(r.out)
-
-    def as_dict(self) -> dict[str, int | list[int]]:
-        return {
-            "docs": self.docs,
-            "kept": self.kept,
-            "removed_include": self.removed_include,
-            **{key: getattr(self, key) for key in _PER_RULE},
-            "removed_short": self.removed_short,
-            "spans_replaced": self.spans_replaced,
-            "bytes_in": self.bytes_in,
-            "bytes_out": self.bytes_out,
-        }
-
-
 def mix_file(
     rules: StreamRules,
     doc_path: str,
@@ -193,13 +145,14 @@ def mix_file(
     batch_size: int = 512,
     compression: str | None = None,
     collect: bool = False,
-) -> FileCounts:
-    """Run ``rules`` over one document file; each batch's result goes to ``sink``."""
+) -> MixCounts:
+    """Run ``rules`` over one document file; each batch's result goes to ``sink``; the file's counts."""
     mixer = rules.mixer(collect)
     attr_paths = [paths.attribute_path(doc_path, name) for name in rules.attribute_sets]
     rows = [_Rows(p, compression) for p in attr_paths]
     file_name = os.path.basename(doc_path.rstrip("/"))
-    counts = FileCounts(
+    counts = MixCounts(
+        files=1,
         removed_exclude=[0] * len(rules.exclude),
         matched_include=[0] * len(rules.include),
         matched_exclude=[0] * len(rules.exclude),
@@ -218,7 +171,7 @@ def mix_file(
         for doc_id in result.ids:  # the runner's duplicate-id check, as read_documents feeds it
             quarantine.saw_document(doc_id)
         sink(result)
-        counts.add(result)
+        counts.add(result.counts)
         for r, used in zip(rows, result.consumed):
             r.take(used)
 

@@ -18,82 +18,47 @@ did not decide, so Dolma would not have evaluated it there; they count as not ma
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
+from dolma_pipe.filters import MixCounts
 from mixers.rules import StreamRules
 
-_PER_RULE = ("removed_exclude", "matched_include", "matched_exclude", "failed_include", "failed_exclude")
 NO_INCLUDE = "include (none matched)"
 
 
-def _add(mine: list[int], theirs: list[int]) -> list[int]:
-    if len(mine) < len(theirs):
-        mine = mine + [0] * (len(theirs) - len(mine))
-    return [a + (theirs[i] if i < len(theirs) else 0) for i, a in enumerate(mine)]
+def group_summary(counts: MixCounts, rules: StreamRules) -> dict[str, Any]:
+    """One stream's or source's summed counts as the manifest and the table hold them."""
 
+    def per_rule(values: list[int], i: int) -> int:
+        return values[i] if i < len(values) else 0
 
-@dataclass
-class GroupTotals:
-    """Counts of one stream or source, summed over its files."""
-
-    files: int = 0
-    docs: int = 0
-    kept: int = 0
-    removed_include: int = 0
-    removed_exclude: list[int] = field(default_factory=list)
-    matched_include: list[int] = field(default_factory=list)
-    matched_exclude: list[int] = field(default_factory=list)
-    failed_include: list[int] = field(default_factory=list)
-    failed_exclude: list[int] = field(default_factory=list)
-    # Files whose counts have no matched counts (task records of a version before them).
-    unmatched_files: int = 0
-    removed_short: int = 0
-    spans_replaced: int = 0
-    bytes_in: int = 0
-    bytes_out: int = 0
-    tokens: int = 0
-
-    def add(self, counts: dict[str, Any]) -> None:
-        self.files += 1
-        for key in ("docs", "kept", "removed_include", "removed_short", "spans_replaced", "bytes_in", "bytes_out", "tokens"):
-            setattr(self, key, getattr(self, key) + int(counts.get(key, 0)))
-        if "matched_exclude" not in counts:
-            self.unmatched_files += 1
-        for key in _PER_RULE:
-            setattr(self, key, _add(getattr(self, key), list(counts.get(key, []))))
-
-    def as_dict(self, rules: StreamRules) -> dict[str, Any]:
-        def per_rule(values: list[int], i: int) -> int:
-            return values[i] if i < len(values) else 0
-
-        inc = [f"include {i}: {label}" for i, label in enumerate(rules.include_labels)]
-        exc = [f"exclude {i}: {label}" for i, label in enumerate(rules.exclude_labels)]
-        known = not self.unmatched_files
-        failed = {
-            **{k: per_rule(self.failed_include, i) for i, k in enumerate(inc)},
-            **{k: per_rule(self.failed_exclude, i) for i, k in enumerate(exc)},
-        }
-        return {
-            "files": self.files,
-            "docs_in": self.docs,
-            "bytes_in": self.bytes_in,
-            "kept": self.kept,
-            "bytes_kept": self.bytes_out,
-            "removed_by_rule": {
-                **({NO_INCLUDE: self.removed_include} if rules.include else {}),
-                **{k: per_rule(self.removed_exclude, i) for i, k in enumerate(exc)},
-                **({"min_text_length": self.removed_short} if rules.min_text_length else {}),
-            },
-            # None: not counted (some files' counts come from an earlier version's task records).
-            "matched_by_rule": {
-                **{k: per_rule(self.matched_include, i) if known else None for i, k in enumerate(inc)},
-                **{k: per_rule(self.matched_exclude, i) if known else None for i, k in enumerate(exc)},
-            },
-            **({"failed_by_rule": {k: n for k, n in failed.items() if n}} if any(failed.values()) else {}),
-            "spans_replaced": self.spans_replaced,
-            **({"tokens_kept": self.tokens} if self.tokens else {}),
-        }
+    inc = [f"include {i}: {label}" for i, label in enumerate(rules.include_labels)]
+    exc = [f"exclude {i}: {label}" for i, label in enumerate(rules.exclude_labels)]
+    known = not counts.unmatched_files
+    failed = {
+        **{k: per_rule(counts.failed_include, i) for i, k in enumerate(inc)},
+        **{k: per_rule(counts.failed_exclude, i) for i, k in enumerate(exc)},
+    }
+    return {
+        "files": counts.files,
+        "docs_in": counts.docs,
+        "bytes_in": counts.bytes_in,
+        "kept": counts.kept,
+        "bytes_kept": counts.bytes_out,
+        "removed_by_rule": {
+            **({NO_INCLUDE: counts.removed_include} if rules.include else {}),
+            **{k: per_rule(counts.removed_exclude, i) for i, k in enumerate(exc)},
+            **({"min_text_length": counts.removed_short} if rules.min_text_length else {}),
+        },
+        # None: not counted (some files' counts come from an earlier version's task records).
+        "matched_by_rule": {
+            **{k: per_rule(counts.matched_include, i) if known else None for i, k in enumerate(inc)},
+            **{k: per_rule(counts.matched_exclude, i) if known else None for i, k in enumerate(exc)},
+        },
+        **({"failed_by_rule": {k: n for k, n in failed.items() if n}} if any(failed.values()) else {}),
+        "spans_replaced": counts.spans_replaced,
+        **({"tokens_kept": counts.tokens} if counts.tokens else {}),
+    }
 
 
 def _rule_lines(t: dict[str, Any]) -> list[str]:
@@ -130,7 +95,7 @@ def _mb(n: int) -> str:
 
 
 def render(kind: str, rows: dict[str, dict[str, Any]], extra: dict[str, str] | None = None) -> str:
-    """One block per stream/source from :meth:`GroupTotals.as_dict` results (plus an ``extra`` line each)."""
+    """One block per stream/source from :func:`group_summary` results (plus an ``extra`` line each)."""
     lines = [f"mix summary ({kind}):"]
     for name, t in rows.items():
         share = f" ({t['kept'] / t['docs_in']:.1%})" if t["docs_in"] else ""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from dataclasses import replace
 
 import orjson
 
@@ -20,15 +21,16 @@ from mixers.stage import MixStage
 
 
 class SlowMixStage(MixStage):
-    def _shard(self, task, quarantine, ctx):  # type: ignore[no-untyped-def]
-        if os.environ.get("MIX_SLOW_PHASE") == "shard":
-            time.sleep(float(os.environ.get("MIX_SLOW_SECONDS", "0.3")))
-        return super()._shard(task, quarantine, ctx)
+    """The mix stage with the tasks of phase ``$MIX_SLOW_PHASE`` slowed (a class importable by
+    name, so it pickles to workers)."""
 
-    def _sample(self, task, quarantine, ctx):  # type: ignore[no-untyped-def]
-        if os.environ.get("MIX_SLOW_PHASE") == "sample":
-            time.sleep(float(os.environ.get("MIX_SLOW_SECONDS", "0.3")))
-        return super()._sample(task, quarantine, ctx)
+    def phases(self):  # type: ignore[no-untyped-def]
+        return [replace(p, run=self._slow) if p.name == os.environ.get("MIX_SLOW_PHASE") else p for p in super().phases()]
+
+    def _slow(self, task, quarantine, ctx):  # type: ignore[no-untyped-def]
+        time.sleep(float(os.environ.get("MIX_SLOW_SECONDS", "0.3")))
+        original = next(p for p in super().phases() if p.name == os.environ["MIX_SLOW_PHASE"])
+        return original.run(task, quarantine, ctx)
 
 
 if __name__ == "__main__":

@@ -197,9 +197,9 @@ def test_dolmas_jsonpath_engine_misses_integer_one():
     """What the fix changes: the same rule through the engine as Dolma runs it (a span selector) misses."""
     doc = b'{"id": "a", "text": "t", "attributes": {"q": [[0, 1, 1]]}}'
     fixed = DocumentMixer(filter_syntax="jsonpath", include=["$.attributes[?(@.q[0][2] >= 1.0)]"])
-    assert fixed.process([doc], [1], [], "f").kept == 1
+    assert fixed.process([doc], [1], [], "f").counts.kept == 1
     as_dolma = DocumentMixer(spans=[SpanRule("$.attributes[?(@.q[0][2] >= 1.0)]", min_score=0)])
-    assert as_dolma.process([doc], [1], [], "f").spans_replaced == 0
+    assert as_dolma.process([doc], [1], [], "f").counts.spans_replaced == 0
 
 
 def test_span_replacement_bounds_offsets_and_braces(tmp_path):

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 import zstandard
 
-import mixers.stage
+import mixers.sources
+import mixers.streams
 from dolma_pipe.config import load_config
 from dolma_pipe.documents import write_documents
 from dolma_pipe.runner import run_stage
@@ -89,7 +90,8 @@ def parse_shards(shards: list[Path]) -> list[dict]:
 @pytest.fixture
 def small_members(monkeypatch):
     """Members of MEMBER_BYTES in this process (tasks run inline with one process)."""
-    monkeypatch.setattr(mixers.stage, "member_bytes", lambda max_bytes: MEMBER_BYTES)
+    monkeypatch.setattr(mixers.streams, "member_bytes", lambda max_bytes: MEMBER_BYTES)
+    monkeypatch.setattr(mixers.sources, "member_bytes", lambda max_bytes: MEMBER_BYTES)
 
 
 def run_mix(config: dict):
