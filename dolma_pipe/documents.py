@@ -19,9 +19,11 @@ import base64
 import datetime
 import decimal
 import gzip
+import hashlib
 import json
 import zlib
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import IO, Any, cast
 
 import orjson
@@ -199,24 +201,63 @@ def iter_lines(path: str) -> Iterator[tuple[int, bytes]]:
         raise failure
 
 
-def _normalise(doc: Any, path: str, lineno: int, quarantine: Quarantine, raw: Any) -> dict | None:
+@dataclass(frozen=True)
+class Fields:
+    """Where a document's text and id are, when not ``text`` and ``id`` (Dolma's ``fields`` of
+    ``dolma tokens``): dotted names reach into objects (``doc.body``); with no id field, a
+    document's id is ``<sha256 of the file's path>-<line>``, as Dolma makes it."""
+
+    text: str = "text"
+    id: str | None = "id"
+
+    @property
+    def standard(self) -> bool:
+        return self.text == "text" and self.id == "id"
+
+
+STANDARD_FIELDS = Fields()
+
+
+def _dotted(obj: Any, dotted: str) -> Any:
+    for part in dotted.split("."):
+        if not isinstance(obj, dict) or part not in obj:
+            return None
+        obj = obj[part]
+    return obj
+
+
+def _by_fields(obj: dict, fields: Fields, path: str, lineno: int, quarantine: Quarantine, raw: Any) -> dict | None:
+    """``{"id", "text"}`` of a document whose fields are elsewhere, checked as :func:`_normalise` checks them."""
+    text = _dotted(obj, fields.text)
+    if not isinstance(text, str):
+        kind, what = ("missing_text", "missing") if text is None else ("bad_text", f"not a string ({type(text).__name__})")
+        quarantine.add(path, lineno, kind, f"field {fields.text!r} is {what}", raw)
+        return None
+    if fields.id is None:
+        return {"id": f"{hashlib.sha256(path.encode()).hexdigest()}-{lineno}", "text": text}
+    return _normalise({"id": _dotted(obj, fields.id), "text": text}, path, lineno, quarantine, raw, id_name=fields.id)
+
+
+def _normalise(doc: Any, path: str, lineno: int, quarantine: Quarantine, raw: Any, id_name: str = "id") -> dict | None:
     if not isinstance(doc, dict):
         quarantine.add(path, lineno, "not_an_object", "line is valid JSON but not an object", raw)
         return None
     doc_id = doc.get("id")
     if doc_id is None:
-        quarantine.add(path, lineno, "missing_id", "document has no 'id'", raw)
+        quarantine.add(path, lineno, "missing_id", f"document has no '{id_name}'", raw)
         return None
     if not isinstance(doc_id, str):
         if isinstance(doc_id, int) and not isinstance(doc_id, bool):
             if not ID_INT_MIN <= doc_id <= ID_INT_MAX:
                 # mix (Dolma's mixer too) reads JSON numbers as 64-bit integers or doubles: an id
                 # beyond that would come out of it as another number, so no stage takes it.
-                quarantine.add(path, lineno, "bad_id", f"'id' is an integer beyond 64 bits ({doc_id}); give it as a string", raw)
+                quarantine.add(path, lineno, "bad_id", f"'{id_name}' is an integer beyond 64 bits ({doc_id}); give it as a string", raw)
                 return None
             doc["id"] = str(doc_id)
         else:
-            quarantine.add(path, lineno, "bad_id", f"'id' must be a string or an integer within 64 bits, got {type(doc_id).__name__}", raw)
+            quarantine.add(
+                path, lineno, "bad_id", f"'{id_name}' must be a string or an integer within 64 bits, got {type(doc_id).__name__}", raw
+            )
             return None
     text = doc.get("text")
     if text is None:
@@ -254,7 +295,7 @@ def parse_document_line(path: str, lineno: int, line: bytes, quarantine: Quarant
     return _normalise(obj, path, lineno, quarantine, line) if parsed else None
 
 
-def _read_jsonl(path: str, quarantine: Quarantine, require_text: bool) -> Iterator[tuple[int, dict]]:
+def _read_jsonl(path: str, quarantine: Quarantine, require_text: bool, fields: Fields = STANDARD_FIELDS) -> Iterator[tuple[int, dict]]:
     lines = 0
     lineno = 0
     try:
@@ -267,8 +308,14 @@ def _read_jsonl(path: str, quarantine: Quarantine, require_text: bool) -> Iterat
             parsed, obj = _parse_json_line(path, lineno, line, quarantine)
             if not parsed:
                 continue
-            if require_text:
+            if require_text and fields.standard:
                 doc = _normalise(obj, path, lineno, quarantine, line)
+            elif require_text:
+                doc = (
+                    _by_fields(obj, fields, path, lineno, quarantine, line)
+                    if isinstance(obj, dict)
+                    else _normalise(obj, path, lineno, quarantine, line)
+                )
             else:
                 doc = _normalise_attribute_row(obj, path, lineno, quarantine, line)
             if doc is not None:
@@ -311,7 +358,7 @@ def _json_safe(value: Any) -> Any:
     raise TypeError(f"cannot represent {type(value).__name__} in JSON")
 
 
-def _parquet_row(obj: dict, json_cols: set[str], path: str, row: int, quarantine: Quarantine) -> dict | None:
+def _parquet_row(obj: dict, json_cols: set[str], path: str, row: int, quarantine: Quarantine, fields: Fields) -> dict | None:
     for col in json_cols:
         if isinstance(obj.get(col), str):
             try:
@@ -321,10 +368,12 @@ def _parquet_row(obj: dict, json_cols: set[str], path: str, row: int, quarantine
                 return None
     for key in [k for k, v in obj.items() if v is None and k not in ("text", "id")]:
         del obj[key]
+    if not fields.standard:
+        return _by_fields(obj, fields, path, row, quarantine, None)
     return _normalise(obj, path, row, quarantine, None)
 
 
-def _read_parquet(path: str, quarantine: Quarantine) -> Iterator[tuple[int, dict]]:
+def _read_parquet(path: str, quarantine: Quarantine, fields: Fields = STANDARD_FIELDS) -> Iterator[tuple[int, dict]]:
     import pyarrow.parquet as pq
 
     rows = 0
@@ -336,7 +385,7 @@ def _read_parquet(path: str, quarantine: Quarantine) -> Iterator[tuple[int, dict
             for batch in pf.iter_batches(batch_size=4096):
                 for obj in batch.to_pylist():
                     rows += 1
-                    doc = _parquet_row(obj, json_cols, path, rows, quarantine)
+                    doc = _parquet_row(obj, json_cols, path, rows, quarantine, fields)
                     if doc is not None:
                         yield rows, doc
     except storage.StorageError as exc:
@@ -351,14 +400,18 @@ def _read_parquet(path: str, quarantine: Quarantine) -> Iterator[tuple[int, dict
         quarantine.add(path, 0, "empty_file", f"{path}: file has no records", None)
 
 
-def read_documents(path: str, quarantine: Quarantine | None = None) -> Iterator[tuple[int, dict]]:
+def read_documents(path: str, quarantine: Quarantine | None = None, fields: Fields = STANDARD_FIELDS) -> Iterator[tuple[int, dict]]:
     """Good documents of ``path`` as (line or row number, document dict).
 
     Bad records go to ``quarantine``; without one the first bad record raises
-    :class:`~dolma_pipe.quarantine.QuarantinedRecordError` naming the file and line.
+    :class:`~dolma_pipe.quarantine.QuarantinedRecordError` naming the file and line. With other
+    ``fields`` than ``text`` and ``id``, each document is ``{"id": ..., "text": ...}`` taken from them.
     """
     q = quarantine if quarantine is not None else Quarantine(strict=True)
-    docs = _read_parquet(path, q) if compression_of(path) == "parquet" else _read_jsonl(path, q, require_text=True)
+    if compression_of(path) == "parquet":
+        docs = _read_parquet(path, q, fields)
+    else:
+        docs = _read_jsonl(path, q, require_text=True, fields=fields)
     return _noting_ids(docs, q) if quarantine is not None else docs
 
 

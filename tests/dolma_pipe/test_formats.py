@@ -88,3 +88,26 @@ def test_missing_final_newline_and_blank_lines(tmp_path):
 )
 def test_compression_detection(name, kind):
     assert compression_of(name) == kind
+
+
+def test_documents_read_by_other_fields_through_the_one_reader(tmp_path):
+    """Dolma's ``fields`` (tokenize): dotted names reach into objects; ids from an integer field
+    become strings, and without an id field a document's id is ``<sha256 of the path>-<line>``;
+    bad records are quarantined with the field's name, in JSON lines and Parquet alike."""
+    import hashlib
+
+    from dolma_pipe.documents import Fields, read_documents, write_documents
+    from dolma_pipe.quarantine import Quarantine
+
+    rows = [{"id": "a", "doc": {"body": "one", "key": 7}}, {"doc": {"key": 8}}, {"doc": {"body": 5, "key": 9}}, {"doc": {"body": "four"}}]
+    for name in ("f.jsonl.gz", "f.parquet"):
+        path = str(tmp_path / name)
+        # (Parquet's writer wants a text column; the reader is asked for doc.body.)
+        write_documents(path, [{"text": "x", **r} for r in rows] if name.endswith(".parquet") else rows)
+        q = Quarantine()
+        got = list(read_documents(path, q, Fields(text="doc.body", id="doc.key")))
+        assert got == [(1, {"id": "7", "text": "one"})]
+        assert dict(q.counts) == {"missing_text": 1, "bad_text": 1, "missing_id": 1}, name
+        q = Quarantine()
+        digest = hashlib.sha256(path.encode()).hexdigest()
+        assert [d["id"] for _, d in read_documents(path, q, Fields(text="doc.body", id=None))] == [f"{digest}-1", f"{digest}-4"]
