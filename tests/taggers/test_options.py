@@ -155,7 +155,7 @@ def test_every_builtin_declares_options_that_build_with_defaults():
 
 def test_options_table_and_describe_show_types_defaults_and_help():
     rows = {r[0]: r for r in registry.options_table(C4Tagger)}
-    assert list(rows) == ["min_words_per_line", "min_sentences", "use_rust"]
+    assert list(rows) == ["use_rust", "min_words_per_line", "min_sentences"]  # the kernel switch (taggers.base.KernelOptions) first
     name, kind, default, help_text = rows["min_words_per_line"]
     assert (kind, default) == ("int (>= 0)", "5") and "too few words" in help_text
     assert rows["use_rust"][1:3] == ("bool | null", "null")
@@ -176,7 +176,7 @@ def test_options_table_and_describe_show_types_defaults_and_help():
     assert "  thresholds.word_count_min: float = 50\n" in text
     assert "  model_path: str (non-empty) (required)" in registry.describe("quality")
     assert registry.describe("lengths_v1").endswith("options: none")
-    assert registry.option_names(GopherTagger)[:2] == ["thresholds", "stop_words"]
+    assert registry.option_names(GopherTagger)[:3] == ["use_rust", "thresholds", "stop_words"]
     assert registry.option_names(registry.get("lengths_v1")) == []
     with pytest.raises(TaggerError, match="unknown tagger 'gopher_v3'"):
         registry.describe("gopher_v3")
