@@ -59,11 +59,42 @@ def attribute_path(document_path: str, name: str) -> str:
     return attribute_file_name(prefix + "/".join(parts[:idx] + ["attributes", name] + parts[idx + 1 :]))
 
 
-def attributes_root(document_path: str, name: str) -> str:
-    """``X/attributes/name`` for a document path under ``X/documents``."""
+def attributes_root(document_path: str, name: str, document_dir: str = DOCUMENTS) -> str:
+    """``X/attributes/name`` for a document path under ``X/<document_dir>`` (Dolma's rule;
+    ``documents`` unless a dedup config's ``dedupe.document_dir`` says otherwise)."""
     prefix, parts = _split(document_path)
-    idx = documents_index(document_path)
+    if document_dir not in parts:
+        key = "" if document_dir == DOCUMENTS else " (dedupe.document_dir)"
+        raise PathError(f"{document_path}: path has no '{document_dir}/' component{key}, so attribute paths cannot be derived")
+    idx = parts.index(document_dir)
     return prefix + "/".join(parts[:idx] + ["attributes", name])
+
+
+def attribute_output_root(patterns: list[str], name: str, destination: str | None = None, document_dir: str = DOCUMENTS) -> str:
+    """Where a stage that writes attributes writes set ``name`` (tag, dedup): ``<destination>/<name>``,
+    else ``X/attributes/<name>`` for documents under ``X/<document_dir>/``. A wildcard in the
+    documents component (Dolma's tests use ``doc*/``) is decided by each matching file, as in
+    Dolma; documents from several trees need a destination."""
+    if destination:
+        return storage.join(destination, name)
+    roots: set[str] = set()
+    for pattern in patterns:
+        try:
+            roots.add(attributes_root(pattern, name, document_dir))
+        except PathError:
+            matches = storage.glob(storage.local_path(pattern))
+            if not matches:
+                raise
+            roots.update(attributes_root(m, name, document_dir) for m in matches)
+    if len(roots) > 1:
+        raise PathError(f"documents come from several trees ({', '.join(sorted(roots))}); give --destination")
+    return roots.pop()
+
+
+def relative_below(path: str, folder: str) -> str | None:
+    """``path`` below its first ``folder`` component (``a/b.jsonl.gz`` of ``X/documents/a/b.jsonl.gz``), or None."""
+    _, parts = _split(path)
+    return "/".join(parts[parts.index(folder) + 1 :]) if folder in parts[:-1] else None
 
 
 def static_prefix(pattern: str) -> str:

@@ -22,7 +22,7 @@ from typing import Any
 import orjson
 from pydantic import Field, field_validator
 
-from dolma_pipe import paths, storage
+from dolma_pipe import paths
 from dolma_pipe.config import PathStr, RunOptions
 from dolma_pipe.documents import JsonlWriter, read_documents
 from dolma_pipe.manifest import InputFile
@@ -154,12 +154,7 @@ class TagStage(Stage[TagConfig]):
         self._root = self._output_root()
 
     def _output_root(self) -> str:
-        if self.config.destination:
-            return storage.join(self.config.destination, self.experiment)
-        roots = {paths.attributes_root(p, self.experiment) for p in self.config.documents}
-        if len(roots) > 1:
-            raise paths.PathError(f"documents come from several trees ({', '.join(sorted(roots))}); give --destination")
-        return roots.pop()
+        return paths.attribute_output_root(self.config.documents, self.experiment, self.config.destination)
 
     @property
     def output_root(self) -> str:

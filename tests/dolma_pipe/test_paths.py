@@ -114,3 +114,24 @@ def test_refuse_unfinished_skips_the_current_runs_root_and_reads_each_manifest_o
     _manifest(tmp_path / "out", "complete")
     paths.refuse_unfinished([str(f) for f in files])
     assert reads == [f"{tmp_path}/out/_manifest.json"]
+
+
+def test_one_output_root_rule_for_the_stages_that_write_attributes(tmp_path):
+    """tag and dedup find where an attribute set goes by one rule (paths.attribute_output_root)."""
+    from dolma_pipe.paths import PathError, attribute_output_root
+
+    for sub in ("documents", "docs-a"):
+        (tmp_path / "x" / sub).mkdir(parents=True)
+        (tmp_path / "x" / sub / "f.jsonl").write_text("{}\n")
+    x = tmp_path / "x"
+    assert attribute_output_root([f"{x}/documents/*.gz"], "q") == f"{x}/attributes/q"
+    assert attribute_output_root([f"{x}/documents/*.gz"], "q", destination="s3://b/out") == "s3://b/out/q"
+    assert attribute_output_root([f"{x}/docs-a/*"], "q", document_dir="docs-a") == f"{x}/attributes/q"
+    # A wildcard where the documents folder is (Dolma's tests have doc*/): each matching file decides.
+    assert attribute_output_root([f"{x}/docu*/*"], "q") == f"{x}/attributes/q"
+    with pytest.raises(PathError, match=r"docs-a/f.jsonl: path has no 'documents/' component"):
+        attribute_output_root([f"{x}/d*/*"], "q")
+    with pytest.raises(PathError, match="no 'documents/' component"):
+        attribute_output_root([f"{x}/elsewhere/*.gz"], "q")
+    with pytest.raises(PathError, match="several trees"):
+        attribute_output_root([f"{x}/documents/*", f"{tmp_path}/y/documents/*"], "q")

@@ -47,26 +47,6 @@ def _read_only_filter(path: str) -> BloomFilter:
     return f
 
 
-def _split(path: str) -> tuple[str, list[str]]:
-    if "://" in path:
-        scheme, rest = path.split("://", 1)
-        return f"{scheme}://", rest.split("/")
-    return "", path.split("/")
-
-
-def attributes_root(pattern: str, name: str, document_dir: str) -> str:
-    """``X/attributes/<name>`` for documents under ``X/<document_dir>/`` (Dolma's rule)."""
-    if document_dir == paths.DOCUMENTS:
-        return paths.attributes_root(pattern, name)
-    prefix, parts = _split(pattern)
-    if document_dir not in parts:
-        raise paths.PathError(
-            f"{pattern}: path has no '{document_dir}/' component (dedupe.document_dir), so attribute paths cannot be derived"
-        )
-    idx = parts.index(document_dir)
-    return prefix + "/".join(parts[:idx] + ["attributes", name])
-
-
 class DedupStage(Stage[DedupConfig]):
     name = "dedup"
     description = "exact, paragraph (Bloom filter) and near-duplicate (MinHash LSH) deduplication, and decontamination"
@@ -89,22 +69,7 @@ class DedupStage(Stage[DedupConfig]):
     # ---- where things go ----------------------------------------------------------------
 
     def _output_root(self) -> str:
-        if self.config.destination:
-            return storage.join(self.config.destination, self.set_name)
-        roots: set[str] = set()
-        for pattern in self.config.documents:
-            try:
-                roots.add(attributes_root(pattern, self.set_name, self.document_dir))
-            except paths.PathError:
-                # A wildcard in the documents component (Dolma's tests use doc*/): as Dolma does,
-                # each matching file's own path decides.
-                matches = storage.glob(storage.local_path(pattern))
-                if not matches:
-                    raise
-                roots.update(attributes_root(m, self.set_name, self.document_dir) for m in matches)
-        if len(roots) > 1:
-            raise paths.PathError(f"documents come from several trees ({', '.join(sorted(roots))}); give --destination")
-        return roots.pop()
+        return paths.attribute_output_root(self.config.documents, self.set_name, self.config.destination, self.document_dir)
 
     @property
     def output_root(self) -> str:
@@ -129,8 +94,7 @@ class DedupStage(Stage[DedupConfig]):
         # Relative names below the custom documents folder, as Dolma's path rule has them.
         out = []
         for f in inputs:
-            prefix, parts = _split(f.path)
-            rel = "/".join(parts[parts.index(self.document_dir) + 1 :]) if self.document_dir in parts[:-1] else f.rel
+            rel = paths.relative_below(f.path, self.document_dir) or f.rel
             out.append(InputFile(path=f.path, rel=rel, size=f.size, mtime=f.mtime))
         if len({f.rel for f in out}) != len(out):
             raise paths.PathError(f"two inputs have the same name below '{self.document_dir}/'; rename one")
