@@ -213,9 +213,15 @@ def _abs(root: str, rel: str) -> str:
 
 
 def _written(root: str, outputs: list[str]) -> dict[str, int]:
-    """The sizes of the declared outputs a task wrote (one it did not write is left out)."""
-    sizes = storage.sizes(outputs)
-    return {_rel(root, p): size for p, size in sizes.items() if size is not None}
+    """The sizes of the declared outputs a task wrote (one it did not write is left out). One stat
+    each: a task writes a few files, into folders that may hold many others' (no listing)."""
+    out = {}
+    for path in outputs:
+        try:
+            out[_rel(root, path)] = storage.stat(path).size
+        except storage.StorageError:
+            continue
+    return out
 
 
 def _changed_outputs(root: str, records: list[TaskRecord], skip: workdir.WorkDir | None) -> dict[str, tuple[str, str]]:
