@@ -75,7 +75,7 @@ DCLM_STANDIN = "dclm_standin.bin"
 @dataclass(frozen=True)
 class ContractException:
     """Where following Dolma would break the data contract; each is documented in the tagger's
-    docstring and in the README, with a document showing it."""
+    docstring and in docs/tag.md, with a document showing it."""
 
     attributes: tuple[str, ...]  # attribute names (without the experiment prefix)
     reason: str

@@ -178,7 +178,7 @@ def _check_reachable(address: str) -> None:
     except OSError as exc:
         raise ExecutorError(
             f"cannot connect to the Ray cluster at {address}: {exc.strerror or exc}; start it with "
-            f"`ray start --head --port {port}` on that machine (see the README's Ray section) or fix --ray-address"
+            f"`ray start --head --port {port}` on that machine (see docs/cluster.md) or fix --ray-address"
         ) from None
 
 

@@ -369,7 +369,7 @@ def _done_markers(root: str, sub: str, force: bool) -> set[str]:
     return {storage.local_path(f.path) for f in storage.glob_info(pattern)}
 
 
-def _finalise(manifest: Manifest, seconds: float, root: str) -> None:
+def _finalise(manifest: Manifest, seconds: float, root: str, save: bool = True) -> None:
     """Totals, status, timings; then the manifest's last write."""
     _refresh_totals(manifest)
     manifest.status = "complete" if all(p.status == "complete" for p in manifest.phases) else "failed"
@@ -380,7 +380,8 @@ def _finalise(manifest: Manifest, seconds: float, root: str) -> None:
         "task_seconds": round(sum(r.seconds for p in manifest.phases for r in p.tasks.values() if not r.skipped), 3),
         **{f"{p.name}_seconds": round(p.seconds, 3) for p in manifest.phases if len(manifest.phases) > 1},
     }
-    manifest.write(root)
+    if save:
+        manifest.write(root)
 
 
 def _all_unreadable(records: list[TaskRecord]) -> str | None:
@@ -535,8 +536,11 @@ def _run_locked(stage: Stage, executor: Executor | None, stream: TextIO) -> RunS
         inputs=inputs,
         phases=[PhaseRecord(name=p.name) for p in phases],
     )
-    manifest.write(root)
-    storage.remove(failures_log(root))  # an earlier run's: this run logs its own
+    # A dry run writes nothing: not even its manifest over a finished run's.
+    save = not stage.dry_run
+    if save:
+        manifest.write(root)
+        storage.remove(failures_log(root))  # an earlier run's: this run logs its own
     errors = _ErrorLimit(cfg.max_errors)
     own_executor = executor is None
     table: str | None = None
@@ -550,7 +554,7 @@ def _run_locked(stage: Stage, executor: Executor | None, stream: TextIO) -> RunS
             phase = phases[index]
             record = manifest.phases[index]
             record.status = "running"
-            if index:
+            if index and save:
                 manifest.write(root)
             starts[index] = phase_fp
             phase_fp = _chain(phase_fp, phase.name)
@@ -601,7 +605,8 @@ def _run_locked(stage: Stage, executor: Executor | None, stream: TextIO) -> RunS
             record.status = "complete"
             phase_fp = _chain(phase_fp, phase.name, records)
             _refresh_totals(manifest)
-            manifest.write(root)
+            if save:
+                manifest.write(root)
             index += 1
         work = stage.work
         if work is not None and all(p.status == "complete" for p in manifest.phases) and not getattr(cfg, "keep_work", False):
@@ -614,7 +619,7 @@ def _run_locked(stage: Stage, executor: Executor | None, stream: TextIO) -> RunS
             if p.status == "running":
                 p.status = "failed"
         try:
-            _finalise(manifest, time.perf_counter() - started_at, root)
+            _finalise(manifest, time.perf_counter() - started_at, root, save)
         except DolmaPipeError as also:
             # The manifest cannot be written either (a full disk): the first error is the one to tell.
             print(f"dolma-pipe {stage.name}: the manifest could not be updated either ({also})", file=stream)
@@ -623,7 +628,7 @@ def _run_locked(stage: Stage, executor: Executor | None, stream: TextIO) -> RunS
         if own_executor and executor is not None:
             executor.close()
     seconds = time.perf_counter() - started_at
-    _finalise(manifest, seconds, root)
+    _finalise(manifest, seconds, root, save)
     summary = RunSummary(manifest, root, seconds, table if manifest.status == "complete" else None)
     print(summary.render(), file=stream)
     if manifest.stopped:

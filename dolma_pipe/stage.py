@@ -266,6 +266,12 @@ class Stage(ABC, Generic[C]):
         """
         return None
 
+    @property
+    def dry_run(self) -> bool:
+        """A run that only checks and lists (mix's ``dryrun``): the runner writes nothing for it,
+        not even a manifest, which would replace a finished run's."""
+        return False
+
     def keeps_work_file(self, path: str) -> bool:
         """Whether a complete run keeps this work file when its work directory is removed."""
         return False

@@ -2,7 +2,7 @@
 """Build the bundled sample corpus under ``examples/sample/`` from Debian documentation packages.
 
 The corpus is small (a few thousand documents, ~3 MB compressed) but made of REAL text in several
-languages, in the Dolma document format (see DESIGN.md §3)::
+languages, in the Dolma document format (see docs/runs.md)::
 
     <output>/documents/<source>/part-0000.jsonl.gz     (one source is written as .jsonl.zst)
     <output>/planted.json                              ground truth for what was planted (below)

@@ -138,7 +138,7 @@ class MixConfig(RunOptions):
     streams: list[StreamConfig] = Field(default_factory=list, description="Dolma-style streams (see `streams` in Dolma's mixer)")
     work_dir: WorkDirConfig = Field(default_factory=lambda: WorkDirConfig())
     shuffle: bool = Field(True, description="true: size-bounded shards per stream; false: one output per input file")
-    dryrun: bool = Field(False, description="check the spec, list inputs and shards' plan, write nothing but the manifest")
+    dryrun: bool = Field(False, description="check the spec and list the inputs and rules; write nothing (not even a manifest)")
     destination: PathStr | None = Field(
         None, description="streams: where the run's manifest, markers and errors go (default: the common folder of the outputs)"
     )

@@ -67,6 +67,7 @@ class MixStage(Stage[MixConfig]):
             self.tokenizer_path = self.tokenizer_id = ""
             self.requested = {}
         self.layout = MixLayout(config)
+        self._attribute_files: list[InputFile] = []
 
     @property
     def output_root(self) -> str:
@@ -77,14 +78,21 @@ class MixStage(Stage[MixConfig]):
         return self.layout.work
 
     @property
+    def dry_run(self) -> bool:
+        return self.config.dryrun
+
+    @property
     def groups(self) -> list[Group]:
         return self.layout.groups
 
     def resolve(self, inputs: list[InputFile]) -> dict[str, Any]:
-        """Sources: the tokenizer that counts (its file's digest) and each source's requested tokens."""
-        if not self.config.sources:
-            return {}
-        return {"tokenizer": self.tokenizer_id, "requested_tokens": self.requested}
+        """The attribute files the rules read, as they are (a tag or dedup run redone since gives
+        other rows: the mix is redone too); sources: the tokenizer that counts (its file's digest)
+        and each source's requested tokens."""
+        out: dict[str, Any] = {"attributes": [[f.path, f.size, f.mtime] for f in self._attribute_files]}
+        if self.config.sources:
+            out.update(tokenizer=self.tokenizer_id, requested_tokens=self.requested)
+        return out
 
     def plan_inputs(self) -> list[InputFile]:
         """Every group's inputs (named ``<group>/<relative name>``), each with its attribute files."""
@@ -94,12 +102,17 @@ class MixStage(Stage[MixConfig]):
             for path, rel, info in paths.expand(list(g.patterns), exclude_under=self.output_root):
                 for j, name in enumerate(g.rules.attribute_sets):
                     attr = paths.attribute_path(path, name)
-                    if not storage.exists(attr):
-                        raise ConfigError(f"config key '{g.key}.attributes.{j}': attribute set {name!r} has no file {attr} for {path}")
-                    attributes.append(attr)
+                    try:
+                        a = storage.stat(attr)
+                    except storage.StorageError:
+                        raise ConfigError(
+                            f"config key '{g.key}.attributes.{j}': attribute set {name!r} has no file {attr} for {path}"
+                        ) from None
+                    attributes.append(InputFile(path=attr, rel=attr, size=a.size, mtime=a.mtime))
                 inputs.append(InputFile(path=path, rel=f"{g.name}/{rel}", size=info.size, mtime=info.mtime))
         # Attribute files of a killed tag or dedup run look whole too.
-        paths.refuse_unfinished(attributes)
+        paths.refuse_unfinished([a.path for a in attributes])
+        self._attribute_files = attributes
         return inputs
 
     def phases(self) -> list[Phase]:

@@ -138,10 +138,10 @@ class Streams:
 
 
 def dry_run(layout: MixLayout) -> list[Phase]:
-    """``dryrun: true``: nothing read or written but the manifest; the inputs and rules listed."""
+    """``dryrun: true``: nothing read or written (not even the manifest); the inputs and rules listed."""
 
     def listing(records: list[TaskRecord], ctx: RunContext) -> StepResult:
-        lines = ["mix dry run (nothing written but the manifest):"]
+        lines = ["mix dry run (nothing written):"]
         data: dict[str, Any] = {}
         for g in layout.groups:
             files = [f for f in ctx.inputs if layout.group_of(f) is g]

@@ -1,5 +1,5 @@
 """The packages' import graph: no module imports itself through a cycle, and dependencies go one
-way (DESIGN.md section 2): ``train/`` knows nothing of the curation packages; ``taggers/`` and
+way (docs/development.md, Layout): ``train/`` knows nothing of the curation packages; ``taggers/`` and
 ``mixers/`` use ``dolma_pipe`` and never each other; in ``dolma_pipe`` only the CLI knows them.
 
 Every import counts, also those inside functions (a local import that hides a cycle is still a

@@ -1,7 +1,7 @@
 """dolma-pipe trainer: pretrain an OLMo-2-style decoder on token shards with FSDP2.
 
 Reads only token shards (headerless ``np.memmap`` ``.npy`` files plus ``.csv.gz``
-sidecars, DESIGN.md section 3); it never imports ``dolma_pipe``, ``taggers`` or
+sidecars, docs/tokenize.md); it never imports ``dolma_pipe``, ``taggers`` or
 ``mixers``. One module per job:
 
 - ``config``     plain dataclass configs loaded (and validated) from YAML

@@ -1,6 +1,6 @@
 """Training instances cut from token shards, their seeded global order, and fingerprints.
 
-Shards are read through ``train.shards``, which owns their format (DESIGN.md section 3:
+Shards are read through ``train.shards``, which owns their format (docs/tokenize.md:
 headerless uint16/uint32 ``.npy`` memmaps with ``.csv.gz`` sidecars). Instances are
 consecutive ``seq_len``-token windows of one shard (documents are packed, as OLMo does; a
 shard's tail shorter than ``seq_len`` is dropped).

@@ -1,4 +1,4 @@
-"""The token-shard format (DESIGN.md section 3): the one place that writes and reads it.
+"""The token-shard format (docs/tokenize.md): the one place that writes and reads it.
 
 A shard is two files next to each other:
 

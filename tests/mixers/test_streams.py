@@ -129,6 +129,25 @@ def test_rerun_skips_and_force_rewrites_the_same_bytes(corpus, reference, tmp_pa
     assert stage_outputs(out) == reference
 
 
+def test_an_attribute_file_rewritten_since_redoes_the_mix(corpus, tmp_path):
+    """The rules read the attribute files: when a tag or dedup run rewrites one (other settings,
+    other rows), a rerun redoes the mix with them, not 'already done' with the old ones."""
+    import shutil
+
+    mine = tmp_path / "corpus"
+    shutil.copytree(corpus, mine)
+    out = tmp_path / "out"
+    first = run(spec(mine, out, processes=1))
+    assert first.totals["docs_kept"] == FILES * DOCS * 7 // 10
+    docs = [json.loads(line) for line in gzip.open(mine / "documents" / "part-0.jsonl.gz", "rt")]
+    rows = [{"id": d["id"], "attributes": {"q": [[0, 1, 0.0]]}} for d in docs]  # every document now below 0.3
+    write_documents(str(mine / "attributes" / "score" / "part-0.jsonl.gz"), rows)
+    again = run(spec(mine, out, processes=1))
+    assert not any(r.skipped for r in again.results)
+    assert again.totals["docs_kept"] == (FILES - 1) * DOCS * 7 // 10
+    assert again.manifest.resolved["attributes"] != first.manifest.resolved["attributes"]
+
+
 def _kill_in_shard_phase(config: dict, out: Path) -> int:
     markers = out / "_done" / "shard" / "mixed"
     slow = {"MIX_SLOW_PHASE": "shard", "MIX_SLOW_SECONDS": "0.4"}
@@ -165,11 +184,15 @@ def test_shuffle_false_keeps_one_output_per_input(corpus, tmp_path):
     assert len(docs_of(out / "documents")) == FILES * DOCS * 7 // 10
 
 
-def test_dry_run_writes_nothing_but_the_manifest(corpus, tmp_path):
+def test_dry_run_writes_nothing_not_even_over_a_finished_runs_manifest(corpus, tmp_path):
     out = tmp_path / "out"
     summary = run(spec(corpus, out, dryrun=True))
     assert "mix dry run" in (summary.table or "") and "6 input files" in (summary.table or "")
-    assert sorted(p.name for p in out.iterdir()) == ["_manifest.json"]
+    assert not out.exists() or not any(out.iterdir())
+    run(spec(corpus, out))
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    run(spec(corpus, out, dryrun=True))
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
 
 
 def test_several_streams_share_a_run_root(corpus, tmp_path):
