@@ -185,14 +185,20 @@ def structure_problems(page: str) -> list[str]:
     for code in re.findall(r"`([^`\n]+)`", _outside_blocks(text)):
         for token in code.split():
             token = token.strip(",;:()")
-            if not token.startswith(REPO_DIRS) or any(c in token for c in "<>{}$="):
-                continue
+            if not token.startswith(REPO_DIRS) or any(c in token for c in "<>{}$=") or token.startswith(_ignored_dirs()):
+                continue  # what a command makes (bench/_work/, demo-output/) is not in a fresh clone
             if "*" in token:
                 if not glob.glob(str(ROOT / token)):
                     problems.append(f"{page}: `{token}` matches no file of the repository")
             elif not (ROOT / token).exists():
                 problems.append(f"{page}: `{token}` is not a file or folder of the repository")
     return problems
+
+
+def _ignored_dirs() -> tuple[str, ...]:
+    """The folders .gitignore names from the repository's root: outputs, never in a clone."""
+    lines = (ROOT / ".gitignore").read_text(encoding="utf-8").splitlines()
+    return tuple(line.strip("/") for line in lines if line.startswith("/") and line.endswith("/"))
 
 
 def _outside_blocks(text: str) -> str:
