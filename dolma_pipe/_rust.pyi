@@ -442,12 +442,17 @@ def render_attributes(
     threshold: float = 1.0,
     minhash: str | None = None,
     decontamination: str | None = None,
+    substrings: str | None = None,
     doc_dups: bytes = b"",
     para_dups: bytes = b"",
     members: bytes = b"",
+    substring_spans: bytes = b"",
 ) -> tuple[bytes, dict[str, int]]:
     """One file's attribute rows as JSON lines, and the marks written (documents, paragraphs,
-    near_duplicates, contaminated)."""
+    near_duplicates, contaminated, substrings)."""
+
+def bucketed_by_first_u32(records: bytes, record_size: int, buckets: int) -> bytes:
+    """A bucketed work file, each record in the bucket its first u32 names."""
 
 # ---- workfile: the checksum trailer of every work file (rust_bloom/src/workfile/) -------------
 
@@ -482,3 +487,37 @@ class WorkFileTable:
         """ValueError(problem, message) unless ``data`` (whole blocks from block ``first``) matches."""
 
 def workfile_seal(content: bytes, block: int = ...) -> bytes: ...
+
+# ---- suffix: suffix arrays (rust_bloom/src/suffix/) -------------------------------------------
+
+SUFFIX_KEYS: Final[int]
+
+def build_suffix_array(
+    text: StrPath, symbol: str, out: StrPath, *, offset: int = 0, length: int | None = None, seal: bool = False
+) -> tuple[int, int]:
+    """Writes the packed suffix array of a text region; (symbols, bytes per position)."""
+
+class SuffixIndex:
+    """A text region and its packed suffix array, read in place."""
+
+    def __init__(
+        self, text: StrPath, symbol: str, sa: StrPath, width: int, *, offset: int = 0, length: int | None = None, sa_offset: int = 0
+    ) -> None: ...
+    def __len__(self) -> int: ...
+    def range(self, pattern: bytes | list[int]) -> tuple[int, int]: ...
+    def count(self, pattern: bytes | list[int]) -> int: ...
+    def positions(self, lo: int, hi: int, limit: int | None = None) -> list[int]: ...
+    def longest_matches(self, query: bytes | list[int], cap: int = ...) -> list[tuple[int, int, int]]: ...
+    def symbols(self, start: int, end: int) -> bytes | list[int]: ...
+
+ShardSpec = tuple[str, int, int, str, int]
+
+def suffix_repeated_windows(
+    shards: list[ShardSpec], length: int, key_lo: int, key_hi: int, keep_first: bool, separator: int | None = None
+) -> bytes: ...
+def suffix_repeated_ranges(
+    shards: list[ShardSpec], length: int, key_lo: int, key_hi: int, keep_first: bool, separator: int | None = None
+) -> bytes: ...
+def suffix_char_ranges(text: str, offset: int, length: int, doc_starts: list[int], ranges: bytes) -> bytes: ...
+def suffix_key_bounds(shard: ShardSpec, parts: int) -> list[int]: ...
+def file_xxh3(path: StrPath) -> int: ...

@@ -10,6 +10,8 @@
 //! - `minhash`: shingles, MinHash signatures, LSH bands and clustering for near-duplicates;
 //! - `dedup`: document and paragraph keys, the fast JSON-line path, work-file records and the
 //!   per-bucket steps of `dolma-pipe dedup`;
+//! - `suffix`: suffix arrays (libsais) and their queries: counts, longest matches, repeated
+//!   windows across shards;
 //! - `workfile`: the checksum trailer of every work file (what one phase writes for the next).
 //!
 //! Everything but `python` is plain Rust with no pyo3 in it, so `cargo test` exercises the
@@ -20,6 +22,7 @@ pub mod dedup;
 pub mod filters;
 pub mod minhash;
 mod python;
+pub mod suffix;
 pub mod text;
 pub mod text_stats;
 pub mod workfile;

@@ -7,7 +7,8 @@
 //!   `by_ngram` each considered paragraph whose score reaches the threshold, the score being the
 //!   fraction of its n-grams seen before (a paragraph judged whole scores 1.0 or 0.0);
 //! - MinHash: `[[0, len(text), 1]]` on every member of a cluster but its survivor;
-//! - decontamination, for a non-empty text: `[[start, end, score], ...]` of the hits.
+//! - decontamination, for a non-empty text: `[[start, end, score], ...]` of the hits;
+//! - substrings, for a non-empty text: `[[start, end, 1], ...]` of the repeated substrings.
 //!
 //! Spans are character offsets; a paragraph's span includes its separator, clipped to the text.
 use super::records::{self, u32_at, WHOLE_DOCUMENT};
@@ -24,6 +25,7 @@ pub struct RenderSpec {
     pub threshold: f64,
     pub minhash: Option<String>,
     pub decontamination: Option<String>,
+    pub substrings: Option<String>,
 }
 
 /// How many marks were written.
@@ -33,6 +35,7 @@ pub struct Marked {
     pub paragraphs: u64,
     pub near_duplicates: u64,
     pub contaminated: u64,
+    pub substrings: u64,
 }
 
 struct Meta<'a> {
@@ -135,6 +138,9 @@ fn sorted_dups(buf: &[u8]) -> Result<Vec<(u32, u32)>, String> {
     Ok(v)
 }
 
+/// Repeated substrings: (document, first char, end char) records, 20 bytes each (u32, u64, u64).
+pub const SUBSTRING: usize = 20;
+
 /// The JSON lines of one file's attribute rows, and what was marked.
 pub fn render(
     meta: &[u8],
@@ -142,8 +148,15 @@ pub fn render(
     doc_dups: &[u8],
     para_dups: &[u8],
     members: &[u8],
+    substrings: &[u8],
 ) -> Result<(Vec<u8>, Marked), String> {
     let m = parse_meta(meta)?;
+    records::check_records(substrings, SUBSTRING, "substring records")?;
+    let mut subs: Vec<(u32, u64, u64)> = substrings
+        .chunks_exact(SUBSTRING)
+        .map(|r| (u32_at(r, 0), records::u64_at(r, 4), records::u64_at(r, 12)))
+        .collect();
+    subs.sort_unstable();
     let docs = sorted_dups(doc_dups)?;
     let paras = sorted_dups(para_dups)?;
     records::check_records(members, records::MEMBER, "member records")?;
@@ -156,7 +169,7 @@ pub fn render(
 
     let mut out = String::with_capacity(m.n * 64);
     let mut marked = Marked::default();
-    let (mut di, mut pi, mut hi) = (0, 0, 0);
+    let (mut di, mut pi, mut hi, mut si) = (0, 0, 0, 0);
     let mut para_seen: Vec<u32> = Vec::new();
     for doc in 0..m.n {
         let d = doc as u32;
@@ -275,6 +288,22 @@ pub fn render(
             }
             out.push(']');
         }
+        // Repeated substrings.
+        while si < subs.len() && subs[si].0 < d {
+            si += 1;
+        }
+        if let (Some(name), true) = (&spec.substrings, chars > 0) {
+            attr(&mut out, name);
+            out.push('[');
+            let mut first = true;
+            while si < subs.len() && subs[si].0 == d {
+                let (_, s, e) = subs[si];
+                span(&mut out, &mut first, s, e.min(chars), None);
+                marked.substrings += 1;
+                si += 1;
+            }
+            out.push(']');
+        }
         out.push_str("}}\n");
     }
     Ok((out.into_bytes(), marked))
@@ -310,19 +339,33 @@ mod tests {
         };
         let members = [0u32, 0, 2, 0].iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
         let (out, marked) =
-            render(&meta, &spec, &dup(1, WHOLE_DOCUMENT), &[dup(0, 1), dup(0, 1)].concat(), &members).unwrap();
+            render(&meta, &spec, &dup(1, WHOLE_DOCUMENT), &[dup(0, 1), dup(0, 1)].concat(), &members, &[]).unwrap();
         let text = String::from_utf8(out).unwrap();
         assert_eq!(
             text,
             "{\"id\":\"a\\\"1\",\"attributes\":{\"pp\":[[6,10,1]],\"mm\":[[0,10,1]]}}\n{\"id\":\"b\",\"attributes\":{\"dd\":[[0,0,1]]}}\n"
         );
-        assert_eq!(marked, Marked { documents: 1, paragraphs: 1, near_duplicates: 1, contaminated: 0 });
+        assert_eq!(marked, Marked { documents: 1, paragraphs: 1, near_duplicates: 1, contaminated: 0, substrings: 0 });
+        // Repeated substrings of the first document (the second has no text: no attribute).
+        let subs: Vec<u8> = [(0u32, 2u64, 5u64), (0, 7, 9)]
+            .iter()
+            .flat_map(|&(d, a, b)| {
+                [d.to_le_bytes().to_vec(), a.to_le_bytes().to_vec(), b.to_le_bytes().to_vec()].concat()
+            })
+            .collect();
+        let only = RenderSpec { substrings: Some("ss".into()), ..RenderSpec::default() };
+        let (out, marked) = render(&meta, &only, &[], &[], &[], &subs).unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "{\"id\":\"a\\\"1\",\"attributes\":{\"ss\":[[2,5,1],[7,9,1]]}}\n{\"id\":\"b\",\"attributes\":{}}\n"
+        );
+        assert_eq!(marked.substrings, 2);
         let mut s = String::new();
         for v in [1.0, 0.0, 0.5, 1.0 / 3.0] {
             score(&mut s, v);
             s.push(' ');
         }
         assert_eq!(s, "1.0 0.0 0.5 0.3333333333333333 ");
-        assert!(render(b"junk", &spec, &[], &[], &[]).is_err());
+        assert!(render(b"junk", &spec, &[], &[], &[], &[]).is_err());
     }
 }

@@ -421,7 +421,7 @@ impl PyBloomSetter {
 /// One file's attribute rows as JSON lines: (bytes, {documents, paragraphs, near_duplicates,
 /// contaminated}: marks written).
 #[pyfunction]
-#[pyo3(signature = (meta, *, documents=None, paragraphs=None, by_ngram=false, threshold=1.0, minhash=None, decontamination=None, doc_dups=Vec::new(), para_dups=Vec::new(), members=Vec::new()))]
+#[pyo3(signature = (meta, *, documents=None, paragraphs=None, by_ngram=false, threshold=1.0, minhash=None, decontamination=None, substrings=None, doc_dups=Vec::new(), para_dups=Vec::new(), members=Vec::new(), substring_spans=Vec::new()))]
 #[allow(clippy::too_many_arguments)]
 fn render_attributes<'py>(
     py: Python<'py>,
@@ -432,17 +432,21 @@ fn render_attributes<'py>(
     threshold: f64,
     minhash: Option<String>,
     decontamination: Option<String>,
+    substrings: Option<String>,
     doc_dups: Vec<u8>,
     para_dups: Vec<u8>,
     members: Vec<u8>,
+    substring_spans: Vec<u8>,
 ) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyDict>)> {
-    let spec = RenderSpec { documents, paragraphs, by_ngram, threshold, minhash, decontamination };
-    let (out, marked) = py.detach(|| render(meta, &spec, &doc_dups, &para_dups, &members)).map_err(value_error)?;
+    let spec = RenderSpec { documents, paragraphs, by_ngram, threshold, minhash, decontamination, substrings };
+    let (out, marked) =
+        py.detach(|| render(meta, &spec, &doc_dups, &para_dups, &members, &substring_spans)).map_err(value_error)?;
     let d = PyDict::new(py);
     d.set_item("documents", marked.documents)?;
     d.set_item("paragraphs", marked.paragraphs)?;
     d.set_item("near_duplicates", marked.near_duplicates)?;
     d.set_item("contaminated", marked.contaminated)?;
+    d.set_item("substrings", marked.substrings)?;
     Ok((PyBytes::new(py, &out), d))
 }
 
@@ -573,7 +577,31 @@ fn bucketed_file<'py>(py: Python<'py>, records: &[u8], record_size: usize) -> Py
     Ok(PyBytes::new(py, &py.detach(|| b.to_bytes())))
 }
 
+/// A bucketed work file of ``buckets`` buckets holding ``records`` (``record_size`` bytes each),
+/// each in the bucket its first u32 names (records of one bucket stay in their order).
+#[pyfunction]
+fn bucketed_by_first_u32<'py>(
+    py: Python<'py>,
+    records: &[u8],
+    record_size: usize,
+    buckets: usize,
+) -> PyResult<Bound<'py, PyBytes>> {
+    if record_size < 4 || !records.len().is_multiple_of(record_size) {
+        return Err(PyValueError::new_err(format!("{} bytes are not records of {record_size} bytes", records.len())));
+    }
+    let mut b = records::Bucketed::new(record_size, buckets);
+    for r in records.chunks_exact(record_size) {
+        let k = records::u32_at(r, 0) as usize;
+        if k >= buckets.max(1) {
+            return Err(PyValueError::new_err(format!("a record names bucket {k}, there are {buckets}")));
+        }
+        b.push(k, r);
+    }
+    Ok(PyBytes::new(py, &py.detach(|| b.to_bytes())))
+}
+
 pub(super) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(bucketed_by_first_u32, m)?)?;
     let py = m.py();
     // The work files' formats (records.rs, scan.rs), for the Python side that reads them.
     m.add("DEDUP_BUCKET_MAGIC", PyBytes::new(py, &records::MAGIC))?;

@@ -4,6 +4,7 @@ mod bloom;
 mod dedup;
 mod filters;
 mod minhash;
+mod suffix;
 mod text_stats;
 mod workfile;
 
@@ -15,6 +16,7 @@ fn _rust(m: &Bound<'_, PyModule>) -> PyResult<()> {
     dedup::register(m)?;
     filters::register(m)?;
     minhash::register(m)?;
+    suffix::register(m)?;
     text_stats::register(m)?;
     workfile::register(m)?;
     Ok(())
