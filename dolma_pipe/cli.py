@@ -71,6 +71,8 @@ COMMANDS: list[Command] = [
         "dolma_pipe.stages.tokenize:TokenizeStage",
         "tokenize documents into OLMo token shards (.npy + .csv.gz), train and validation",
     ),
+    Command("index", "dolma_pipe.stages.index:IndexStage", "suffix arrays over token shards or documents (counts, finding, tracing)"),
+    Command("query", "dolma_pipe.stages.index:QueryAction", "count, find or trace text against an index (dolma-pipe index)"),
     Command("report", None, "summarise a run's manifests and attributes", issue="a later issue"),
 ]
 

@@ -194,7 +194,7 @@ def execute_task(stage: Stage, phase_index: int, ctx: RunContext, fingerprint: s
         warnings=warnings,
         ids_file=ids_file,
         data=out.data,
-        outputs=_written(root, outputs),
+        outputs=_written(root, list(dict.fromkeys([*outputs, *out.files]))),
         seconds=time.perf_counter() - start,
         fingerprint=fingerprint,
     )

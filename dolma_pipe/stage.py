@@ -108,6 +108,9 @@ class TaskOutput:
     docs_in: int = 0
     counts: dict[str, int] = field(default_factory=dict)
     data: dict[str, Any] = field(default_factory=dict)
+    # Files the task wrote beyond its phase's declared outputs (a number known only once it ran):
+    # recorded with the others, so a rerun redoes the task when one is gone.
+    files: list[str] = field(default_factory=list)
 
 
 @dataclass

@@ -1,0 +1,30 @@
+"""``dolma-pipe index`` and ``dolma-pipe query``: one suffix array per shard of a corpus, and what
+it answers.
+
+- :mod:`.config`: what to index (token shards or documents), where, contamination counts;
+- :mod:`.format`: ``index.json``, the index's record of its sources (checksums) and parts;
+- :mod:`.stage`: the build (one task per source, as phases on the runner);
+- :mod:`.query`: :class:`Index`, counts, finding documents, tracing a text (OLMoTrace's spans);
+- :mod:`.contamination`: evaluation sets' n-grams found in the index;
+- :mod:`.action`: the ``query`` command.
+
+The suffix arrays are the Rust crate's (``rust_bloom/src/suffix/``, through :mod:`dolma_pipe.suffix`).
+"""
+
+from .action import QueryAction, QueryConfig
+from .config import ContaminationConfig, IndexConfig
+from .query import Hit, Index, IndexQueryError, Span
+from .stage import IndexStage, SuffixIndexError
+
+__all__ = [
+    "ContaminationConfig",
+    "Hit",
+    "Index",
+    "IndexConfig",
+    "IndexQueryError",
+    "IndexStage",
+    "QueryAction",
+    "QueryConfig",
+    "Span",
+    "SuffixIndexError",
+]

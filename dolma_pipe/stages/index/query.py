@@ -1,0 +1,284 @@
+"""Asking an index (``dolma-pipe index``'s folder): counts, documents holding a string, and
+tracing a text to the training documents it repeats, as OLMoTrace defines it.
+
+:class:`Index` opens a folder, checks every source is the file it was built from (size, time and
+xxh3; a changed shard is refused: its array no longer describes it) and answers over all its
+parts: a count is their sum, matches are searched in each.
+
+- :meth:`Index.count`: occurrences of an n-gram (token ids, or text tokenized with the index's
+  tokenizer; bytes of text for a document index);
+- :meth:`Index.find`: documents holding it (id, src, loc, a snippet);
+- :meth:`Index.trace`: the maximal spans of a text found verbatim in the corpus (every position's
+  longest match; a span kept when at least ``min_length`` long and not inside a longer one),
+  ranked by the span's unigram probability (the product of its tokens' frequencies in the
+  corpus, as a log10: the least likely first, OLMoTrace's order), each with its count and up to
+  ``docs`` documents.
+"""
+
+from __future__ import annotations
+
+import bisect
+import gzip
+import math
+import os
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+import orjson
+
+from dolma_pipe import _rust, storage, suffix
+from dolma_pipe import tokenizer as toks
+from dolma_pipe.errors import DolmaPipeError
+from train.shards import read_sidecar
+
+from .format import INFO, IndexInfo, Part, part_path
+
+
+class IndexQueryError(DolmaPipeError, ValueError):
+    """An index cannot answer as asked (missing, changed since it was built, a text for an index
+    without a tokenizer...); the message says why."""
+
+
+@dataclass
+class Hit:
+    """One occurrence: the document holding it and where."""
+
+    id: str
+    src: str
+    loc: int  # the document's line in its source file (1-based)
+    offset: int  # symbols from the document's start
+    snippet: str
+
+
+@dataclass
+class Span:
+    """A maximal span of a traced text found verbatim in the corpus."""
+
+    start: int  # in the text's tokens (bytes for a document index)
+    end: int
+    text: str
+    count: int
+    # log10 of the product of its tokens' frequencies in the corpus (a probability of a long span
+    # is below the smallest float): the lower, the less likely the span is by chance.
+    unigram_log10_probability: float
+    documents: list[Hit] = field(default_factory=list)
+
+
+@dataclass
+class _OpenPart:
+    info: Part
+    index: suffix.SuffixIndex
+    starts: np.ndarray  # documents' starts, in the part's symbols
+
+
+class Index:
+    """An index folder, opened for queries (see the module's docstring)."""
+
+    def __init__(self, root: str, *, check_sources: bool = True):
+        self.root = root
+        path = storage.join(root, INFO)
+        try:
+            self.info = IndexInfo.model_validate_json(storage.read_bytes(path))
+        except (FileNotFoundError, storage.StorageError):
+            raise IndexQueryError(f"{root}: no index here ({INFO} is missing; build one with dolma-pipe index)") from None
+        except ValueError as exc:
+            raise IndexQueryError(f"{path}: not an index record ({str(exc).splitlines()[0]})") from None
+        if check_sources:
+            self._check_sources()
+        self.parts = [self._open(p) for p in self.info.parts]
+        # A token index's documents end with EOS, and no match runs on past it into the next
+        # document: the counts a document-separated index (infini-gram's) gives, whatever the parts.
+        self.eos: int | None = (self.info.tokenizer or {}).get("eos_token_id") if self.info.kind == "tokens" else None
+        self._tokenizer: Any = None
+        self._unigram: dict[int, int] = {}
+        self._docs: dict[int, list[tuple[str, str, int]]] = {}
+
+    def _check_sources(self) -> None:
+        for source in self.info.sources:
+            for f in (source, source.sidecar):
+                if f is None or storage.is_remote(f.path):
+                    continue
+                try:
+                    st = os.stat(f.path)
+                except OSError:
+                    raise IndexQueryError(f"{f.path} is gone since the index {self.root} was built from it; rebuild the index") from None
+                if st.st_size != f.size or f"{_rust.file_xxh3(f.path):016x}" != f.xxh3:
+                    raise IndexQueryError(
+                        f"{f.path} changed since the index {self.root} was built from it (its checksum differs); "
+                        f"this index does not describe it any more: rebuild it with dolma-pipe index"
+                    )
+
+    def _open(self, part: Part) -> _OpenPart:
+        source = self.info.sources[part.source]
+        size = {"u8": 1, "u16": 2, "u32": 4}[self.info.symbol]
+        text = source.path if self.info.kind == "tokens" else part_path(self.root, part.name, ".text")
+        try:
+            index = suffix.SuffixIndex(
+                text,
+                self.info.symbol,
+                part_path(self.root, part.name, ".sa"),
+                part.width,
+                offset=part.offset * size,
+                length=part.length * size,
+            )
+            starts = np.load(part_path(self.root, part.name, ".starts.npy"))
+        except (OSError, ValueError) as exc:
+            raise IndexQueryError(f"{self.root}: part {part.name} cannot be read ({exc}); rebuild the index") from None
+        return _OpenPart(part, index, starts)
+
+    # ---- text and tokens ------------------------------------------------------------------------
+
+    @property
+    def tokenizer(self) -> Any:
+        if self.info.kind != "tokens":
+            return None
+        if self._tokenizer is None:
+            tok = self.info.tokenizer or {}
+            if not tok.get("name_or_path"):
+                raise IndexQueryError(f"{self.root}: the index records no tokenizer; ask with token ids, or rebuild it with --tokenizer")
+            try:
+                path = toks.resolve(tok["name_or_path"])
+            except toks.TokenizerError as exc:
+                raise IndexQueryError(f"{self.root}: its tokenizer cannot be loaded ({exc})") from None
+            if tok.get("sha256") and toks.file_digest(path) != tok["sha256"]:
+                raise IndexQueryError(f"{self.root}: {tok['name_or_path']} is not the tokenizer the shards were written with any more")
+            self._tokenizer = toks.load(path)
+        return self._tokenizer
+
+    def encode(self, text: str | bytes | Sequence[int]) -> list[int] | bytes:
+        """A query as the index's symbols: token ids (text tokenized as ``tokenize`` does, without
+        special tokens) or UTF-8 bytes."""
+        if self.info.kind == "documents":
+            if isinstance(text, str):
+                return text.encode("utf-8", "surrogatepass")
+            if isinstance(text, bytes):
+                return text
+            raise IndexQueryError("a document index is asked with text, not token ids")
+        if isinstance(text, str):
+            return list(self.tokenizer.encode(text, add_special_tokens=False).ids)
+        if isinstance(text, bytes):
+            raise IndexQueryError("a token index is asked with text or token ids, not bytes")
+        return [int(t) for t in text]
+
+    def decode(self, symbols: bytes | Sequence[int]) -> str:
+        if isinstance(symbols, bytes):
+            return symbols.replace(bytes([suffix.SEPARATOR]), b"\n").decode("utf-8", "replace")
+        return self.tokenizer.decode(list(symbols), skip_special_tokens=False)
+
+    # ---- queries --------------------------------------------------------------------------------
+
+    def _within_a_document(self, pattern: bytes | list[int]) -> bool:
+        """Whether ``pattern`` can occur inside one document: not empty, and no document end
+        (EOS, or the separator of a document index) before its last symbol."""
+        if not pattern:
+            return False
+        end = suffix.SEPARATOR if self.info.kind == "documents" else self.eos
+        return end is None or end not in pattern[:-1]
+
+    def count(self, ngram: str | bytes | Sequence[int]) -> int:
+        """Occurrences of ``ngram`` in the corpus's documents (all parts; none that runs from one
+        document into the next)."""
+        pattern = self.encode(ngram)
+        if not self._within_a_document(pattern):
+            return 0
+        return sum(p.index.count(pattern) for p in self.parts)
+
+    def find(self, ngram: str | bytes | Sequence[int], limit: int = 10, context: int = 24) -> list[Hit]:
+        """Up to ``limit`` documents' occurrences of ``ngram``, in the corpus's order of parts."""
+        pattern = self.encode(ngram)
+        hits: list[Hit] = []
+        for p in self.parts:
+            if len(hits) >= limit or not self._within_a_document(pattern):
+                break
+            lo, hi = p.index.range(pattern)
+            for pos in sorted(p.index.positions(lo, hi, limit - len(hits))):
+                hits.append(self._hit(p, pos, len(pattern), context))
+        return hits
+
+    def _hit(self, p: _OpenPart, pos: int, length: int, context: int) -> Hit:
+        d = bisect.bisect_right(p.starts, pos) - 1
+        doc_start = int(p.starts[d])
+        doc_end = int(p.starts[d + 1]) if d + 1 < len(p.starts) else len(p.index)
+        left = p.index.symbols(max(doc_start, pos - context), pos)
+        mid = p.index.symbols(pos, pos + length)
+        right = p.index.symbols(pos + length, min(doc_end, pos + length + context))
+        snippet = f"{self.decode(left)}[[{self.decode(mid)}]]{self.decode(right)}"
+        doc_id, src, loc = self._document(p.info, p.info.first_doc + d)
+        return Hit(doc_id, src, loc, pos - doc_start, snippet)
+
+    def _documents(self, source: int) -> list[tuple[str, str, int]]:
+        """(id, src, line) of every document of a source (read once)."""
+        if source in self._docs:
+            return self._docs[source]
+        s = self.info.sources[source]
+        out: list[tuple[str, str, int]] = []
+        if self.info.kind == "tokens":
+            out = [(r.id, r.src, r.loc) for r in read_sidecar(s.path)]
+        else:
+            for part in (p for p in self.info.parts if p.source == source):
+                with gzip.open(part_path(self.root, part.name, ".docs.jsonl.gz"), "rb") as fh:
+                    out += [(d["id"], s.path, d["line"]) for d in map(orjson.loads, fh)]
+        self._docs[source] = out
+        return out
+
+    def _document(self, part: Part, doc: int) -> tuple[str, str, int]:
+        return self._documents(part.source)[doc]
+
+    def longest_matches(self, query: bytes | list[int], cap: int = 1 << 20) -> list[int]:
+        """Per start of ``query`` (the index's symbols): the length of its longest prefix found in
+        a document of the corpus (any part), at most ``cap``."""
+        best = [0] * len(query)
+        for p in self.parts:
+            for i, (length, _, _) in enumerate(p.index.longest_matches(query, cap)):
+                best[i] = max(best[i], length)
+        end = suffix.SEPARATOR if self.info.kind == "documents" else self.eos
+        if end is not None and end in query:
+            stop = len(query)  # a match may end with a document's end, never run past it
+            for i in range(len(query) - 1, -1, -1):
+                if query[i] == end:
+                    stop = i + 1
+                best[i] = min(best[i], stop - i)
+        return best
+
+    def unigram_log10_probability(self, tokens: Sequence[int]) -> float:
+        """log10 of the product of the tokens' frequencies in the corpus (how likely the span is by chance)."""
+        total = max(self.info.symbols, 1)
+        logp = 0.0
+        for t in tokens:
+            if t not in self._unigram:
+                self._unigram[t] = sum(p.index.count([t]) if self.info.kind == "tokens" else p.index.count(bytes([t])) for p in self.parts)
+            logp += math.log10(max(self._unigram[t], 1) / total)
+        return logp
+
+    def trace(
+        self, text: str | bytes | Sequence[int], min_length: int = 8, docs: int = 3, top: int | None = None, context: int = 24
+    ) -> list[Span]:
+        """The maximal spans of ``text`` found verbatim in the corpus, least likely first."""
+        query = self.encode(text)
+        if not query:
+            return []
+        best = self.longest_matches(query)
+        spans: list[tuple[int, int]] = []
+        reach = 0  # the furthest end of a span so far: one ending there or before is inside it
+        for i, length in enumerate(best):
+            if length >= min_length and i + length > reach:
+                spans.append((i, i + length))
+                reach = i + length
+        out = []
+        for start, end in spans:
+            piece = query[start:end]
+            ranges = [(p, *p.index.range(piece)) for p in self.parts]
+            count = sum(hi - lo for _, lo, hi in ranges)
+            hits: list[Hit] = []
+            for p, lo, hi in ranges:
+                for pos in sorted(p.index.positions(lo, hi, docs - len(hits))):
+                    hits.append(self._hit(p, pos, end - start, context))
+            out.append(Span(start, end, self.decode(piece), count, self.unigram_log10_probability(list(piece)), hits))
+        out.sort(key=lambda s: (s.unigram_log10_probability, s.start))
+        return out[:top] if top is not None else out
+
+
+def spans_as_json(spans: list[Span]) -> list[dict]:
+    return [asdict(s) for s in spans]

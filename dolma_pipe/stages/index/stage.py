@@ -1,0 +1,394 @@
+"""``dolma-pipe index``: one suffix array per shard of a corpus, built as tasks on the runner.
+
+Two kinds of corpus:
+
+- **token shards** written by ``tokenize`` (the trainer's data): each ``.npy`` is read in place
+  (its array indexes it where it is; nothing is copied), its documents from its sidecar; the
+  tokenizer and dtype come from the tokenize run's manifest unless given;
+- **documents**: each file's documents (read as every stage reads them) give a byte text, their
+  UTF-8 text with 0xFF after each (no match crosses it), and the documents' ids and lines.
+
+One task per source file builds its part or parts (a source whose array would not fit
+``memory_per_task`` is indexed in several parts, cut between documents); the step after writes
+``index.json`` (:mod:`.format`), removes parts an earlier build left, and, when asked, counts the
+evaluation sets' n-grams found in the index. Resumable per source (a rerun after a shard
+changed rebuilds that shard's parts only); the same files for any process count, local or Ray,
+since each part depends on its source alone.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import uuid
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+
+from dolma_pipe import _rust, paths, storage, suffix
+from dolma_pipe import tokenizer as toks
+from dolma_pipe.config import ConfigError
+from dolma_pipe.documents import read_documents
+from dolma_pipe.errors import DolmaPipeError
+from dolma_pipe.filters import gzip_member
+from dolma_pipe.manifest import MANIFEST, InputFile, TaskRecord, read_manifest
+from dolma_pipe.quarantine import Quarantine
+from dolma_pipe.stage import Phase, RunContext, Stage, StepResult, Task, TaskOutput
+from train.shards import SIDECAR_SUFFIX, TOKENS_SUFFIX, ShardError, check_sidecar, find_shards, read_sidecar, token_count
+
+from .config import IndexConfig
+from .format import INFO, IndexInfo, Part, Source, part_path
+
+# Bytes of memory a build needs per symbol beyond the text (mapped): the array as 32-bit
+# positions, the library's working space, and a 32-bit copy of a 32-bit text.
+MEMORY_PER_SYMBOL = {"u8": 5, "u16": 5, "u32": 9}
+PART_SUFFIXES = (".sa", ".starts.npy", ".text", ".docs.jsonl.gz")
+
+
+class SuffixIndexError(DolmaPipeError, ValueError):
+    """An index cannot be built or used as asked; the message says why and what to do."""
+
+
+def _write_atomic_local(path: str, write: Any) -> None:
+    """``write(tmp)`` then rename: a killed task leaves a hidden temporary, never a whole-looking file."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.tmp-{uuid.uuid4().hex[:12]}")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _save_array(path: str, array: np.ndarray) -> None:
+    def write(tmp: str) -> None:
+        with open(tmp, "wb") as fh:
+            np.save(fh, array)
+
+    _write_atomic_local(path, write)
+
+
+def _digest(path: str) -> str:
+    return f"{_rust.file_xxh3(path):016x}"
+
+
+def _part_name(base: str, k: int, parts: int) -> str:
+    return base if parts == 1 else f"{base}@{k}"
+
+
+def _cut(lengths: np.ndarray, max_symbols: int) -> list[tuple[int, int]]:
+    """Runs of consecutive documents ``[d0, d1)`` of at most ``max_symbols`` (a longer document alone)."""
+    runs = []
+    start, size = 0, 0
+    for d, n in enumerate(lengths.tolist()):
+        if d > start and size + n > max_symbols:
+            runs.append((start, d))
+            start, size = d, 0
+        size += n
+    if start < len(lengths) or not runs:
+        runs.append((start, len(lengths)))
+    return runs
+
+
+class IndexStage(Stage[IndexConfig]):
+    name = "index"
+    description = "suffix arrays over token shards or documents: exact counts, finding and tracing text"
+    config_model = IndexConfig
+    # A source's parts depend on it alone (a new or changed shard redoes its own task); the
+    # contamination counts are the step after, run every time.
+    run_keys = frozenset({"contamination"})
+
+    def __init__(self, config: IndexConfig):
+        super().__init__(config)
+        if storage.is_remote(config.destination):
+            raise ConfigError(
+                f"config key 'destination': an index is read in place (memory-mapped); give a local folder, not {config.destination}"
+            )
+        self.kind = "tokens" if config.shards is not None else "documents"
+        self.tokenizer: dict | None = None
+        if self.kind == "tokens":
+            self.dtype, self.tokenizer = self._token_settings()
+            self.symbol = suffix.symbol_for(self.dtype)
+        else:
+            self.dtype, self.symbol = np.dtype(np.uint8), "u8"
+        self.max_symbols = max(1, config.memory_per_task // MEMORY_PER_SYMBOL[self.symbol])
+
+    def _token_settings(self) -> tuple[np.dtype, dict | None]:
+        """The shards' dtype and tokenizer: given, or as the tokenize run that wrote them recorded."""
+        cfg = self.config
+        assert cfg.shards is not None
+        recorded: dict[str, Any] = {}
+        for folder in {str(Path(p).parent) if p.endswith(TOKENS_SUFFIX) else p for p in cfg.shards}:
+            for up in (Path(folder), Path(folder).parent):
+                if (up / MANIFEST).exists():
+                    m = read_manifest(str(up))
+                    if m.stage == "tokenize" and m.results:
+                        recorded = m.results
+                        break
+        dtype = cfg.dtype or recorded.get("dtype")
+        if dtype is None:
+            raise ConfigError("config key 'dtype': the shards' token dtype (uint16 or uint32); no tokenize manifest beside them says it")
+        if np.dtype(dtype) not in (np.dtype(np.uint16), np.dtype(np.uint32)):
+            raise ConfigError(f"config key 'dtype': token shards are uint16 or uint32, got {dtype}")
+        tok = dict(recorded.get("tokenizer") or {})
+        if cfg.tokenizer is not None:
+            try:
+                info = toks.inspect(cfg.tokenizer)
+            except toks.TokenizerError as exc:
+                raise ConfigError(f"config key 'tokenizer': {exc}") from None
+            if tok and tok.get("sha256") != info.sha256:
+                raise ConfigError(
+                    f"config key 'tokenizer': {cfg.tokenizer} is not the tokenizer the shards were written with ({tok.get('name_or_path')})"
+                )
+            tok.update(name_or_path=cfg.tokenizer, file=info.path, sha256=info.sha256, vocab_size=info.vocab_size)
+        if cfg.eos_token_id is not None:
+            if tok.get("eos_token_id") not in (None, cfg.eos_token_id):
+                raise ConfigError(f"config key 'eos_token_id': the shards were written with {tok['eos_token_id']} ending every document")
+            tok["eos_token_id"] = cfg.eos_token_id
+        if tok.get("eos_token_id") is None:
+            raise ConfigError(
+                "config key 'eos_token_id': the token ending every document (no match runs past it); no tokenize manifest beside the shards says it"
+            )
+        return np.dtype(dtype), tok
+
+    @property
+    def output_root(self) -> str:
+        return self.config.destination
+
+    def input_patterns(self) -> list[str]:
+        return list(self.config.documents or [])
+
+    def plan_inputs(self) -> list[InputFile]:
+        if self.kind == "documents":
+            return super().plan_inputs()
+        assert self.config.shards is not None
+        try:
+            found = find_shards(self.config.shards)
+        except ShardError as exc:
+            raise paths.PathError(str(exc)) from None
+        out = []
+        for path, rel in found:
+            info = storage.stat(str(path))
+            out.append(InputFile(path=str(path), rel=rel, size=info.size, mtime=info.mtime))
+        return sorted(out, key=lambda f: f.rel)
+
+    def resolve(self, inputs: list[InputFile]) -> dict[str, Any]:
+        out: dict[str, Any] = {"kind": self.kind, "symbol": self.symbol, "max_symbols": self.max_symbols}
+        if self.kind == "tokens":
+            out["tokenizer_sha256"] = (self.tokenizer or {}).get("sha256")
+            out["eos_token_id"] = (self.tokenizer or {}).get("eos_token_id")
+        return out
+
+    # ---- the build phase ----------------------------------------------------------------------
+
+    def phases(self) -> list[Phase]:
+        return [Phase("build", plan=self._plan, run=self._build, outputs=self._outputs, after=self._finish, unit="file")]
+
+    def _plan(self, ctx: RunContext) -> list[Task]:
+        tasks = []
+        for f in ctx.inputs:
+            inputs = [f]
+            if self.kind == "tokens":
+                side = f.path[: -len(TOKENS_SUFFIX)] + SIDECAR_SUFFIX
+                try:
+                    info = storage.stat(side)
+                except storage.StorageError:
+                    raise paths.PathError(f"{f.path}: its sidecar {side} is missing (every shard has one)") from None
+                inputs.append(InputFile(path=side, rel=f.rel[: -len(TOKENS_SUFFIX)] + SIDECAR_SUFFIX, size=info.size, mtime=info.mtime))
+            tasks.append(Task(key=f.rel, inputs=tuple(inputs)))
+        return tasks
+
+    def _base(self, rel: str) -> str:
+        return rel[: -len(TOKENS_SUFFIX)] if self.kind == "tokens" else rel
+
+    def _outputs(self, task: Task) -> list[str]:
+        base = self._base(task.inputs[0].rel)
+        return [part_path(self.output_root, base, s) for s in PART_SUFFIXES]
+
+    def _build(self, task: Task, quarantine: Quarantine, ctx: RunContext) -> TaskOutput:
+        if self.kind == "tokens":
+            return self._build_tokens(task)
+        return self._build_documents(task, quarantine)
+
+    def _index_part(self, text: str, name: str, offset: int, length: int, *, seal: bool = False) -> int:
+        """Builds one part's array (text symbols ``[offset, offset + length)``); its width."""
+        out = part_path(self.output_root, name, ".sa")
+        width = 0
+
+        def write(tmp: str) -> None:
+            nonlocal width
+            size = self.dtype.itemsize
+            try:
+                _, width = suffix.build(text, self.symbol, tmp, offset=offset * size, length=length * size)
+            except ValueError as exc:
+                raise SuffixIndexError(str(exc)) from None
+
+        _write_atomic_local(out, write)
+        return width
+
+    def _build_tokens(self, task: Task) -> TaskOutput:
+        npy = task.inputs[0].path
+        n = token_count(npy, self.dtype)
+        try:
+            check_sidecar(npy, n)
+            rows = read_sidecar(npy)
+        except ShardError as exc:
+            raise SuffixIndexError(f"{npy}: {exc}") from None
+        starts = np.fromiter((r.start for r in rows), dtype=np.int64, count=len(rows))
+        lengths = np.fromiter((r.end - r.start for r in rows), dtype=np.int64, count=len(rows))
+        base = self._base(task.inputs[0].rel)
+        runs = _cut(lengths, self.max_symbols)
+        parts = []
+        for k, (d0, d1) in enumerate(runs):
+            name = _part_name(base, k, len(runs))
+            offset = int(starts[d0]) if d1 > d0 else 0
+            length = int(starts[d1 - 1] + lengths[d1 - 1]) - offset if d1 > d0 else 0
+            width = self._index_part(npy, name, offset, length)
+            _save_array(part_path(self.output_root, name, ".starts.npy"), starts[d0:d1] - offset)
+            parts.append({"name": name, "offset": offset, "length": length, "width": width, "first_doc": d0, "docs": d1 - d0})
+        source = {
+            "path": npy,
+            "size": task.inputs[0].size,
+            "mtime": task.inputs[0].mtime,
+            "xxh3": _digest(npy),
+            "docs": len(rows),
+            "sidecar": {
+                "path": task.inputs[1].path,
+                "size": task.inputs[1].size,
+                "mtime": task.inputs[1].mtime,
+                "xxh3": _digest(task.inputs[1].path),
+            },
+        }
+        return TaskOutput(
+            docs_in=len(rows), counts={"symbols": n, "parts": len(parts)}, data={"source": source, "parts": parts}, files=self._files(parts)
+        )
+
+    def _build_documents(self, task: Task, quarantine: Quarantine) -> TaskOutput:
+        base = self._base(task.rel)
+        parts: list[dict] = []
+        pending: list[tuple[int, str, bytes]] = []
+        size = 0
+        docs = 0
+
+        def flush(k: int) -> None:
+            nonlocal pending, size
+            name = f"{base}@{k}"  # renamed below when the file is one part
+            text = part_path(self.output_root, name, ".text")
+
+            def write_text(tmp: str) -> None:
+                with open(tmp, "wb") as fh:
+                    for _, _, b in pending:
+                        fh.write(b)
+                        fh.write(bytes([suffix.SEPARATOR]))
+
+            _write_atomic_local(text, write_text)
+            lengths = np.fromiter((len(b) + 1 for _, _, b in pending), dtype=np.int64, count=len(pending))
+            starts = np.cumsum(lengths) - lengths
+            _save_array(part_path(self.output_root, name, ".starts.npy"), starts)
+
+            def write_docs(tmp: str) -> None:
+                rows = b"".join(orjson.dumps({"id": doc_id, "line": line}) + b"\n" for line, doc_id, _ in pending)
+                with open(tmp, "wb") as fh:
+                    fh.write(gzip_member(rows))
+
+            _write_atomic_local(part_path(self.output_root, name, ".docs.jsonl.gz"), write_docs)
+            total = int(lengths.sum())
+            width = self._index_part(text, name, 0, total)
+            parts.append(
+                {"name": name, "offset": 0, "length": total, "width": width, "first_doc": docs - len(pending), "docs": len(pending)}
+            )
+            pending, size = [], 0
+
+        for line, doc in read_documents(task.path, quarantine):
+            b = doc["text"].encode("utf-8", "surrogatepass")
+            if pending and size + len(b) + 1 > self.max_symbols:
+                flush(len(parts))
+            pending.append((line, doc["id"], b))
+            size += len(b) + 1
+            docs += 1
+        if pending:
+            flush(len(parts))
+        if len(parts) == 1:  # one part: named as its source
+            old = parts[0]["name"]
+            for s in PART_SUFFIXES:
+                src = part_path(self.output_root, old, s)
+                if os.path.exists(src):
+                    os.replace(src, part_path(self.output_root, base, s))
+            parts[0]["name"] = base
+        info = task.inputs[0]
+        source = {
+            "path": info.path,
+            "size": info.size,
+            "mtime": info.mtime,
+            "xxh3": _digest(info.path) if not storage.is_remote(info.path) else "",
+            "docs": docs,
+        }
+        return TaskOutput(
+            docs_in=docs,
+            counts={"symbols": sum(p["length"] for p in parts), "parts": len(parts)},
+            data={"source": source, "parts": parts},
+            files=self._files(parts),
+        )
+
+    def _files(self, parts: list[dict]) -> list[str]:
+        return [p for part in parts for s in PART_SUFFIXES if os.path.exists(p := part_path(self.output_root, part["name"], s))]
+
+    # ---- the step after: index.json, stale parts, contamination --------------------------------
+
+    def _finish(self, records: list[TaskRecord], ctx: RunContext) -> StepResult:
+        order = {f.rel: i for i, f in enumerate(ctx.inputs)}
+        records = sorted(records, key=lambda r: order[r.key])
+        info = IndexInfo(kind=self.kind, symbol=self.symbol, tokenizer=self.tokenizer)  # type: ignore[arg-type]
+        for i, r in enumerate(records):
+            info.sources.append(Source.model_validate(r.data["source"]))
+            info.parts += [Part(source=i, **p) for p in r.data["parts"]]
+        removed = self._remove_stale(info)
+        storage.write_bytes(storage.join(self.output_root, INFO), orjson.dumps(info.model_dump(mode="json"), option=orjson.OPT_INDENT_2))
+        index_bytes = sum(p.length * p.width for p in info.parts)
+        data: dict[str, Any] = {
+            "kind": self.kind,
+            "sources": len(info.sources),
+            "parts": len(info.parts),
+            "documents": info.documents,
+            "symbols": info.symbols,
+            "index_bytes": index_bytes,
+            "stale_parts_removed": removed,
+        }
+        lines = [
+            f"index of {info.documents:,} documents, {info.symbols:,} {'tokens' if self.kind == 'tokens' else 'bytes'} in "
+            f"{len(info.parts):,} part(s) of {len(info.sources):,} source(s) -> {self.output_root}",
+            f"  suffix arrays: {index_bytes / 1e6:,.1f} MB ({index_bytes / max(info.symbols, 1):.2f} bytes a symbol, the text "
+            + ("read in place)" if self.kind == "tokens" else "beside them)"),
+        ]
+        if self.config.contamination is not None:
+            from .contamination import count_contamination
+
+            found = count_contamination(self.output_root, self.config.contamination)
+            data["contamination"] = found
+            lines.append(
+                f"  evaluation n-grams ({self.config.contamination.ngram} {'tokens' if self.kind == 'tokens' else 'bytes'}) found in the index:"
+            )
+            for name, row in found.items():
+                lines.append(
+                    f"    {name}: {row['found']:,} of {row['ngrams']:,} ({row['share']:.2%}); {row['documents_with_any']:,} of {row['documents']:,} documents"
+                )
+        return StepResult(data=data, table="\n".join(lines))
+
+    def _remove_stale(self, info: IndexInfo) -> int:
+        """Part files an earlier build left (other sources, other parts): removed, so the folder
+        holds this index only."""
+        folder = os.path.join(self.output_root, "shards")
+        keep = {os.path.abspath(part_path(self.output_root, p.name, s)) for p in info.parts for s in PART_SUFFIXES}
+        removed = 0
+        suffixes = re.compile("(" + "|".join(re.escape(s) for s in PART_SUFFIXES) + ")$")
+        for dirpath, _, files in os.walk(folder):
+            for f in files:
+                path = os.path.abspath(os.path.join(dirpath, f))
+                if suffixes.search(f) and not f.startswith(".") and path not in keep:
+                    os.unlink(path)
+                    removed += 1
+        return removed
