@@ -50,7 +50,9 @@ def write_jsonl_bytes(path: str, data: bytes) -> None:
             raw.write(data)
 
 
-def run_attributes(config: DedupConfig, layout: Layout, out_path: str, i: int, rel: str, buckets: int) -> TaskOutput:
+def run_attributes(
+    config: DedupConfig, layout: Layout, out_path: str, i: int, rel: str, buckets: int, substring_spans: bytes = b""
+) -> TaskOutput:
     """Writes the attribute file of input file ``i`` (relative name ``rel``)."""
     d = config.dedupe
     bloom = config.bloom_filter is not None
@@ -77,9 +79,11 @@ def run_attributes(config: DedupConfig, layout: Layout, out_path: str, i: int, r
         threshold=ngram.overlap_threshold if ngram is not None else 1.0,
         minhash=config.minhash.attribute_name if config.minhash is not None else None,
         decontamination=config.decontamination.attribute_name if config.decontamination is not None else None,
+        substrings=config.substrings.attribute_name if config.substrings is not None else None,
         doc_dups=doc_dups,
         para_dups=para_dups,
         members=members,
+        substring_spans=substring_spans,
     )
     write_jsonl_bytes(out_path, data)
     counts = {f"marked_{k}": v for k, v in marked.items() if v}

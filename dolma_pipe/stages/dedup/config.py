@@ -18,7 +18,8 @@ there, dolma-pipe streams them.
 
 dolma-pipe's own keys: ``destination`` (write ``<destination>/<name>/...`` instead of
 ``X/attributes/<name>/...``), ``buckets`` (how many hash ranges the cross-file phases split keys
-into), ``minhash`` (near-duplicates) and ``decontamination`` (evaluation-set overlap).
+into), ``minhash`` (near-duplicates), ``decontamination`` (evaluation-set overlap) and
+``substrings`` (repeated substrings, by suffix arrays).
 """
 
 from __future__ import annotations
@@ -159,6 +160,19 @@ class MinhashSection(StrictModel):
     max_group: int = Field(64, ge=2, description="band buckets larger than this are joined as a chain instead of all their pairs")
 
 
+class SubstringsSection(StrictModel):
+    attribute_name: str = Field(
+        "substring_duplicate", min_length=1, description="attribute listing repeated substrings to remove: [[start, end, 1], ...]"
+    )
+    min_length: int = Field(500, ge=10, description="shortest repeat, in bytes of UTF-8 (Dolma 3: 500)")
+    keep: Literal["first", "none"] = Field(
+        "first", description="first: keep the first occurrence in the global order; none: mark every one (deduplicate-text-datasets)"
+    )
+    memory_per_task: int = Field(
+        4 << 30, ge=1 << 20, description="bytes a task may use to build a file's suffix array (a larger file is split, about 5 per byte)"
+    )
+
+
 class DecontaminationSection(StrictModel):
     attribute_name: str = Field(
         "contaminated_paragraphs", min_length=1, description="attribute listing training paragraphs found in the evaluation texts"
@@ -183,6 +197,9 @@ class DedupConfig(RunOptions):
     )
     minhash: MinhashSection | None = Field(None, description="near-duplicate documents by MinHash LSH (dolma-pipe)")
     decontamination: DecontaminationSection | None = Field(None, description="flag paragraphs that occur in evaluation texts (dolma-pipe)")
+    substrings: SubstringsSection | None = Field(
+        None, description="repeated substrings of min_length bytes or more, by suffix arrays (dolma-pipe; Lee et al. 2022, Dolma 3)"
+    )
     destination: PathStr | None = Field(None, description="write to <destination>/<name>/ instead of X/attributes/<name>/")
     buckets: int | None = Field(
         None, ge=1, le=65536, description="hash ranges of the cross-file phases (default: one per 256 MiB of input)"
@@ -210,11 +227,14 @@ class DedupConfig(RunOptions):
 def check(config: DedupConfig) -> None:
     """Checks across keys (one ConfigError naming the keys), after each key's own checks."""
     d = config.dedupe
-    if d.documents is None and d.paragraphs is None and config.minhash is None and config.decontamination is None:
-        raise ConfigError("dedupe: give dedupe.documents or dedupe.paragraphs (or minhash / decontamination): there is nothing to do")
+    sections = (d.documents, d.paragraphs, config.minhash, config.decontamination, config.substrings)
+    if all(s is None for s in sections):
+        raise ConfigError(
+            "dedupe: give dedupe.documents or dedupe.paragraphs (or minhash / decontamination / substrings): there is nothing to do"
+        )
     if attribute_set_name(config) is None:
         raise ConfigError("dedupe.name is required (it names the attribute set: attributes/<name>/)")
-    names = [s.attribute_name for s in (d.documents, d.paragraphs, config.minhash, config.decontamination) if s is not None]
+    names = [s.attribute_name for s in sections if s is not None]
     if len(set(names)) != len(names):
         raise ConfigError(f"attribute names must differ between passes (got {names})")
     bf = config.bloom_filter
@@ -225,7 +245,9 @@ def check(config: DedupConfig) -> None:
                 "(run two configs, or drop bloom_filter for exact mode, which does both in one run)"
             )
         if d.documents is None and d.paragraphs is None:
-            raise ConfigError("bloom_filter: it needs dedupe.documents or dedupe.paragraphs (minhash and decontamination do not use it)")
+            raise ConfigError(
+                "bloom_filter: it needs dedupe.documents or dedupe.paragraphs (minhash, decontamination and substrings do not use it)"
+            )
         if not bf.read_only:
             if bf.size_in_bytes > 0 and bf.estimated_doc_count <= 0:
                 raise ConfigError("bloom_filter.estimated_doc_count: needed with size_in_bytes to choose the number of hash functions")

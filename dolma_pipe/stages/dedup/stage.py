@@ -11,6 +11,8 @@ clusters       one             connected components, survivors, ``_clusters.json
 removed        input files     documents removed whole (when paragraphs are deduplicated too)
 paragraphs     hash ranges     first copy of each paragraph key (exact mode)
 bloom          one             Bloom mode's test-and-set in the global order, then publish
+suffix         input files     each file's text and its suffix array (``substrings``)
+substrings     key ranges      repeated substrings, by merging the files' suffix arrays
 attributes     input files     Dolma attribute files
 =============  ==============  ==========================================================
 
@@ -32,9 +34,9 @@ from dolma_pipe.quarantine import Quarantine
 from dolma_pipe.stage import Phase, RunContext, Stage, StepResult, Task, TaskOutput
 from dolma_pipe.workdir import WorkDir
 
-from . import attributes, bloommode, decontam, exact, minhash, scan
+from . import attributes, bloommode, decontam, exact, minhash, scan, substrings
 from .config import DedupConfig, attribute_set_name, check, resolved
-from .workfiles import Layout
+from .workfiles import Layout, documents_in
 
 _READ_ONLY_FILTERS: dict[str, BloomFilter] = {}
 
@@ -128,8 +130,11 @@ class DedupStage(Stage[DedupConfig]):
 
     @property
     def _needs_removed(self) -> bool:
+        """Paragraphs and substrings leave out the documents removed whole (so a removed copy is
+        never the first one of a paragraph or a string that then loses every copy)."""
         d = self.config.dedupe
-        return d.paragraphs is not None and (d.documents is not None or self.config.minhash is not None) and not self._read_only
+        later = d.paragraphs is not None or self.config.substrings is not None
+        return later and ((d.documents is not None and self._exact) or self.config.minhash is not None) and not self._read_only
 
     def phases(self) -> list[Phase]:
         d = self.config.dedupe
@@ -158,6 +163,15 @@ class DedupStage(Stage[DedupConfig]):
             )
         if self.config.bloom_filter is not None and not self._read_only:
             out.append(Phase("bloom", plan=self._plan_one, run=self._bloom, outputs=self._bloom_outputs, after=self._publish))
+        if self.config.substrings is not None:
+            out.append(
+                Phase("suffix", plan=self._plan_each_file, run=self._suffix, outputs=self._suffix_outputs, after=self._parts, unit="file")
+            )
+            out.append(
+                Phase(
+                    "substrings", plan=self._plan_key_ranges, run=self._substrings, outputs=self._bucket_out("substrings"), after=self._sum
+                )
+            )
         out.append(
             Phase(
                 "attributes", plan=self._plan_files, run=self._attributes, outputs=self._attribute_outputs, after=self._summary, unit="file"
@@ -186,6 +200,14 @@ class DedupStage(Stage[DedupConfig]):
             key = first if len(g) == 1 else f"{first}+{len(g) - 1}"
             tasks.append(Task(key=key, inputs=tuple(ctx.inputs[i] for i in g), params={"files": g, "buckets": buckets}))
         return tasks
+
+    def _plan_each_file(self, ctx: RunContext) -> list[Task]:
+        return [Task(key=f.rel, inputs=(f,), params={"file": i}) for i, f in enumerate(ctx.inputs)]
+
+    def _plan_key_ranges(self, ctx: RunContext) -> list[Task]:
+        parts = ctx.steps["suffix"].data["parts"]
+        ranges = substrings.plan_key_ranges(self.layout, parts, self._buckets(ctx))
+        return [Task(key=f"bucket-{b:05d}", params={"bucket": b, "key_lo": lo, "key_hi": hi}) for b, (lo, hi) in enumerate(ranges)]
 
     def _plan_buckets(self, ctx: RunContext) -> list[Task]:
         return exact.bucket_tasks(self._buckets(ctx))
@@ -245,11 +267,36 @@ class DedupStage(Stage[DedupConfig]):
         assert self._filter is not None
         return bloommode.run_bloom(self.config, self.layout, self._filter, task, ctx, self._needs_removed)
 
+    def _suffix(self, task: Task, quarantine: Quarantine, ctx: RunContext) -> TaskOutput:
+        removed = exact.removed_documents(self.layout, task.rel) if self._needs_removed else []
+        return substrings.run_suffix(self.config, self.layout, task, removed, documents_in(self.layout.scan(task.rel, "meta")))
+
+    def _suffix_outputs(self, task: Task) -> list[str]:
+        # Its parts' files are reported by the task (how many depends on the file's size).
+        return []
+
+    def _parts(self, records: list[TaskRecord], ctx: RunContext) -> StepResult:
+        """Every file's parts, in the global order, each with its file's index."""
+        order = {f.rel: i for i, f in enumerate(ctx.inputs)}
+        parts = [{**p, "file": order[r.key]} for r in sorted(records, key=lambda r: order[r.key]) for p in r.data["parts"]]
+        step = self._sum(records, ctx)
+        step.data["parts"] = parts
+        return step
+
+    def _substrings(self, task: Task, quarantine: Quarantine, ctx: RunContext) -> TaskOutput:
+        return substrings.run_substrings(self.config, self.layout, task, ctx.steps["suffix"].data["parts"])
+
     def _attributes(self, task: Task, quarantine: Quarantine, ctx: RunContext) -> TaskOutput:
+        parts = ctx.steps["suffix"].data["parts"] if "suffix" in ctx.steps else []
+        subs_buckets = len(self._plan_key_ranges(ctx)) if parts else 0
+
         def one(i: int, rel: str) -> TaskOutput:
             out = self.output_path(rel)
             assert out is not None
-            return attributes.run_attributes(self.config, self.layout, out, i, rel, task.params["buckets"])
+            spans = b""
+            if parts:
+                spans = substrings.char_spans(self.layout, parts, [j for j, p in enumerate(parts) if p["file"] == i], subs_buckets)
+            return attributes.run_attributes(self.config, self.layout, out, i, rel, task.params["buckets"], spans)
 
         return self._each_file(task, one)
 
@@ -322,7 +369,7 @@ class DedupStage(Stage[DedupConfig]):
 
     def _attribute_names(self) -> list[str]:
         d, c = self.config.dedupe, self.config
-        sections = (d.documents, d.paragraphs, c.minhash, c.decontamination)
+        sections = (d.documents, d.paragraphs, c.minhash, c.decontamination, c.substrings)
         return sorted({s.attribute_name for s in sections if s is not None})
 
     def _table(self, data: dict[str, Any]) -> str:
@@ -346,6 +393,15 @@ class DedupStage(Stage[DedupConfig]):
         if self.config.decontamination is not None:
             rows.append(
                 (f"contaminated paragraphs ({self.config.decontamination.attribute_name})", f"{marked.get('marked_contaminated', 0):,}")
+            )
+        if self.config.substrings is not None:
+            sub = data["phases"].get("substrings", {}).get("counts", {})
+            rows.append(
+                (
+                    f"repeated substrings ({self.config.substrings.attribute_name})",
+                    f"{marked.get('marked_substrings', 0):,} spans in {sub.get('substring_ranges', 0):,} ranges "
+                    f"of at least {self.config.substrings.min_length} bytes (keep {self.config.substrings.keep})",
+                )
             )
         if "filter" in data:
             f = data["filter"]

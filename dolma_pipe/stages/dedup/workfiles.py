@@ -213,6 +213,12 @@ def meta_ids(data: bytes, path: str = "meta") -> list[str]:
     return _decode_ids(bytes(sections[4]), id_offsets, n)
 
 
+def documents_in(path: str) -> int:
+    """How many documents a meta file holds (its header; the whole file is checked)."""
+    n, _, _ = _meta_sections(workdir.read(path), path)
+    return n
+
+
 def read_meta(path: str) -> Meta:
     return parse_meta(workdir.read(path), path)
 
