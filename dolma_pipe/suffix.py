@@ -72,6 +72,11 @@ class SuffixIndex:
         """Per start of ``query``: (length of its longest prefix found in the text, lo, hi)."""
         return self._inner.longest_matches(query, cap)
 
+    def match_lengths(self, query: bytes | list[int], cap: int = 1 << 20) -> np.ndarray:
+        """Per start of ``query``: the length of its longest prefix found in the text (at most
+        ``cap``), a uint32 array."""
+        return np.frombuffer(self._inner.match_lengths(query, cap), dtype="<u4")
+
     def symbols(self, start: int, end: int) -> bytes | list[int]:
         return self._inner.symbols(start, end)
 

@@ -36,6 +36,8 @@ pub struct Marked {
     pub near_duplicates: u64,
     pub contaminated: u64,
     pub substrings: u64,
+    /// Characters inside the substring spans.
+    pub substring_chars: u64,
 }
 
 struct Meta<'a> {
@@ -300,6 +302,7 @@ pub fn render(
                 let (_, s, e) = subs[si];
                 span(&mut out, &mut first, s, e.min(chars), None);
                 marked.substrings += 1;
+                marked.substring_chars += e.min(chars).saturating_sub(s);
                 si += 1;
             }
             out.push(']');
@@ -345,7 +348,17 @@ mod tests {
             text,
             "{\"id\":\"a\\\"1\",\"attributes\":{\"pp\":[[6,10,1]],\"mm\":[[0,10,1]]}}\n{\"id\":\"b\",\"attributes\":{\"dd\":[[0,0,1]]}}\n"
         );
-        assert_eq!(marked, Marked { documents: 1, paragraphs: 1, near_duplicates: 1, contaminated: 0, substrings: 0 });
+        assert_eq!(
+            marked,
+            Marked {
+                documents: 1,
+                paragraphs: 1,
+                near_duplicates: 1,
+                contaminated: 0,
+                substrings: 0,
+                substring_chars: 0
+            }
+        );
         // Repeated substrings of the first document (the second has no text: no attribute).
         let subs: Vec<u8> = [(0u32, 2u64, 5u64), (0, 7, 9)]
             .iter()

@@ -447,6 +447,7 @@ fn render_attributes<'py>(
     d.set_item("near_duplicates", marked.near_duplicates)?;
     d.set_item("contaminated", marked.contaminated)?;
     d.set_item("substrings", marked.substrings)?;
+    d.set_item("substring_chars", marked.substring_chars)?;
     Ok((PyBytes::new(py, &out), d))
 }
 

@@ -264,6 +264,22 @@ impl PySuffixIndex {
         self.with(py, |idx| idx.matches_of(&q, cap))
     }
 
+    /// Per start of ``query``: the longest match's length (at most ``cap``), as little-endian
+    /// u32s (a numpy array's bytes: no Python object per start).
+    #[pyo3(signature = (query, cap = 1 << 20))]
+    fn match_lengths<'py>(
+        &self,
+        py: Python<'py>,
+        query: &Bound<'_, PyAny>,
+        cap: usize,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let q = pattern_of(query, self.symbol)?;
+        let lengths = self.with(py, |idx| idx.matches_of(&q, cap))?;
+        let bytes: Vec<u8> =
+            lengths.iter().flat_map(|&(n, _, _)| (n.min(u32::MAX as usize) as u32).to_le_bytes()).collect();
+        Ok(PyBytes::new(py, &bytes))
+    }
+
     /// The text's symbols ``start..end`` (bytes for a byte text).
     fn symbols<'py>(&self, py: Python<'py>, start: usize, end: usize) -> PyResult<Bound<'py, PyAny>> {
         let s = self.with(py, |q| q.symbols(start, end))?;

@@ -114,6 +114,16 @@ impl<'a, T: Symbol> SuffixIndex<'a, T> {
         let mut out = Vec::with_capacity(query.len());
         let mut previous = 0usize;
         for i in 0..query.len() {
+            // After a match as long as the cap, the next start most often matches as far: one
+            // search for the whole window instead of one for all but its last symbol and a
+            // narrowing step.
+            if previous == cap && i + cap <= query.len() {
+                let (lo, hi) = self.range(&query[i..i + cap]);
+                if lo < hi {
+                    out.push((cap, lo, hi));
+                    continue;
+                }
+            }
             let mut len = previous.saturating_sub(1).min(cap);
             let (mut lo, mut hi) = if len > 0 { self.range(&query[i..i + len]) } else { (0, self.len()) };
             while i + len < query.len() && len < cap && lo < hi {

@@ -67,6 +67,12 @@ pub fn width_for(n: u64) -> usize {
 #[inline]
 pub fn packed_at(sa: &[u8], width: usize, i: usize) -> usize {
     let base = i * width;
+    // One 8-byte load and a mask where 8 bytes are there to read (all but the last few
+    // positions): a copy of `width` bytes is a call to memmove, in the innermost loop of every search.
+    if let Some(chunk) = sa.get(base..base + 8) {
+        let v = u64::from_le_bytes(chunk.try_into().expect("8 bytes"));
+        return if width >= 8 { v as usize } else { (v & ((1u64 << (8 * width)) - 1)) as usize };
+    }
     let mut buf = [0u8; 8];
     buf[..width].copy_from_slice(&sa[base..base + width]);
     u64::from_le_bytes(buf) as usize
