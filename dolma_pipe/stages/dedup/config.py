@@ -202,7 +202,10 @@ class DedupConfig(RunOptions):
     )
     destination: PathStr | None = Field(None, description="write to <destination>/<name>/ instead of X/attributes/<name>/")
     buckets: int | None = Field(
-        None, ge=1, le=65536, description="hash ranges of the cross-file phases (default: one per 256 MiB of input)"
+        None,
+        ge=1,
+        le=65536,
+        description="hash ranges of the cross-file phases (default: one per 256 MiB of input; substrings: one key range per 8 MiB of text)",
     )
     keep_work: bool = Field(False, description="keep the work directory (keys, buckets, pairs) after a complete run")
     compression: CompressionConfig | None = Field(None, description="Dolma's compression overrides (not supported)")

@@ -206,7 +206,8 @@ class DedupStage(Stage[DedupConfig]):
 
     def _plan_key_ranges(self, ctx: RunContext) -> list[Task]:
         parts = ctx.steps["suffix"].data["parts"]
-        ranges = substrings.plan_key_ranges(self.layout, parts, self._buckets(ctx))
+        count = self.config.buckets or substrings.key_range_count(parts)
+        ranges = substrings.plan_key_ranges(self.layout, parts, count)
         return [Task(key=f"bucket-{b:05d}", params={"bucket": b, "key_lo": lo, "key_hi": hi}) for b, (lo, hi) in enumerate(ranges)]
 
     def _plan_buckets(self, ctx: RunContext) -> list[Task]:
@@ -395,12 +396,12 @@ class DedupStage(Stage[DedupConfig]):
                 (f"contaminated paragraphs ({self.config.decontamination.attribute_name})", f"{marked.get('marked_contaminated', 0):,}")
             )
         if self.config.substrings is not None:
-            sub = data["phases"].get("substrings", {}).get("counts", {})
             rows.append(
                 (
                     f"repeated substrings ({self.config.substrings.attribute_name})",
-                    f"{marked.get('marked_substrings', 0):,} spans in {sub.get('substring_ranges', 0):,} ranges "
-                    f"of at least {self.config.substrings.min_length} bytes (keep {self.config.substrings.keep})",
+                    f"{marked.get('marked_substrings', 0):,} spans, {marked.get('marked_substring_chars', 0):,} characters: "
+                    f"repeats of at least {self.config.substrings.min_length} bytes "
+                    f"(keep {self.config.substrings.keep})",
                 )
             )
         if "filter" in data:

@@ -112,6 +112,16 @@ def shard_refs(layout: Layout, parts: list[dict[str, Any]]) -> list[suffix.Shard
     return refs
 
 
+# Text a search task merges by default (``buckets`` unset): enough tasks to keep every process
+# busy on a corpus of some size, few enough that each one's fixed cost (opening every part) is small.
+TEXT_PER_KEY_RANGE = 8 << 20
+
+
+def key_range_count(parts: list[dict[str, Any]]) -> int:
+    total = sum(p["length"] for p in parts)
+    return max(1, min(4096, -(-total // TEXT_PER_KEY_RANGE)))
+
+
 def plan_key_ranges(layout: Layout, parts: list[dict[str, Any]], buckets: int) -> list[tuple[int, int]]:
     """Key ranges splitting the largest part's suffixes into ``buckets`` nearly equal runs."""
     if not parts:

@@ -26,6 +26,7 @@ class QueryConfig(StrictModel):
     min_length: int = Field(8, ge=1, description="trace: shortest span, in tokens (bytes for a document index)")
     docs: int = Field(3, ge=0, description="trace: documents shown per span")
     top: int | None = Field(None, ge=1, description="trace: the spans to show, least likely first (default: all)")
+    max_count: int | None = Field(None, ge=1, description="trace: leave out spans found more often than this (common phrases)")
     output: Literal["table", "jsonl"] = Field("table", description="a table for a person, or JSON lines")
 
     @model_validator(mode="after")
@@ -57,7 +58,7 @@ class QueryAction(Action[QueryConfig]):
         texts = [cfg.trace] if cfg.trace is not None else [d["text"] for _, d in read_documents(str(cfg.trace_file), Quarantine())]
         out = []
         for k, text in enumerate(texts):
-            spans = index.trace(text, cfg.min_length, cfg.docs, cfg.top)
+            spans = index.trace(text, cfg.min_length, cfg.docs, cfg.top, max_count=cfg.max_count)
             if cfg.output == "jsonl":
                 out.append(orjson.dumps({"text": k, "spans": spans_as_json(spans)}).decode())
                 continue

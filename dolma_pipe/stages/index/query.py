@@ -22,6 +22,7 @@ import gzip
 import math
 import os
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -229,18 +230,23 @@ class Index:
     def longest_matches(self, query: bytes | list[int], cap: int = 1 << 20) -> list[int]:
         """Per start of ``query`` (the index's symbols): the length of its longest prefix found in
         a document of the corpus (any part), at most ``cap``."""
-        best = [0] * len(query)
-        for p in self.parts:
-            for i, (length, _, _) in enumerate(p.index.longest_matches(query, cap)):
-                best[i] = max(best[i], length)
+        best = np.zeros(len(query), dtype=np.int64)
+        if self.parts:
+            # The parts are searched at once, on threads (the searches release the GIL).
+            with ThreadPoolExecutor(min(len(self.parts), os.cpu_count() or 1)) as pool:
+                for lengths in pool.map(lambda p: p.index.match_lengths(query, cap), self.parts):
+                    np.maximum(best, lengths, out=best)
         end = suffix.SEPARATOR if self.info.kind == "documents" else self.eos
         if end is not None and end in query:
-            stop = len(query)  # a match may end with a document's end, never run past it
-            for i in range(len(query) - 1, -1, -1):
-                if query[i] == end:
-                    stop = i + 1
-                best[i] = min(best[i], stop - i)
-        return best
+            # A match may end with a document's end, never run past it.
+            symbols = np.frombuffer(query, dtype=np.uint8) if isinstance(query, bytes) else np.asarray(query)
+            ends = np.flatnonzero(symbols == end)
+            stop = np.full(len(query), len(query), dtype=np.int64)
+            nxt = np.searchsorted(ends, np.arange(len(query)))  # the first document end at or after each start
+            has = nxt < len(ends)
+            stop[has] = ends[nxt[has]] + 1
+            np.minimum(best, stop - np.arange(len(query)), out=best)
+        return best.tolist()
 
     def unigram_log10_probability(self, tokens: Sequence[int]) -> float:
         """log10 of the product of the tokens' frequencies in the corpus (how likely the span is by chance)."""
@@ -253,23 +259,35 @@ class Index:
         return logp
 
     def trace(
-        self, text: str | bytes | Sequence[int], min_length: int = 8, docs: int = 3, top: int | None = None, context: int = 24
+        self,
+        text: str | bytes | Sequence[int],
+        min_length: int = 8,
+        docs: int = 3,
+        top: int | None = None,
+        context: int = 24,
+        max_count: int | None = None,
     ) -> list[Span]:
-        """The maximal spans of ``text`` found verbatim in the corpus, least likely first."""
+        """The maximal spans of ``text`` found verbatim in the corpus, least likely first; with
+        ``max_count``, a position's longest match found more often than that is no span (common
+        phrases), as infini-gram's ``attribute`` leaves them out, before the maximal ones are kept."""
         query = self.encode(text)
         if not query:
             return []
         best = self.longest_matches(query)
-        spans: list[tuple[int, int]] = []
+        found: list[tuple[int, int, list[tuple[_OpenPart, int, int]]]] = []
         reach = 0  # the furthest end of a span so far: one ending there or before is inside it
         for i, length in enumerate(best):
-            if length >= min_length and i + length > reach:
-                spans.append((i, i + length))
-                reach = i + length
-        out = []
-        for start, end in spans:
-            piece = query[start:end]
+            if length < min_length or i + length <= reach:
+                continue
+            piece = query[i : i + length]
             ranges = [(p, *p.index.range(piece)) for p in self.parts]
+            if max_count is not None and sum(hi - lo for _, lo, hi in ranges) > max_count:
+                continue
+            found.append((i, i + length, ranges))
+            reach = i + length
+        out = []
+        for start, end, ranges in found:
+            piece = query[start:end]
             count = sum(hi - lo for _, lo, hi in ranges)
             hits: list[Hit] = []
             for p, lo, hi in ranges:

@@ -108,7 +108,8 @@ def test_trace_spans_match_a_scan(corpus, token_index):
     docs = [t for _, t in shard_documents(root / "tokens")]
     rng = random.Random(3)
     seen = files[1][5]["text"] + " " + files[2][9]["text"]
-    query_text = f"{text(rng, 8)} {seen[:300]} qqq zzz {files[0][3]['text'][:200]} xyz"
+    # files[0][2] repeats its own start: a span found twice.
+    query_text = f"{text(rng, 8)} {seen[:300]} qqq zzz {files[0][3]['text'][:200]} xyz {files[0][2]['text'][:60]}"
     query = index.encode(query_text)
     spans = index.trace(query_text, min_length=6, docs=2)
     best = [scan_longest(docs, query, i) for i in range(len(query))]
@@ -124,6 +125,15 @@ def test_trace_spans_match_a_scan(corpus, token_index):
         assert s.text == index.decode(query[s.start : s.end])
     probs = [s.unigram_log10_probability for s in spans]
     assert probs == sorted(probs)  # the least likely first
+    # Common spans left out before the maximal ones are kept (infini-gram's attribute, max_cnt).
+    cap = 1
+    want, reach = [], 0
+    for i, m in enumerate(best):
+        if m >= 6 and i + m > reach and scan_count(docs, query[i : i + m]) <= cap:
+            want.append((i, i + m))
+            reach = i + m
+    rare = index.trace(query_text, min_length=6, max_count=cap)
+    assert sorted((s.start, s.end) for s in rare) == want and all(s.count <= cap for s in rare) and len(rare) < len(spans)
 
 
 def test_document_index_of_utf8_bytes(corpus, tmp_path, monkeypatch):
