@@ -9,10 +9,12 @@ tokens) per CPU-second side by side with the peer, on the same input, in one run
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import subprocess
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -68,8 +70,22 @@ class Measured:
     output: str
 
 
+_launcher: ProcessPoolExecutor | None = None
+
+
 def run_measured(cmd: list[str], env: dict | None = None, cwd: str | None = None) -> Measured:
-    """Run ``cmd`` to completion and measure it; a failure prints its output's tail and exits."""
+    """Run ``cmd`` to completion and measure it; a failure prints its output's tail and exits.
+
+    The command is started by a small launcher process (spawned once), not by the bench itself:
+    Linux keeps a process's peak memory across ``exec``, so a command forked from a bench holding
+    hundreds of MB of answers would report them as its own peak."""
+    global _launcher
+    if _launcher is None:
+        _launcher = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+    return _launcher.submit(_run_measured, cmd, env, cwd).result()
+
+
+def _run_measured(cmd: list[str], env: dict | None, cwd: str | None) -> Measured:
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=cwd)
     assert proc.stdout is not None
