@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The main job on the bundled sample corpus: raw text -> clean documents -> attributes -> dedup ->
-# mixes -> token shards -> a two-stage trained, souped model exported for Hugging Face.
+# mixes -> token shards -> a two-stage trained, souped model exported for Hugging Face -> a suffix
+# index of the training shards, tracing text (the soup's output among it) to training documents.
 # Usage: bash examples/run_demo.sh [VENV]   (`make demo` sets up the venv and calls this)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -184,6 +185,43 @@ echo
 echo "== 12. validation loss and perplexity of every model on the same held-out shards ($OUT/tokens/val)"
 "$VENV/bin/python" -m train.evaluate --val-paths "$OUT/tokens/val" --untrained train/configs/tiny.yaml \
   "$OUT/runs/stage1/step$S1_STEPS" "${INGREDIENTS[@]}" "$OUT/runs/soup"
+echo
+echo "== 13. index: suffix arrays over the stage-1 token shards; trace a training passage, a held-out one and the soup's generation -> $OUT/index/"
+"$DP" index --shards "$OUT/tokens/train" --destination "$OUT/index"
+"$VENV/bin/python" - "$OUT" <<'PY'
+import glob, sys
+import torch, transformers
+from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
+from dolma_pipe.stages.index import Index
+from dolma_pipe.tokenizer import resolve
+from train.shards import read_shard
+out = sys.argv[1]
+index = Index(f"{out}/index")  # every shard checked against the digest the build recorded
+
+def passage(split):  # 120 tokens from the middle of the first long document of a split's first shard
+    shard = read_shard(sorted(glob.glob(f"{out}/tokens/{split}/*.npy"))[0], "uint16", eos_id=50279)
+    i = next(i for i, d in enumerate(shard.docs) if d.n_tokens > 400)
+    return shard.docs[i].id, index.decode(shard.document(i)[200:320].tolist())
+
+transformers.logging.disable_progress_bar()
+tok = PreTrainedTokenizerFast(tokenizer_file=resolve("olmo:gpt-neox-olmo-dolma-v1_5"))
+hf = AutoModelForCausalLM.from_pretrained(f"{out}/hf-model").float().eval()
+prompt = tok("The Debian package manager", return_tensors="pt")
+torch.manual_seed(0)  # sampled (greedy decoding of a model this small repeats one token), the same on a rerun
+with torch.no_grad():
+    ids = hf.generate(**prompt, max_new_tokens=60, do_sample=True, top_k=40, pad_token_id=1)[0]
+generated = tok.decode(ids, skip_special_tokens=True)
+train_id, train_text = passage("train")
+val_id, val_text = passage("val")
+for label, text in ((f"(a) training document {train_id}", train_text), (f"(b) held-out document {val_id}", val_text), ("(c) the soup's generation", generated)):
+    spans = index.trace(text, min_length=5, docs=1)
+    covered = len({i for s in spans for i in range(s.start, s.end)})
+    print(f"{label}: {covered} of {len(index.encode(text))} tokens inside {len(spans)} span(s) of 5+ tokens found verbatim in the training shards")
+    for s in spans[:3]:  # the least likely first
+        d = s.documents[0]
+        print(f"    x{s.count:,} {s.text[:60]!r}  <- {d.id} ({d.src.rsplit('/', 3)[-2]}/{d.src.rsplit('/', 1)[-1]}:{d.loc})")
+PY
+
 echo
 echo "Outputs under $OUT/ (each stage wrote _manifest.json; a rerun skips finished work, --force redoes it)."
 echo "dolma-pipe list shows every stage and tagger; train/README.md the trainer, soup, evaluation and export."
