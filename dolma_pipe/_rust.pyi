@@ -273,7 +273,9 @@ class DocumentMixer:
         document), failed_include and failed_exclude (per rule: documents it failed on where it
         did not decide, counted as no match), removed_short, spans_replaced, bytes_in, bad
         ([(index, kind, message)]), ids (every good document's id), texts and keys
-        (kept documents' texts and xxh3 id hashes, with ``collect``), error (None or (kind,
+        (kept documents' texts and xxh3 id hashes, with ``collect``), matches (per good document:
+        the rules it matched, include i as bit i, exclude j as bit includes + j, the first 64
+        rules), error (None or (kind,
         doc index, set, row, message), kind "mismatch", "ended", "bad_row" or "rule")."""
 
 # -- MinHash (rust_bloom/src/minhash/); use dolma_pipe.minhash ---------------------------------

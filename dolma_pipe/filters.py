@@ -137,6 +137,8 @@ class BatchResult:
     ids: list[str] = field(default_factory=list)  # every good document's id
     texts: list[str] = field(default_factory=list)
     keys: list[int] = field(default_factory=list)
+    # Per good document: the rules it matched (include i as bit i, exclude j as bit includes + j).
+    matches: list[int] = field(default_factory=list)
     # (kind, document index, attribute set, row, message); kind "mismatch", "ended", "bad_row" or "rule"
     error: tuple[str, int, int, int, str] | None = None
 

@@ -211,7 +211,17 @@ pub struct BatchOutput {
     /// With `collect`: each kept document's text and the xxh3 hash of its id.
     pub texts: Vec<String>,
     pub keys: Vec<u64>,
+    /// Per good document, in order: the rules it matched, include rule i as bit i and exclude
+    /// rule j as bit (includes + j); rules past the 64th are left out. What a report needs to
+    /// count the overlap between rules and to say which rule removed a document.
+    pub matches: Vec<u64>,
     pub error: Option<BatchError>,
+}
+
+/// Bit i for each include rule whose count grew, bit (includes + j) for each exclude rule.
+fn match_mask(inc_before: &[u64], exc_before: &[u64], inc: &[u64], exc: &[u64]) -> u64 {
+    let grew = inc_before.iter().zip(inc).chain(exc_before.iter().zip(exc)).map(|(a, b)| b > a);
+    grew.take(64).enumerate().fold(0u64, |mask, (bit, g)| if g { mask | (1u64 << bit) } else { mask })
 }
 
 fn type_name(v: &Value) -> &'static str {
@@ -411,7 +421,11 @@ impl MixRules {
                 }
             }
             let val = if self.needs_val { Some(to_val(&doc)) } else { None };
-            match self.keep(&doc, val.as_ref(), &mut out) {
+            // The rules this document matched are the per-rule counts it moved.
+            let before = (out.matched_include.clone(), out.matched_exclude.clone());
+            let verdict = self.keep(&doc, val.as_ref(), &mut out);
+            out.matches.push(match_mask(&before.0, &before.1, &out.matched_include, &out.matched_exclude));
+            match verdict {
                 Ok(true) => {}
                 Ok(false) => continue,
                 Err(error) => {
@@ -540,6 +554,8 @@ mod tests {
         assert_eq!(b.removed_exclude, [1, 1]);
         assert_eq!(b.matched_include, [3, 2]);
         assert_eq!(b.matched_exclude, [1, 2]);
+        // Per document: includes are bits 0-1, excludes bits 2-3.
+        assert_eq!(b.matches, [0b0000, 0b0001, 0b1011, 0b1111]);
         assert_eq!((b.failed_include.clone(), b.failed_exclude.clone()), (vec![0, 0], vec![0, 0]));
 
         let filter =

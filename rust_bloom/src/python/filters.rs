@@ -127,6 +127,7 @@ impl PyDocumentMixer {
         d.set_item("ids", b.ids)?;
         d.set_item("texts", b.texts)?;
         d.set_item("keys", b.keys)?;
+        d.set_item("matches", b.matches)?;
         let error = match &b.error {
             None => None,
             Some(BatchError::AttributeMismatch { doc, set, row, doc_id, row_id }) => {
