@@ -73,7 +73,7 @@ COMMANDS: list[Command] = [
     ),
     Command("index", "dolma_pipe.stages.index:IndexStage", "suffix arrays over token shards or documents (counts, finding, tracing)"),
     Command("query", "dolma_pipe.stages.index:QueryAction", "count, find or trace text against an index (dolma-pipe index)"),
-    Command("report", None, "summarise a run's manifests and attributes", issue="a later issue"),
+    Command("report", "dolma_pipe.stages.report:ReportStage", "one offline HTML page (and its data) of what every stage did to the corpus"),
 ]
 
 

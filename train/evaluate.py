@@ -163,6 +163,7 @@ def main(argv=None) -> int:
     )
     ap.add_argument("--device", default=None, help="cuda, cuda:1, cpu, ... (default: cuda if available, else cpu)")
     ap.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    ap.add_argument("--output", default=None, metavar="FILE", help="also write the results as JSON to FILE (dolma-pipe report reads it)")
     ap.add_argument(
         "--untrained", action="append", default=[], metavar="CONFIG", help="also the untrained model of this training config (repeatable)"
     )
@@ -175,6 +176,9 @@ def main(argv=None) -> int:
         )
     except TrainError as e:
         return report(e)
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as fh:
+            json.dump(results, fh, indent=1)
     if args.json:
         print(json.dumps(results, indent=1))
     else:

@@ -1,0 +1,188 @@
+"""What a report reads: the runs below the folders it is given, and the files they point to.
+
+Every ``_manifest.json`` below a folder is a run (convert, stats, tag, dedup, mix, tokenize,
+index...); a folder holding ``metrics.jsonl`` is a training run; a JSON file that
+``python -m train.evaluate --output`` wrote is an evaluation table. From the manifests come
+the corpus's document files (what tag, dedup, stats and mix runs read), which attribute sets
+each has (the tag and dedup runs that read it), the mix rules that apply to it, the
+near-duplicate clusters files, and the token shards' metadata files.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from dolma_pipe import storage
+from dolma_pipe.config import ConfigError
+from dolma_pipe.errors import DolmaPipeError
+from dolma_pipe.manifest import MANIFEST, InputFile, Manifest, ManifestError, read_manifest
+
+# Stages whose inputs are the corpus's documents (their outputs are attributes or counts).
+CORPUS_READERS = ("tag", "dedup", "stats", "mix")
+
+
+@dataclass
+class Run:
+    """One run: the folder its manifest is in, a short name for the page, and the manifest."""
+
+    root: str
+    name: str
+    manifest: Manifest
+
+    @property
+    def stage(self) -> str:
+        return self.manifest.stage
+
+    @property
+    def complete(self) -> bool:
+        return self.manifest.status == "complete"
+
+
+@dataclass
+class MixGroup:
+    """One stream or source of a mix run, with the rules the report evaluates on its files."""
+
+    run: str  # the run's name
+    index: int  # its position in the run's groups
+    name: str
+    kind: str  # "stream" or "source"
+    rules: Any  # mixers.rules.StreamRules
+    files: list[str]
+
+
+@dataclass
+class RunSet:
+    runs: list[Run] = field(default_factory=list)
+    train_runs: list[str] = field(default_factory=list)  # folders holding metrics.jsonl
+    evaluations: list[str] = field(default_factory=list)  # train.evaluate JSON files
+    problems: list[str] = field(default_factory=list)  # what could not be read, for the page
+    groups: list[MixGroup] = field(default_factory=list)
+
+    folders: list[str] = field(default_factory=list)
+
+    def name_of(self, path: str) -> str:
+        """A path as the page names it: relative to the folder it was found below."""
+        return _name(path, self.folders)
+
+    def of(self, *stages: str, complete: bool = True) -> list[Run]:
+        return [r for r in self.runs if r.stage in stages and (r.complete or not complete)]
+
+
+def _name(root: str, bases: list[str]) -> str:
+    for base in bases:
+        base = base.rstrip("/")
+        if root == base:
+            return base.rsplit("/", 1)[-1] or base
+        if root.startswith(base + "/"):
+            return root[len(base) + 1 :]
+    return root
+
+
+def _is_evaluation(path: str) -> bool:
+    try:
+        data = orjson.loads(storage.read_bytes(path))
+    except (orjson.JSONDecodeError, storage.StorageError, OSError):
+        return False
+    return isinstance(data, dict) and bool(data) and all(isinstance(v, dict) and "loss" in v for v in data.values())
+
+
+def discover(folders: list[str], exclude: str) -> RunSet:
+    """Every run, training run and evaluation file below ``folders`` (``exclude``: the report's own)."""
+    found = RunSet(folders=list(folders))
+    seen: set[str] = set()
+    for folder in folders:
+        if not storage.glob(storage.join(folder, "**", "*")):
+            raise ConfigError(f"config key 'runs': {folder} holds no files")
+        for path in storage.glob(storage.join(folder, "**", MANIFEST)):
+            root = path[: -len(MANIFEST) - 1]
+            if root in seen or root == exclude or root.startswith(exclude.rstrip("/") + "/"):
+                continue
+            seen.add(root)
+            try:
+                manifest = read_manifest(root)
+            except ManifestError as exc:
+                found.problems.append(str(exc))
+                continue
+            found.runs.append(Run(root, _name(root, folders), manifest))
+        for path in storage.glob(storage.join(folder, "**", "metrics.jsonl")):
+            run = path.rsplit("/", 1)[0]
+            if run not in found.train_runs:
+                found.train_runs.append(run)
+        for path in storage.glob(storage.join(folder, "**", "*.json")):
+            if path.rsplit("/", 1)[-1] != MANIFEST and "evaluat" in path.rsplit("/", 1)[-1] and _is_evaluation(path):
+                found.evaluations.append(path)
+    found.runs.sort(key=lambda r: r.root)
+    for r in found.runs:
+        if not r.complete:
+            found.problems.append(f"{r.root}: {r.stage} run is {r.manifest.status}; its numbers are left out")
+    found.groups = _mix_groups(found)
+    return found
+
+
+def _mix_groups(found: RunSet) -> list[MixGroup]:
+    """The streams and sources of every complete mix run, their rules compiled as the mix did."""
+    from mixers.config import MixConfig
+    from mixers.layout import make_groups
+
+    groups = []
+    for run in found.of("mix"):
+        try:
+            cfg = MixConfig.model_validate(run.manifest.config)
+            made = make_groups(cfg)
+        except (ConfigError, DolmaPipeError, ValueError) as exc:
+            found.problems.append(f"{run.root}: the mix's rules cannot be evaluated again ({exc}); its per-rule samples are left out")
+            continue
+        inputs = {f.path for f in run.manifest.inputs}
+        for g in made:
+            files = sorted({f for p in g.patterns for f in storage.glob(storage.local_path(p)) if f in inputs})
+            kind = "stream" if cfg.streams else "source"
+            groups.append(MixGroup(run.name, g.index, g.name, kind, g.rules, files))
+    return groups
+
+
+def corpus_files(found: RunSet) -> list[InputFile]:
+    """The documents the corpus readers read, once each, in path order (files gone since are noted)."""
+    files: dict[str, InputFile] = {}
+    for run in found.of(*CORPUS_READERS):
+        for f in run.manifest.inputs:
+            files.setdefault(f.path, f)
+    out = []
+    for path in sorted(files):
+        if storage.exists(path):
+            info = storage.stat(path)
+            out.append(InputFile(path=path, rel=path, size=info.size, mtime=info.mtime))
+        else:
+            found.problems.append(f"{path}: read by a run but gone since; left out")
+    return out
+
+
+def attribute_sets(found: RunSet) -> dict[str, list[str]]:
+    """Per document file: the attribute sets tag and dedup runs wrote for it (by their folder's name)."""
+    sets: dict[str, list[str]] = {}
+    for run in found.of("tag", "dedup"):
+        parent, _, name = run.root.rstrip("/").rpartition("/")
+        if not parent.endswith("/attributes"):
+            continue  # a destination of its own: Dolma's attribute paths cannot find it
+        for f in run.manifest.inputs:
+            if name not in sets.setdefault(f.path, []):
+                sets[f.path].append(name)
+    return sets
+
+
+def token_metadata(found: RunSet) -> list[tuple[str, str, str]]:
+    """(run name, split, metadata file) of every complete tokenize run's shards."""
+    out = []
+    for run in found.of("tokenize"):
+        for split in ("train", "val"):
+            for path in storage.glob(storage.join(run.root, split, "*.csv.gz")):
+                out.append((run.name, split, path))
+    return out
+
+
+def warn(problems: list[str]) -> None:
+    for p in problems:
+        print(f"dolma-pipe report: {p}", file=sys.stderr)

@@ -1,0 +1,159 @@
+"""A small real pipeline for the report's tests: real documents from the bundled sample corpus (two
+sources, several files each) with planted exact and near duplicates, tagged, deduplicated (exact,
+paragraphs, MinHash, decontamination), mixed with filter rules, tokenized, and optionally a tiny
+training run and its evaluation table."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from dolma_pipe.config import load_config
+from dolma_pipe.documents import read_documents, write_documents
+from dolma_pipe.runner import run_stage
+from dolma_pipe.stages.dedup import DedupStage
+from dolma_pipe.stages.dedup.config import DedupConfig
+from dolma_pipe.stages.report import ReportStage
+from dolma_pipe.stages.report.config import ReportConfig
+from dolma_pipe.stages.tokenize import TokenizeStage
+from dolma_pipe.stages.tokenize.config import TokenizeConfig
+from mixers.config import MixConfig
+from mixers.stage import MixStage
+from taggers.stage import TagConfig, TagStage
+from tests.helpers import train_tokenizer
+
+ROOT = Path(__file__).resolve().parents[3]
+SAMPLE = ROOT / "examples" / "sample" / "documents"
+SOURCES = ("debian-handbook", "python-doc")
+
+
+def run(stage_cls, model, cfg: dict) -> None:
+    run_stage(stage_cls(load_config(model, None, {"processes": 1, "progress": False, **cfg})), stream=io.StringIO())
+
+
+def write_corpus(root: Path) -> Path:
+    """The sample corpus's two sources, their files as they are, plus a file per source of planted
+    copies: 6 exact copies and 6 near copies (one word changed) of earlier documents."""
+    docs_dir = root / "corpus" / "documents"
+    for src in SOURCES:
+        files = sorted((SAMPLE / src).glob("*.jsonl.gz"))[:2]
+        rows: list[dict] = []
+        for f in files:
+            (docs_dir / src).mkdir(parents=True, exist_ok=True)
+            shutil.copy(f, docs_dir / src / f.name)
+            rows += [doc for _, doc in read_documents(str(f))]
+        planted = []
+        for i, doc in enumerate(rows[:12]):
+            text = doc["text"]
+            if i % 2:
+                words = text.split(" ")
+                words[len(words) // 2] = "CHANGED"
+                text = " ".join(words)
+            planted.append({"id": f"planted-{src}-{i}", "text": text, "source": src})
+        write_documents(str(docs_dir / src / "part-9999.jsonl.gz"), planted)
+    return docs_dir
+
+
+def build_pipeline(root: Path, tokenizer: str | None = None) -> dict[str, Path]:
+    docs_dir = write_corpus(root)
+    pattern = str(docs_dir / "*" / "*.jsonl.gz")
+    run(TagStage, TagConfig, {"documents": [pattern], "experiment": "t", "taggers": ["gopher", "pii_regex_with_counts", "lengths_v1"]})
+    run(
+        DedupStage,
+        DedupConfig,
+        {
+            "documents": [pattern],
+            "dedupe": {
+                "name": "dd",
+                "documents": {"attribute_name": "bff_duplicate_docs", "key": "$.text"},
+                "paragraphs": {"attribute_name": "bff_duplicate_paragraph_spans"},
+                "skip_empty": True,
+            },
+        },
+    )
+    run(DedupStage, DedupConfig, {"documents": [pattern], "dedupe": {"name": "near"}, "minhash": {"threshold": 0.7}})
+    evaluation = sorted((docs_dir / "python-doc").glob("part-0001*"))[0]
+    run(
+        DedupStage,
+        DedupConfig,
+        {
+            "documents": [pattern],
+            "dedupe": {"name": "decontam"},
+            "decontamination": {"evaluation": [str(evaluation)], "mode": "paragraphs"},
+        },
+    )
+    mix_out = root / "mix"
+    run(
+        MixStage,
+        MixConfig,
+        {
+            "streams": [
+                {
+                    "name": "broad",
+                    "documents": [pattern],
+                    "attributes": ["t", "dd", "near"],
+                    "filter": {
+                        "syntax": "shorthand",
+                        "exclude": ["gopher__keep == 0", "bff_duplicate_docs", "minhash_duplicate"],
+                    },
+                    "span_replacement": [{"span": "$.attributes.bff_duplicate_paragraph_spans", "min_score": 0.5, "replacement": ""}],
+                    "output": {"path": str(mix_out), "max_size_in_bytes": 200_000, "discard_fields": ["attributes"]},
+                }
+            ]
+        },
+    )
+    tok = tokenizer or train_tokenizer(
+        root / "tokenizer.json", [d["text"] for f in sorted(docs_dir.glob("*/*.jsonl.gz")) for _, d in read_documents(str(f))]
+    )
+    run(
+        TokenizeStage,
+        TokenizeConfig,
+        {
+            "documents": [str(mix_out / "*.jsonl.gz")],
+            "destination": str(root / "tokens"),
+            "tokenizer": {"name_or_path": tok, "eos_token_id": 0},
+            "validation": {"fraction": 0.1},
+            "max_tokens": 20_000,
+        },
+    )
+    return {"corpus": docs_dir, "mix": mix_out, "tokens": root / "tokens", "tokenizer": Path(tok)}
+
+
+def train_tiny(root: Path, tokens: Path, steps: int = 6) -> Path:
+    """A real tiny training run on the test's token shards, and train.evaluate's table of it."""
+    from tokenizers import Tokenizer
+
+    out = root / "runs" / "tiny"
+    vocab = Tokenizer.from_file(str(root / "tokenizer.json")).get_vocab_size()
+    cmd = [
+        sys.executable, "-m", "train", "--config", str(ROOT / "train" / "configs" / "tiny.yaml"),
+        "--set", f"train.max_steps={steps}", "--set", "log.interval=1", "--set", "eval.interval=3",
+        "--set", f"data.paths=[{tokens / 'train'}]", "--set", f"data.val_paths=[{tokens / 'val'}]",
+        "--set", f"checkpoint.save_dir={out}", "--set", f"model.vocab_size={vocab}", "--set", "data.seq_len=64", "--set", "data.eos_id=0",
+    ]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    evaluation = subprocess.run(
+        [sys.executable, "-m", "train.evaluate", "--val-paths", str(tokens / "val"), "--json", str(out / f"step{steps}")],
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    (root / "runs" / "evaluation.json").write_text(evaluation.stdout)
+    return out
+
+
+def report(root: Path, dest: Path, **extra) -> dict:
+    run(ReportStage, ReportConfig, {"runs": [str(root)], "destination": str(dest), **extra})
+    return json.loads((dest / "report_data" / "summary.json").read_bytes())
+
+
+def clusters_file(path: Path) -> list[dict]:
+    with gzip.open(path, "rt") as fh:
+        return [json.loads(line) for line in fh]

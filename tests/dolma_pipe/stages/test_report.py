@@ -1,0 +1,195 @@
+"""``dolma-pipe report`` over a real small pipeline (tag, dedup exact/paragraphs/MinHash/decontamination,
+mix with rules, tokenize, a tiny training run): its numbers against the manifests and files they
+come from, the same data for any process count and on a rerun, and the page in headless Chromium
+(offline, no console errors, every section drawn, the weighting switch redraws, a screenshot)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shutil
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from dolma_pipe.documents import read_documents
+from dolma_pipe.manifest import read_manifest
+from dolma_pipe.stages.report.bins import bin_edges, value_bin
+from tests.dolma_pipe.stages.report_support import build_pipeline, clusters_file, report, train_tiny
+from tests.helpers import skip_missing
+
+ARTIFACTS = Path(os.environ.get("DOLMA_PIPE_ARTIFACTS", Path(__file__).resolve().parents[3] / "test-artifacts"))
+
+
+@pytest.fixture(scope="module")
+def pipeline(tmp_path_factory) -> tuple[Path, dict[str, Path]]:
+    root = tmp_path_factory.mktemp("report") / "runs"
+    return root, build_pipeline(root)
+
+
+@pytest.fixture(scope="module")
+def made(pipeline, tmp_path_factory) -> tuple[Path, Path, dict]:
+    root, _ = pipeline
+    dest = tmp_path_factory.mktemp("report-out") / "report"
+    return root, dest, report(root, dest, processes=2)
+
+
+def test_bins_cover_every_value():
+    for v in (0.0, 0.04, 0.05, 0.999, 1.0, 1.5, 7.0, 1e9, -0.5, -3.0):
+        lo, hi = bin_edges(value_bin(v))
+        assert lo <= v <= hi or (v == 1.0 and hi == 1.0), (v, lo, hi)
+
+
+def test_numbers_match_their_sources(made, pipeline):
+    root, dest, summary = made
+    counts = summary["counts"]
+    paths = pipeline[1]
+    # Corpus: documents and characters per source, from the files themselves.
+    truth: dict[str, list[int]] = {}
+    for f in sorted(paths["corpus"].glob("*/*.jsonl.gz")):
+        for _, doc in read_documents(str(f)):
+            cell = truth.setdefault(doc["source"], [0, 0])
+            cell[0] += 1
+            cell[1] += len(doc["text"])
+    assert {s: w[:2] for s, w in counts["sources"].items()} == truth
+    # The mix: removed per rule, as the mix's manifest counted them.
+    mix = read_manifest(str(paths["mix"])).results["streams"]["broad"]
+    rule = counts["rules"]["mix / broad"]
+    removed = Counter()
+    for per in rule["by_source"].values():
+        for label, w in per.items():
+            removed[label] += w[0]
+    by_manifest = {k.split(":", 1)[0]: n for k, n in mix["removed_by_rule"].items() if n}
+    ours = {k.split(":", 1)[0]: n for k, n in removed.items() if k != "kept"}
+    assert ours == by_manifest and sum(by_manifest.values()) > 0
+    assert removed["kept"] == mix["kept"] + mix["removed_by_rule"].get("min_text_length", 0)
+    # Each rule's matches (the overlap's diagonal) as the manifest counted them.
+    matched = Counter()
+    for mask, docs in rule["overlap"].items():
+        for bit in range(3):
+            if int(mask) >> bit & 1:
+                matched[bit] += docs
+    assert [matched[b] for b in range(3)] == list(mix["matched_by_rule"].values())
+    # Tokens per split, as the tokenize manifest wrote them.
+    tok = read_manifest(str(paths["tokens"]))
+    ours_tokens = {split: sum(c["tokens"] for c in per.values()) for split, per in counts["tokens"]["tokens"].items()}
+    step = next(p.step for p in tok.phases if "tokens" in p.step)
+    assert ours_tokens == step["tokens"]
+    # Near-duplicate clusters: sizes from the clusters file; the planted near copies are found.
+    rows = clusters_file(root / "corpus" / "attributes" / "near" / "_clusters.jsonl.gz")
+    sizes = Counter(r["size"] for r in rows if r["survivor"])
+    page_data = json.loads((dest / "report_data" / "sections" / "dedup.json").read_bytes())
+    cluster_chart = next(c for c in page_data["charts"] if c["title"].endswith("near-duplicate cluster sizes"))
+    assert dict(zip(cluster_chart["categories"], cluster_chart["series"][0]["values"])) == {str(k): v for k, v in sizes.items()}
+    shown = next(c for c in page_data["charts"] if c["type"] == "clusters")
+    assert shown["clusters"] and all(len(c["members"]) >= 2 for c in shown["clusters"])
+    assert any(seg[0] == "+" and "CHANGED" in seg[1] for c in shown["clusters"] for m in c["members"] for seg in m["diff"])
+    # Exact duplicates: the planted copies are marked, per source.
+    present = counts["present"]["bff_duplicate_docs"]
+    assert sum(w[0] for w in present.values()) >= 6
+    # Contamination: the evaluation file's paragraphs, each with the evaluation text it matched.
+    contaminated = summary["samples"]["contaminated"]["contaminated_paragraphs"]
+    assert contaminated and all("match" in r for _, r in contaminated)
+
+
+def test_removed_samples_show_why(made):
+    _, dest, summary = made
+    removed = summary["samples"]["removed"]
+    assert removed, "no removed documents sampled"
+    for key, rows in removed.items():
+        _, label = key.split("\x00")
+        assert 1 <= len(rows) <= 5
+        for _, r in rows:
+            assert r["values"], f"{label}: the attribute values that removed the document are missing"
+            if "bff_duplicate_docs" in label:
+                assert r["values"]["bff_duplicate_docs"][0][2] == 1
+
+
+def test_same_data_for_any_process_count_and_rerun(made, tmp_path):
+    root, dest, summary = made
+    other = tmp_path / "one"
+    assert report(root, other, processes=1) == summary
+    # A rerun over unchanged runs finds every task done and writes the same page.
+    before = (dest / "report.html").read_bytes()
+    report(root, dest, processes=2)
+    assert (dest / "report.html").read_bytes() == before
+    manifest = read_manifest(str(dest))
+    assert all(t.skipped for p in manifest.phases for t in p.tasks.values())
+
+
+def test_cli_report(made, tmp_path):
+    from tests.helpers import run_cli
+
+    root, _, _ = made
+    proc = run_cli("report", "--runs", str(root), "--destination", str(tmp_path / "r"), "--processes", "1", check=True)
+    assert "report.html" in proc.stdout + proc.stderr
+    assert (tmp_path / "r" / "report.html").stat().st_size < 5_000_000
+
+
+# ---- the page in a real browser ---------------------------------------------------------------
+
+
+def _chromium() -> str:
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        path = shutil.which(name)
+        if path:
+            return path
+    skip_missing("chromium (Debian's chromium package)")
+
+
+@pytest.mark.slow
+@pytest.mark.train
+def test_page_in_headless_chromium(pipeline, tmp_path):
+    pytest.importorskip("torch")
+    sync_api = pytest.importorskip("playwright.sync_api")
+    browser_path = _chromium()
+    root, paths = pipeline
+    train_tiny(root, paths["tokens"])
+    dest = tmp_path / "report"
+    report(root, dest, processes=2)
+    page_path = dest / "report.html"
+    assert page_path.stat().st_size < 5_000_000
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    errors: list[str] = []
+    requests: list[str] = []
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=browser_path, args=["--no-sandbox"])
+        context = browser.new_context(offline=True, viewport={"width": 1280, "height": 900})
+        page = context.new_page()
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.on("request", lambda r: requests.append(r.url) if not r.url.startswith(("file:", "data:")) else None)
+        page.goto(page_path.as_uri())
+        page.wait_for_load_state("load")
+        assert errors == [] and requests == []
+        for section in ("overview", "tag", "mix", "dedup", "tokenize", "train"):
+            n = int(page.get_attribute(f"section#{section}", "data-charts") or 0)
+            assert n > 0, f"section {section} is empty"
+        # Every chart drew something: bars and lines their marks, tables rows, samples documents.
+        empty = page.evaluate(
+            """() => [...document.querySelectorAll('figure')].filter(f => {
+                const t = f.dataset.type;
+                if (t === 'bars' || t === 'hist' || t === 'lines') return !(+f.querySelector('svg').dataset.drawn > 0);
+                if (t === 'table') return f.querySelectorAll('tbody tr').length === 0;
+                return f.querySelectorAll('.doc').length === 0;
+            }).map(f => f.querySelector('h3').textContent)"""
+        )
+        assert empty == []
+        for title in ("Training loss", "Learning rate", "Gradient norm", "Tokens per second", "The soup against its ingredients"):
+            assert page.locator("h3", has_text=title).count() >= 1, title
+        # The switch: characters instead of documents redraws the weighted charts.
+        chart = page.locator("section#tag figure[data-type=hist]").first
+        before = chart.inner_html()
+        page.check("input[value=chars]")
+        after = chart.inner_html()
+        assert after != before and "characters" in after
+        page.check("input[value=tokens]")
+        assert chart.inner_html() not in (before, after)
+        page.screenshot(path=str(ARTIFACTS / "report.png"), full_page=False)
+        page.locator("section#dedup").screenshot(path=str(ARTIFACTS / "report-dedup.png"))
+        assert errors == []
+        browser.close()
+    with gzip.open(root / "corpus" / "attributes" / "near" / "_clusters.jsonl.gz") as fh:
+        assert fh.readline()
