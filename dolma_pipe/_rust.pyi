@@ -265,6 +265,8 @@ class DocumentMixer:
         """spans: (selector, syntax, min_score, max_score, replacement) per span_replacement entry.
         ValueError if a rule does not compile."""
 
+    def set_write(self, write: bool) -> None:
+        """False: decide and count only (no span replacement, no output lines)."""
     def process(self, docs: list[bytes], linenos: list[int], attrs: list[list[bytes]], file_name: str) -> dict[str, object]:
         """Keys: out (bytes, kept documents as JSON lines), line_lengths, consumed (rows taken per
         attribute set), docs, kept, removed_include, removed_exclude (per exclude rule: the

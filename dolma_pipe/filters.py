@@ -144,7 +144,8 @@ class BatchResult:
 
 
 class DocumentMixer:
-    """One stream's rules; ``collect`` also returns the kept documents' texts and id hashes."""
+    """One stream's rules; ``collect`` also returns the kept documents' texts and id hashes; without
+    ``write`` it decides and counts only (no output lines)."""
 
     def __init__(
         self,
@@ -158,6 +159,7 @@ class DocumentMixer:
         attribute_sets: int = 0,
         provenance: bool = True,
         collect: bool = False,
+        write: bool = True,
     ):
         self.attribute_sets = attribute_sets
         self._inner = _rust.DocumentMixer(
@@ -171,6 +173,8 @@ class DocumentMixer:
             provenance,
             collect,
         )
+        if not write:  # decide and count only
+            self._inner.set_write(False)
 
     def process(self, docs: list[bytes], linenos: list[int], attrs: list[list[bytes]], file_name: str) -> BatchResult:
         """Run the rules over ``docs`` (raw lines) and the next rows of each attribute set."""

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main job on the bundled sample corpus: raw text -> clean documents -> attributes -> dedup ->
 # mixes -> token shards -> a two-stage trained, souped model exported for Hugging Face -> a suffix
-# index of the training shards, tracing text (the soup's output among it) to training documents.
+# index of the training shards, tracing text (the soup's output among it) to training documents ->
+# a report of every run as one offline HTML page.
 # Usage: bash examples/run_demo.sh [VENV]   (`make demo` sets up the venv and calls this)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -184,7 +185,7 @@ PY
 echo
 echo "== 12. validation loss and perplexity of every model on the same held-out shards ($OUT/tokens/val)"
 "$VENV/bin/python" -m train.evaluate --val-paths "$OUT/tokens/val" --untrained train/configs/tiny.yaml \
-  "$OUT/runs/stage1/step$S1_STEPS" "${INGREDIENTS[@]}" "$OUT/runs/soup"
+  --output "$OUT/runs/evaluation.json" "$OUT/runs/stage1/step$S1_STEPS" "${INGREDIENTS[@]}" "$OUT/runs/soup"
 echo
 echo "== 13. index: suffix arrays over the stage-1 token shards; trace a training passage, a held-out one and the soup's generation -> $OUT/index/"
 "$DP" index --shards "$OUT/tokens/train" --destination "$OUT/index"
@@ -221,6 +222,11 @@ for label, text in ((f"(a) training document {train_id}", train_text), (f"(b) he
         d = s.documents[0]
         print(f"    x{s.count:,} {s.text[:60]!r}  <- {d.id} ({d.src.rsplit('/', 3)[-2]}/{d.src.rsplit('/', 1)[-1]}:{d.loc})")
 PY
+
+echo
+echo "== 14. report: one offline page of what every stage did, and the data behind it -> $OUT/report/"
+"$DP" report --runs "$OUT" --destination "$OUT/report" --no-progress | tail -2
+echo "open $OUT/report/report.html in a browser (it needs no network)"
 
 echo
 echo "Outputs under $OUT/ (each stage wrote _manifest.json; a rerun skips finished work, --force redoes it)."

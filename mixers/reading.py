@@ -145,9 +145,11 @@ def mix_file(
     batch_size: int = 512,
     compression: str | None = None,
     collect: bool = False,
+    write: bool = True,
 ) -> MixCounts:
-    """Run ``rules`` over one document file; each batch's result goes to ``sink``; the file's counts."""
-    mixer = rules.mixer(collect)
+    """Run ``rules`` over one document file; each batch's result goes to ``sink``; the file's counts
+    (without ``write``, the rules' decisions and counts only: no output lines)."""
+    mixer = rules.mixer(collect, write)
     attr_paths = [paths.attribute_path(doc_path, name) for name in rules.attribute_sets]
     rows = [_Rows(p, compression) for p in attr_paths]
     file_name = os.path.basename(doc_path.rstrip("/"))

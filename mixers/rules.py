@@ -50,8 +50,8 @@ class StreamRules:
         """A hash of everything that shapes the output (for caches)."""
         return hashlib.sha256(orjson.dumps(asdict(self), option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
 
-    def mixer(self, collect: bool = False) -> DocumentMixer:
-        key = (self, collect)
+    def mixer(self, collect: bool = False, write: bool = True) -> DocumentMixer:
+        key = (self, collect, write)
         if key not in _MIXERS:
             _MIXERS[key] = DocumentMixer(
                 filter_syntax=self.filter_syntax,
@@ -63,11 +63,12 @@ class StreamRules:
                 attribute_sets=len(self.attribute_sets),
                 provenance=True,
                 collect=collect,
+                write=write,
             )
         return _MIXERS[key]
 
 
-_MIXERS: dict[tuple[StreamRules, bool], DocumentMixer] = {}
+_MIXERS: dict[tuple[StreamRules, bool, bool], DocumentMixer] = {}
 
 
 def _rule_error(key: str, what: str, expr: str, column: int | None, message: str) -> ConfigError:

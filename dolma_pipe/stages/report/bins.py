@@ -13,19 +13,69 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
+
 UNIT_BINS = 20
 PER_OCTAVE = 4
 
 
+# Integer codes of the bins (vectorised): 0-19 the unit bins, then the octave bins either side.
+_P, _N, _NAN, _PINF, _NINF = 1 << 32, 2 << 32, 3 << 32, 4 << 32, 5 << 32
+_OFFSET = 1 << 20  # quarter-octave indexes of doubles lie well within +-2^20
+
+
+def value_codes(v: np.ndarray) -> np.ndarray:
+    """The bin code of every value of ``v`` (float64)."""
+    v = np.asarray(v, dtype=np.float64)
+    codes = np.empty(v.shape, dtype=np.int64)
+    unit = (v >= 0.0) & (v <= 1.0)
+    codes[unit] = np.minimum((v[unit] * UNIT_BINS).astype(np.int64), UNIT_BINS - 1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        pos = (v > 1.0) & np.isfinite(v)
+        codes[pos] = _P + _OFFSET + np.floor(np.log2(v[pos]) * PER_OCTAVE).astype(np.int64)
+        neg = (v < 0.0) & np.isfinite(v)
+        codes[neg] = _N + _OFFSET + np.floor(np.log2(-v[neg]) * PER_OCTAVE).astype(np.int64)
+    codes[np.isnan(v)] = _NAN
+    codes[v == np.inf] = _PINF
+    codes[v == -np.inf] = _NINF
+    return codes
+
+
+def code_key(code: int) -> str:
+    """The key of a bin code (``u3``, ``p5``, ``n-4``, ``nan``, ``pinf``, ``ninf``)."""
+    special = {_NAN: "nan", _PINF: "pinf", _NINF: "ninf"}
+    if code in special:
+        return special[code]
+    if code < UNIT_BINS:
+        return f"u{code}"
+    kind = "p" if code < _N else "n"
+    return f"{kind}{code - (_P if kind == 'p' else _N) - _OFFSET}"
+
+
 def value_bin(v: float) -> str:
     """The key of the bin holding ``v``."""
-    if v != v:  # NaN
-        return "nan"
-    if 0.0 <= v <= 1.0:
-        return f"u{min(int(v * UNIT_BINS), UNIT_BINS - 1)}"
-    if v > 1.0:
-        return "p" + str(math.floor(math.log2(v) * PER_OCTAVE)) if v != math.inf else "pinf"
-    return "n" + str(math.floor(math.log2(-v) * PER_OCTAVE)) if v != -math.inf else "ninf"
+    return code_key(int(value_codes(np.array([v]))[0]))
+
+
+def length_codes(n: np.ndarray) -> np.ndarray:
+    """Half-octave bin codes of lengths (``-1`` for zero): ``floor(2 log2 n)``."""
+    n = np.asarray(n, dtype=np.float64)
+    out = np.full(n.shape, -1, dtype=np.int64)
+    pos = n > 0
+    out[pos] = np.floor(np.log2(n[pos]) * 2).astype(np.int64)
+    return out
+
+
+def weighted_bins(codes: np.ndarray, groups: np.ndarray, weights: list[np.ndarray]) -> list[tuple[int, int, list[int]]]:
+    """(group, code, summed weights) for every (group, code) present: the bins of several groups at once."""
+    if len(codes) == 0:
+        return []
+    # One int64 per pair (codes stay below 2^36 and above -2, groups are few): a 1-d unique is a plain sort.
+    joined = (groups.astype(np.int64) << 40) + (codes + 2)
+    uniq, inverse = np.unique(joined, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    sums = [np.bincount(inverse, weights=w, minlength=len(uniq)) for w in weights]
+    return [(int(u >> 40), int((u & ((1 << 40) - 1)) - 2), [int(s[j]) for s in sums]) for j, u in enumerate(uniq)]
 
 
 def bin_edges(key: str) -> tuple[float, float]:
@@ -44,7 +94,11 @@ def bin_edges(key: str) -> tuple[float, float]:
 
 def length_bin(n: int) -> str:
     """Half-octave bins for lengths (characters, tokens, span lengths): ``"0"`` for zero."""
-    return "0" if n <= 0 else str(math.floor(math.log2(n) * 2))
+    return length_key(int(length_codes(np.array([n]))[0]))
+
+
+def length_key(code: int) -> str:
+    return "0" if code < 0 else str(code)
 
 
 def length_edges(key: str) -> tuple[float, float]:

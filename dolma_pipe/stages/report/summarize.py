@@ -23,10 +23,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from dolma_pipe.attributes import read_with_attributes
 from dolma_pipe.filters import BatchResult, RuleSyntax, rule_attributes
 from dolma_pipe.quarantine import Quarantine
-from dolma_pipe.stages.report.bins import add_nested, length_bin, value_bin
+from dolma_pipe.stages.report.bins import add_nested, code_key, length_codes, length_key, value_codes, weighted_bins
 
 NO_INCLUDE = "no include rule matched"
 TOKEN_SAMPLE_BYTES = 64 * 1024  # per source and file: enough for a steady bytes-per-token ratio
@@ -126,7 +128,7 @@ def _verdicts(path: str, rs: RuleSet) -> tuple[dict[str, int], dict[str, int]]:
             overlap[str(mask)] = overlap.get(str(mask), 0) + 1
 
     # A quarantine of its own: the summary's reading pass counts the file's bad records once.
-    mix_file(rs.rules, path, Quarantine(), sink)
+    mix_file(rs.rules, path, Quarantine(), sink, batch_size=2048, write=False)
     return masks, overlap
 
 
@@ -142,6 +144,68 @@ def _shown_value(spans: Any) -> Any:
     if isinstance(spans, list) and len(spans) > 5:
         return [*spans[:5], f"... {len(spans) - 5} more"]
     return spans
+
+
+class _Columns:
+    """What a file's documents showed, kept as columns (document index, value) while reading, and
+    binned per source with numpy at the end: a few list appends per attribute and document."""
+
+    def __init__(self) -> None:
+        self.src: list[int] = []
+        self.chars: list[int] = []
+        self.bytes: list[int] = []
+        self.sources: dict[str, int] = {}
+        self.present: dict[str, list[int]] = {}
+        self.scores: dict[str, tuple[list[int], list[float]]] = {}
+        self.span_lengths: dict[str, tuple[list[int], list[int]]] = {}
+        self.span_covered: dict[str, tuple[list[int], list[int]]] = {}
+        self.languages: dict[str, tuple[list[int], list[str]]] = {}
+        self.rules: dict[str, tuple[list[int], list[str]]] = {}
+
+    def binned(self) -> dict[str, Any]:
+        names = sorted(self.sources, key=self.sources.__getitem__)
+        src = np.array(self.src, dtype=np.int64)
+        weights = [np.ones(len(src)), np.array(self.chars, dtype=np.float64), np.array(self.bytes, dtype=np.float64)]
+
+        def per_doc(idx: list[int], codes: np.ndarray, key=code_key) -> dict[str, dict[str, list[int]]]:
+            at = np.array(idx, dtype=np.int64)
+            out: dict[str, dict[str, list[int]]] = {}
+            for g, c, w in weighted_bins(codes, src[at], [x[at] for x in weights]):
+                out.setdefault(names[g], {})[key(c)] = w
+            return out
+
+        def labelled(idx: list[int], labels: list[str]) -> dict[str, dict[str, list[int]]]:
+            index = {lab: i for i, lab in enumerate(sorted(set(labels)))}
+            back = sorted(index, key=index.__getitem__)
+            return per_doc(idx, np.array([index[lab] for lab in labels], dtype=np.int64), lambda c: back[c])
+
+        everyone = list(range(len(src)))
+        counts: dict[str, Any] = {
+            "sources": {names[g]: w for g, _, w in weighted_bins(np.zeros(len(src), dtype=np.int64), src, weights)},
+            "lengths": per_doc(everyone, length_codes(weights[1]), length_key),
+            "present": {
+                k: {n: w for n, cells in per_doc(idx, np.zeros(len(idx), dtype=np.int64)).items() for w in cells.values()}
+                for k, idx in self.present.items()
+            },
+            "scores": {k: per_doc(idx, value_codes(np.array(vals, dtype=np.float64))) for k, (idx, vals) in self.scores.items()},
+            "languages": {k: labelled(idx, langs) for k, (idx, langs) in self.languages.items()},
+            "spans": {},
+        }
+        for key, (idx, lengths) in self.span_lengths.items():
+            at = np.array(idx, dtype=np.int64)
+            n = np.array(lengths, dtype=np.float64)
+            rows: dict[str, Any] = {}
+            for g, c, w in weighted_bins(length_codes(n), src[at], [np.ones(len(n)), n]):
+                rows.setdefault(names[g], {"spans": 0, "covered": 0, "lengths": {}})["lengths"][length_key(c)] = w
+                rows[names[g]]["spans"] += w[0]
+            cidx, covered = self.span_covered[key]
+            cov = np.bincount(src[np.array(cidx, dtype=np.int64)], weights=np.array(covered, dtype=np.float64), minlength=len(names))
+            for g, name in enumerate(names):
+                if name in rows:
+                    rows[name]["covered"] = int(cov[g])
+            counts["spans"][key] = rows
+        counts["rules"] = {k: {"by_source": labelled(idx, labels)} for k, (idx, labels) in self.rules.items()}
+        return counts
 
 
 def summarize_documents(
@@ -160,66 +224,70 @@ def summarize_documents(
 ) -> dict[str, Any]:
     """The summary of one document file (see the module's docstring); ``sets`` are its attribute sets."""
     verdicts = [_verdicts(path, rs) for rs in rule_sets]
-    counts: dict[str, Any] = {
-        "sources": {},
-        "lengths": {},
-        "present": {},
-        "scores": {},
-        "spans": {},
-        "languages": {},
-        "rules": {},
-        "contamination": {},
-    }
+    cols = _Columns()
     samples: dict[str, dict[str, list]] = {"removed": {}, "contaminated": {}}
     texts: dict[str, str] = {}
+    contaminated: dict[str, dict[str, list[int]]] = {}
     token_texts: dict[str, list[str]] = {}
     token_bytes: dict[str, int] = {}
-    for rs, (_, overlap) in zip(rule_sets, verdicts):
-        counts["rules"].setdefault(rs.key, {})["overlap"] = overlap
-    sources, lengths, present, scores, span_stats, languages = (
-        counts[k] for k in ("sources", "lengths", "present", "scores", "spans", "languages")
-    )
-    for line, doc, attrs in read_with_attributes(path, sets, quarantine):
+    lang_of: dict[str, tuple[str, str] | None] = {}
+    for i, (line, doc, attrs) in enumerate(read_with_attributes(path, sets, quarantine)):
         text: str = doc["text"]
         doc_id = str(doc.get("id"))
         src = str(doc.get("source") or "(none)")
         n_chars = len(text)
         n_bytes = len(text.encode("utf-8", "surrogatepass"))
-        w = [1, n_chars, n_bytes]
-        _add(sources, src, w)
-        _add(lengths.setdefault(src, {}), length_bin(n_chars), w)
+        cols.src.append(cols.sources.setdefault(src, len(cols.sources)))
+        cols.chars.append(n_chars)
+        cols.bytes.append(n_bytes)
         if tokenizer is not None and token_bytes.get(src, 0) < TOKEN_SAMPLE_BYTES:
             token_texts.setdefault(src, []).append(text)
             token_bytes[src] = token_bytes.get(src, 0) + n_bytes
         best_lang: dict[str, tuple[float, str]] = {}
         for key, spans in attrs.items():
-            if not isinstance(spans, list) or not spans:
+            if not spans or type(spans) is not list:
                 continue
-            _add(present.setdefault(key, {}), src, w)
-            if _is_document_score(spans, n_chars):
-                value = spans[0][2]
-                if isinstance(value, (int, float)) and not isinstance(value, bool):
-                    _add(scores.setdefault(key, {}).setdefault(src, {}), value_bin(float(value)), w)
-                    lang = _language_prefix(key)
+            present = cols.present.get(key)
+            if present is None:
+                present = cols.present[key] = []
+            present.append(i)
+            first = spans[0]
+            if len(spans) == 1 and first[0] == 0 and first[1] >= n_chars:  # a document score
+                value = first[2]
+                if type(value) is float or type(value) is int:
+                    col = cols.scores.get(key)
+                    if col is None:
+                        col = cols.scores[key] = ([], [])
+                    col[0].append(i)
+                    col[1].append(value)
+                    if key not in lang_of:
+                        lang_of[key] = _language_prefix(key)
+                    lang = lang_of[key]
                     if lang is not None and value > best_lang.get(lang[0], (-1.0, ""))[0]:
                         best_lang[lang[0]] = (float(value), lang[1])
                 continue
-            row = span_stats.setdefault(key, {}).setdefault(src, {"spans": 0, "covered": 0, "lengths": {}})
+            lengths = cols.span_lengths.setdefault(key, ([], []))
             covered = 0
             for span in spans:
                 length = max(0, int(span[1]) - int(span[0]))
                 covered += length
-                _add(row["lengths"], length_bin(length), [1, length])
-            row["spans"] += len(spans)
-            row["covered"] += min(covered, n_chars)
+                lengths[0].append(i)
+                lengths[1].append(length)
+            cov = cols.span_covered.setdefault(key, ([], []))
+            cov[0].append(i)
+            cov[1].append(min(covered, n_chars))
         for prefix, (_, top) in best_lang.items():
-            _add(languages.setdefault(prefix, {}).setdefault(src, {}), top, w)
+            col2 = cols.languages.setdefault(prefix, ([], []))
+            col2[0].append(i)
+            col2[1].append(top)
         for rs, (masks, _) in zip(rule_sets, verdicts):
             mask = masks.get(doc_id)
             if mask is None:
                 continue
             label = rs.decision(mask) or "kept"
-            _add(counts["rules"][rs.key].setdefault("by_source", {}).setdefault(src, {}), label, w)
+            col3 = cols.rules.setdefault(rs.key, ([], []))
+            col3[0].append(i)
+            col3[1].append(label)
             if label != "kept" and samples_per_rule:
                 reads = rs.reads.get(label, [])
                 values = {name: _shown_value(attrs.get(name)) for name in reads}
@@ -235,11 +303,15 @@ def summarize_documents(
             spans = attrs.get(name) or []
             if not spans:
                 continue
-            _add(counts["contamination"].setdefault(name, {}), src, [1, len(spans), sum(int(e) - int(s) for s, e, *_ in spans)])
+            _add(contaminated.setdefault(name, {}), src, [1, len(spans), sum(int(e) - int(s) for s, e, *_ in spans)])
             for s, e, *score in spans:
                 record = {"id": doc_id, "source": src, "file": rel, "line": line, "paragraph": text[int(s) : int(e)][:sample_chars]}
                 record["score"] = score[0] if score else None
                 _keep_smallest(samples["contaminated"].setdefault(name, []), [sample_key(seed, f"{doc_id}:{s}"), record], samples_per_rule)
+    counts = cols.binned()
+    counts["contamination"] = contaminated
+    for rs, (_, overlap) in zip(rule_sets, verdicts):
+        counts["rules"].setdefault(rs.key, {})["overlap"] = overlap
     if tokenizer is not None:
         per = counts.setdefault("bytes_per_token", {})
         for src, batch in token_texts.items():
@@ -259,13 +331,11 @@ def summarize_tokens(run: str, split: str, path: str) -> dict[str, Any]:
     """Per source of one token shard's metadata: documents, tokens and the document length histogram (tokens)."""
     from train.shards import iter_sidecar
 
-    per: dict[str, Any] = {}
+    lengths: dict[str, list[int]] = {}
     for row in iter_sidecar(path):
-        n = row.end - row.start
-        src = row.src or "(none)"
-        cell = per.setdefault(src, {"docs": 0, "tokens": 0, "lengths": {}})
-        cell["docs"] += 1
-        cell["tokens"] += n
-        b = length_bin(n)
-        cell["lengths"][b] = cell["lengths"].get(b, 0) + 1
+        lengths.setdefault(row.src or "(none)", []).append(row.end - row.start)
+    per: dict[str, Any] = {}
+    for src, ns in lengths.items():
+        codes, counts = np.unique(length_codes(np.array(ns)), return_counts=True)
+        per[src] = {"docs": len(ns), "tokens": int(sum(ns)), "lengths": {length_key(int(c)): int(n) for c, n in zip(codes, counts)}}
     return {"counts": {"tokens": {run: {split: per}}}}

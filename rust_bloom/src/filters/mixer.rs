@@ -162,6 +162,9 @@ pub struct MixRules {
     provenance: bool,
     collect: bool,
     needs_val: bool,
+    /// False: decide and count only (what a report needs): kept documents are not rewritten or
+    /// written out.
+    write: bool,
 }
 
 /// A document line that is not a usable document (its index in the batch, kind and why).
@@ -303,7 +306,13 @@ impl MixRules {
             provenance,
             collect,
             needs_val,
+            write: true,
         })
+    }
+
+    /// Decide and count only: no span replacement, no output lines (a report's verdicts).
+    pub fn set_write(&mut self, write: bool) {
+        self.write = write;
     }
 
     /// Whether the filter keeps `doc`; `Err` when a deciding rule fails on it. Counts every rule.
@@ -426,6 +435,10 @@ impl MixRules {
             let verdict = self.keep(&doc, val.as_ref(), &mut out);
             out.matches.push(match_mask(&before.0, &before.1, &out.matched_include, &out.matched_exclude));
             match verdict {
+                Ok(true) if !self.write => {
+                    out.kept += 1;
+                    continue;
+                }
                 Ok(true) => {}
                 Ok(false) => continue,
                 Err(error) => {
@@ -564,6 +577,23 @@ mod tests {
         let rules = MixRules::new(filter, &[], vec![], 0, 1, false, false).unwrap();
         let b = run(&rules, &docs(), &[scores(&[0.0, 0.5, 0.9, 0.9])]);
         assert_eq!((b.kept, b.removed_exclude.clone(), b.matched_exclude.clone()), (0, vec![2, 2], vec![2, 4]));
+    }
+
+    #[test]
+    fn without_write_the_decisions_and_counts_are_the_same_and_nothing_is_written() {
+        let make = || {
+            let filter = FilterRules::new(Syntax::Jq, &[], &[".attributes.q[0][2] > 0.8".into()]).unwrap();
+            MixRules::new(filter, &[], vec![], 0, 1, true, false).unwrap()
+        };
+        let full = run(&make(), &docs(), &[scores(&[0.0, 0.5, 0.9, 0.9])]);
+        let mut quiet_rules = make();
+        quiet_rules.set_write(false);
+        let quiet = run(&quiet_rules, &docs(), &[scores(&[0.0, 0.5, 0.9, 0.9])]);
+        assert_eq!(
+            (quiet.kept, quiet.matches.clone(), quiet.removed_exclude.clone()),
+            (full.kept, full.matches, full.removed_exclude)
+        );
+        assert_eq!((quiet.kept, quiet.out.len(), quiet.line_lengths.len()), (2, 0, 0));
     }
 
     #[test]

@@ -88,6 +88,11 @@ impl PyDocumentMixer {
         Ok(PyDocumentMixer { inner })
     }
 
+    /// Decide and count only (no span replacement, no output lines): a report's verdicts.
+    fn set_write(&mut self, write: bool) {
+        self.inner.set_write(write);
+    }
+
     /// Run the rules over document lines and the next rows of each attribute set; returns a dict
     /// (see `dolma_pipe/_rust.pyi`).
     fn process<'py>(
