@@ -149,8 +149,9 @@ def train_tiny(root: Path, tokens: Path, steps: int = 6) -> Path:
     return out
 
 
-def report(root: Path, dest: Path, **extra) -> dict:
-    run(ReportStage, ReportConfig, {"runs": [str(root)], "destination": str(dest), **extra})
+def report(root: Path, dest: Path, executor=None, **extra) -> dict:
+    cfg = {"processes": 1, "progress": False, "runs": [str(root)], "destination": str(dest), **extra}
+    run_stage(ReportStage(load_config(ReportConfig, None, cfg)), executor=executor, stream=io.StringIO())
     return json.loads((dest / "report_data" / "summary.json").read_bytes())
 
 

@@ -119,6 +119,15 @@ def test_same_data_for_any_process_count_and_rerun(made, tmp_path):
     assert all(t.skipped for p in manifest.phases for t in p.tasks.values())
 
 
+@pytest.mark.ray
+def test_same_data_on_ray(made, tmp_path, ray_address):
+    from dolma_pipe.executors import RayExecutor
+
+    root, _, summary = made
+    with RayExecutor(2, ray_address) as ex:
+        assert report(root, tmp_path / "ray", executor=ex, processes=2, ray_address=ray_address) == summary
+
+
 def test_cli_report(made, tmp_path):
     from tests.helpers import run_cli
 
