@@ -77,6 +77,17 @@ COMMANDS: list[Command] = [
 ]
 
 
+def stage_class(name: str) -> type[Stage] | None:
+    """The stage class of the built command ``name`` (what wrote a run whose manifest says
+    ``stage: name``), or None: how a stage that reads other runs (``report``) reaches their stages
+    without importing their packages."""
+    for cmd in COMMANDS:
+        if cmd.name == name and cmd.target is not None:
+            cls = cmd.load()
+            return cls if isinstance(cls, type) and issubclass(cls, Stage) else None
+    return None
+
+
 def _unwrap(annotation: Any) -> tuple[Any, bool]:
     """The inner type of ``X | None`` and whether ``None`` was allowed."""
     origin = typing.get_origin(annotation)

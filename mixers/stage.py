@@ -54,6 +54,19 @@ class MixStage(Stage[MixConfig]):
     # Dolma's work_dir is accepted and unused; the others say how a run goes, not what it writes.
     run_keys = frozenset({"batch_size", "dryrun", "work_dir", "keep_work"})
 
+    # What a report reads of a mix run (mixers/report.py): the report finds them through this class.
+    @staticmethod
+    def report_groups(config: dict[str, Any], inputs: set[str]) -> list[Any]:
+        from mixers.report import rule_groups
+
+        return rule_groups(config, inputs)
+
+    @staticmethod
+    def report_verdicts(rules: Any, path: str) -> tuple[dict[str, int], dict[str, int]]:
+        from mixers.report import verdicts
+
+        return verdicts(rules, path)
+
     def __init__(self, config: MixConfig):
         super().__init__(config)
         check_spec(config)

@@ -50,8 +50,9 @@ class MixGroup:
     index: int  # its position in the run's groups
     name: str
     kind: str  # "stream" or "source"
-    rules: Any  # mixers.rules.StreamRules
+    rules: Any  # the mix's compiled rules (mixers.rules.StreamRules)
     files: list[str]
+    verdicts: Any  # (rules, path) -> (match mask per document id, documents per mask)
 
 
 @dataclass
@@ -124,23 +125,23 @@ def discover(folders: list[str], exclude: str) -> RunSet:
 
 
 def _mix_groups(found: RunSet) -> list[MixGroup]:
-    """The streams and sources of every complete mix run, their rules compiled as the mix did."""
-    from mixers.config import MixConfig
-    from mixers.layout import make_groups
+    """The streams and sources of every complete mix run, their rules compiled as the mix did (by
+    the mix stage itself, found through the CLI's registry)."""
+    from dolma_pipe.cli import stage_class
 
+    mix = stage_class("mix")
+    report_groups, report_verdicts = getattr(mix, "report_groups", None), getattr(mix, "report_verdicts", None)
+    if report_groups is None or report_verdicts is None:
+        return []
     groups = []
     for run in found.of("mix"):
         try:
-            cfg = MixConfig.model_validate(run.manifest.config)
-            made = make_groups(cfg)
-        except (ConfigError, DolmaPipeError, ValueError) as exc:
+            made = report_groups(run.manifest.config, {f.path for f in run.manifest.inputs})
+        except (DolmaPipeError, ValueError) as exc:
             found.problems.append(f"{run.root}: the mix's rules cannot be evaluated again ({exc}); its per-rule samples are left out")
             continue
-        inputs = {f.path for f in run.manifest.inputs}
         for g in made:
-            files = sorted({f for p in g.patterns for f in storage.glob(storage.local_path(p)) if f in inputs})
-            kind = "stream" if cfg.streams else "source"
-            groups.append(MixGroup(run.name, g.index, g.name, kind, g.rules, files))
+            groups.append(MixGroup(run.name, g.index, g.name, g.kind, g.rules, g.files, report_verdicts))
     return groups
 
 

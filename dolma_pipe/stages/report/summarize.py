@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from dolma_pipe.attributes import read_with_attributes
-from dolma_pipe.filters import BatchResult, RuleSyntax, rule_attributes
+from dolma_pipe.filters import RuleSyntax, rule_attributes
 from dolma_pipe.quarantine import Quarantine
 from dolma_pipe.stages.report.bins import add_nested, code_key, length_codes, length_key, value_codes, weighted_bins
 
@@ -87,12 +87,14 @@ class RuleSet:
     """One mix group's rules as the report evaluates them, and what each decision is called."""
 
     key: str  # "<run> / <group>"
-    rules: Any  # StreamRules
+    rules: Any  # the mix's compiled rules (mixers.rules.StreamRules)
     labels: list[str] = field(default_factory=list)  # per bit of the match mask
     reads: dict[str, list[str]] = field(default_factory=dict)  # per label: attributes the rule reads
+    # (rules, path) -> (match mask per document id, documents per mask): the mix stage's own.
+    verdicts: Any = None
 
     @staticmethod
-    def of(key: str, rules: Any) -> RuleSet:
+    def of(key: str, rules: Any, verdicts: Any = None) -> RuleSet:
         inc = [f"include {i}: {label}" for i, label in enumerate(rules.include_labels)]
         exc = [f"exclude {i}: {label}" for i, label in enumerate(rules.exclude_labels)]
         reads: dict[str, list[str]] = {}
@@ -102,7 +104,7 @@ class RuleSet:
                 reads[label] = rule_attributes(syntax, expr)
             except ValueError:
                 reads[label] = []
-        return RuleSet(key, rules, inc + exc, reads)
+        return RuleSet(key, rules, inc + exc, reads, verdicts)
 
     def decision(self, mask: int) -> str | None:
         """The rule that removed a document with this match mask (Dolma's order), None when kept."""
@@ -113,23 +115,6 @@ class RuleSet:
             if mask >> (n_inc + j) & 1:
                 return self.labels[n_inc + j]
         return None
-
-
-def _verdicts(path: str, rs: RuleSet) -> tuple[dict[str, int], dict[str, int]]:
-    """Per document id of ``path``: its match mask under ``rs``; and the overlap counts (mask -> documents)."""
-    from mixers.reading import mix_file
-
-    masks: dict[str, int] = {}
-    overlap: dict[str, int] = {}
-
-    def sink(result: BatchResult) -> None:
-        for doc_id, mask in zip(result.ids, result.matches):
-            masks[doc_id] = mask
-            overlap[str(mask)] = overlap.get(str(mask), 0) + 1
-
-    # A quarantine of its own: the summary's reading pass counts the file's bad records once.
-    mix_file(rs.rules, path, Quarantine(), sink, batch_size=2048, write=False)
-    return masks, overlap
 
 
 def _snippet(text: str, spans: list[list[int]], limit: int) -> dict[str, Any]:
@@ -223,7 +208,7 @@ def summarize_documents(
     tokenizer: Any | None,
 ) -> dict[str, Any]:
     """The summary of one document file (see the module's docstring); ``sets`` are its attribute sets."""
-    verdicts = [_verdicts(path, rs) for rs in rule_sets]
+    verdicts = [rs.verdicts(rs.rules, path) for rs in rule_sets]
     cols = _Columns()
     samples: dict[str, dict[str, list]] = {"removed": {}, "contaminated": {}}
     texts: dict[str, str] = {}
