@@ -187,7 +187,10 @@ def tag(counts: dict[str, Any], weigh: Weigher, limit: int = 120) -> dict[str, A
                 **_hist(doc_lengths, weigh, length_edges),
             )
         )
+    spans = counts.get("spans", {})
     for key, per_source in sorted(counts.get("scores", {}).items())[:limit]:
+        if key in spans:  # a span attribute whose spans sometimes cover a whole document: shown with its spans
+            continue
         charts.append(
             chart(
                 "hist",
@@ -197,14 +200,16 @@ def tag(counts: dict[str, Any], weigh: Weigher, limit: int = 120) -> dict[str, A
                 **_hist(per_source, weigh),
             )
         )
-    for key, per_source in sorted(counts.get("spans", {}).items())[:limit]:
+    for key, per_source in sorted(spans.items())[:limit]:
         lengths = {src: {b: [c[0], c[1], c[1]] for b, c in row["lengths"].items()} for src, row in per_source.items()}
+        whole = sum(w[0] for cells in counts.get("scores", {}).get(key, {}).values() for w in cells.values())
+        note = f" Besides, {whole:,} documents have one span covering the whole text (not in the histogram)." if whole else ""
         charts.append(
             chart(
                 "hist",
                 f"{key}: span lengths",
                 f"Spans of {key} per length in characters (half octaves), per source; weighted by spans, by characters, or by "
-                "tokens (the characters' bytes per token).",
+                f"tokens (the characters' bytes per token).{note}",
                 weighted=True,
                 **_hist(lengths, weigh, length_edges),
             )
@@ -298,7 +303,7 @@ def mixes(found: RunSet, counts: dict[str, Any], samples: dict[str, list], weigh
         taken = run.manifest.results.get("taken", {})
         for p in count.step["plan"]:
             row = [run.name, p["name"], p["docs"], p["available"], p["requested"], p["repetition"], p["max_repetition"]]
-            row.append(", ".join(f"seed {s}: {v[1]:,}" for s, v in sorted(taken.items()) if p["name"] in v) if taken else "")
+            row.append(", ".join(f"seed {s}: {per[p['name']][1]:,}" for s, per in sorted(taken.items()) if p["name"] in per))
             plans.append(row)
         names = [p["name"] for p in count.step["plan"]]
         charts.append(

@@ -119,6 +119,35 @@ def build_pipeline(root: Path, tokenizer: str | None = None) -> dict[str, Path]:
     tok = tokenizer or train_tokenizer(
         root / "tokenizer.json", [d["text"] for f in sorted(docs_dir.glob("*/*.jsonl.gz")) for _, d in read_documents(str(f))]
     )
+    # A Dolmino mix: two sources, one repeated, two seeds.
+    run(
+        MixStage,
+        MixConfig,
+        {
+            "tokenizer": tok,
+            "target_tokens": 300_000,
+            "seeds": [0, 1],
+            "output": str(root / "mix2"),
+            "sources": [
+                {
+                    "name": "python",
+                    "documents": [str(docs_dir / "python-doc" / "*.jsonl.gz")],
+                    "attributes": ["dd"],
+                    "filter": {"exclude": ["bff_duplicate_docs"]},
+                    "ratio": 0.6,
+                    "max_repetition": 4,
+                },
+                {
+                    "name": "handbook",
+                    "documents": [str(docs_dir / "debian-handbook" / "*.jsonl.gz")],
+                    "attributes": ["t"],
+                    "filter": {"exclude": ["gopher__keep == 0"]},
+                    "ratio": 0.4,
+                    "max_repetition": 4,
+                },
+            ],
+        },
+    )
     run(
         TokenizeStage,
         TokenizeConfig,

@@ -78,6 +78,15 @@ def test_numbers_match_their_sources(made, pipeline):
             if int(mask) >> bit & 1:
                 matched[bit] += docs
     assert [matched[b] for b in range(3)] == list(mix["matched_by_rule"].values())
+    # The Dolmino plan: requested and taken tokens per source and seed, as the mix's manifest has them.
+    mix2 = read_manifest(str(root / "mix2"))
+    plan = {p["name"]: p for p in next(ph.step for ph in mix2.phases if ph.name == "count")["plan"]}
+    mix_page = json.loads((dest / "report_data" / "sections" / "mix.json").read_bytes())
+    plan_chart = next(c for c in mix_page["charts"] if c["title"] == "mix2: tokens per source")
+    series = {s["name"]: dict(zip(plan_chart["categories"], s["values"])) for s in plan_chart["series"]}
+    assert series["requested"] == {n: p["requested"] for n, p in plan.items()}
+    assert series["taken seed 1"] == {n: t[1] for n, t in mix2.results["taken"]["1"].items()}
+    assert sum(series["taken seed 0"].values()) > 0
     # Tokens per split, as the tokenize manifest wrote them.
     tok = read_manifest(str(paths["tokens"]))
     ours_tokens = {split: sum(c["tokens"] for c in per.values()) for split, per in counts["tokens"]["tokens"].items()}
