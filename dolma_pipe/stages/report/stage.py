@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from dolma_pipe import storage
+from dolma_pipe import paths, storage
 from dolma_pipe import tokenizer as toks
 from dolma_pipe.manifest import InputFile, TaskRecord
 from dolma_pipe.quarantine import Quarantine
@@ -89,7 +89,9 @@ class ReportStage(Stage[ReportConfig]):
             if run.manifest.config.get("decontamination")
         )
         return {
-            "runs": [[r.root, r.stage, r.manifest.status, r.manifest.fingerprint, r.manifest.finished] for r in self.found.runs],
+            # Not when a run finished: a rerun that redid nothing rewrites its manifest. What a task
+            # reads beside its document file (attribute files) is in its params.
+            "runs": [[r.root, r.stage, r.manifest.status, r.manifest.fingerprint] for r in self.found.runs],
             "rules": {k: rs.rules.digest() for k, rs in sorted(self.rule_sets.items())},
             "tokenizer": tokenizer,
             "clusters": clusters,
@@ -118,7 +120,12 @@ class ReportStage(Stage[ReportConfig]):
         tasks = []
         for f in ctx.inputs:
             ids = sorted({i for rel, got in wanted.items() if f.path == rel or f.path.endswith("/" + rel) for i in got})
-            params = {"sets": sets.get(f.path, []), "rules": groups.get(f.path, []), "texts": ids}
+            names = sets.get(f.path, [])
+            attribute_files = []
+            for name in names:
+                info = storage.stat(paths.attribute_path(f.path, name))
+                attribute_files.append([name, info.size, info.mtime])
+            params = {"sets": names, "attribute_files": attribute_files, "rules": groups.get(f.path, []), "texts": ids}
             tasks.append(Task(key=f.path, inputs=(f,), params=params))
         return tasks
 

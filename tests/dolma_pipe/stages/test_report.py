@@ -138,6 +138,23 @@ def test_same_data_for_any_process_count_and_rerun(made, tmp_path):
     assert all(t.skipped for p in manifest.phases for t in p.tasks.values())
 
 
+def test_a_changed_attribute_file_redoes_its_file(made, tmp_path):
+    root, _, summary = made
+    dest = tmp_path / "report"
+    report(root, dest)
+    # An attribute file rewritten (its run redone) redoes the summary of its document file only.
+    attr = sorted((root / "corpus" / "attributes" / "dd").rglob("*.jsonl.gz"))[0]
+    st = attr.stat()
+    try:
+        os.utime(attr, (st.st_atime, st.st_mtime + 10))
+        assert report(root, dest) == summary
+    finally:
+        os.utime(attr, (st.st_atime, st.st_mtime))
+    manifest = read_manifest(str(dest))
+    redone = [k for k, t in manifest.phase("documents").tasks.items() if not t.skipped]
+    assert len(redone) == 1 and redone[0].endswith(str(attr.relative_to(root / "corpus" / "attributes" / "dd")))
+
+
 @pytest.mark.ray
 def test_same_data_on_ray(made, tmp_path, ray_address):
     from dolma_pipe.executors import RayExecutor
