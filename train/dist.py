@@ -1,7 +1,7 @@
 """Process-group and device setup: torchrun / SLURM (env vars) or a plain single process.
 
 torchrun sets RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT. Without them the
-trainer still runs, as a one-rank group on a free local port, so ``python -m train`` works
+trainer still runs, as a one-rank group over an in-memory store, so ``python -m train`` works
 for quick experiments and the same FSDP code path is exercised everywhere.
 """
 
@@ -30,8 +30,12 @@ def free_port() -> int:
 
 
 def setup() -> DistInfo:
+    store = None
     if "RANK" not in os.environ:
-        os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
+        # One process: an in-memory store, no port. A port found free here can be taken by another
+        # process before the group binds it (seen: EADDRINUSE while other tests ran).
+        os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0")
+        store = dist.HashStore()
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
     if torch.cuda.is_available():
@@ -43,7 +47,11 @@ def setup() -> DistInfo:
         device = torch.device("cpu")
         backend = "gloo"
     if not dist.is_initialized():
-        dist.init_process_group(backend=backend, device_id=device if device.type == "cuda" else None)
+        device_id = device if device.type == "cuda" else None
+        if store is not None:
+            dist.init_process_group(backend=backend, store=store, rank=0, world_size=1, device_id=device_id)
+        else:
+            dist.init_process_group(backend=backend, device_id=device_id)
     return DistInfo(rank, world, local_rank, device)
 
 
