@@ -83,24 +83,41 @@ fn jq_exclude(f: &JqProgram, val: &Val) -> Result<bool, FilterError> {
     Ok(!stays)
 }
 
-/// Count what one rule does on the documents it does not decide (its failures are counted, not raised).
-fn count_only(result: Result<bool, FilterError>, matched: &mut u64, failed: &mut u64) {
+/// Count what one rule does on the documents it does not decide (its failures are counted, not
+/// raised); whether it matched.
+fn count_only(result: Result<bool, FilterError>, matched: &mut u64, failed: &mut u64) -> bool {
     match result {
-        Ok(true) => *matched += 1,
-        Ok(false) => {}
-        Err(_) => *failed += 1,
+        Ok(true) => {
+            *matched += 1;
+            true
+        }
+        Ok(false) => false,
+        Err(_) => {
+            *failed += 1;
+            false
+        }
+    }
+}
+
+/// Bit `bit` of a document's match mask (rules past the 64th are left out).
+fn set_bit(mask: &mut u64, bit: usize) {
+    if bit < 64 {
+        *mask |= 1u64 << bit;
     }
 }
 
 /// Dolma's decision over `include` and `exclude` (`inc` and `exc` evaluate one rule), then every
-/// rule it did not evaluate, for the counts. `Err` only from a rule that decides.
+/// rule it did not evaluate, for the counts; `mask` gets the rules the document matched (include i
+/// as bit i, exclude j as bit includes + j). `Err` only from a rule that decides.
 fn decide<R>(
     include: &[R],
     exclude: &[R],
     inc: impl Fn(&R) -> Result<bool, FilterError>,
     exc: impl Fn(&R) -> Result<bool, FilterError>,
     out: &mut BatchOutput,
+    mask: &mut u64,
 ) -> Result<bool, FilterError> {
+    let n_inc = include.len();
     // Includes until one matches: each is evaluated in Dolma too.
     let mut first_include = None;
     for (i, rule) in include.iter().enumerate() {
@@ -112,14 +129,19 @@ fn decide<R>(
     let evaluated = first_include.map_or(include.len(), |i| i + 1);
     if let Some(i) = first_include {
         out.matched_include[i] += 1;
+        set_bit(mask, i);
     }
     for (i, rule) in include.iter().enumerate().skip(evaluated) {
-        count_only(inc(rule), &mut out.matched_include[i], &mut out.failed_include[i]);
+        if count_only(inc(rule), &mut out.matched_include[i], &mut out.failed_include[i]) {
+            set_bit(mask, i);
+        }
     }
     if !include.is_empty() && first_include.is_none() {
         out.removed_include += 1;
-        for (i, rule) in exclude.iter().enumerate() {
-            count_only(exc(rule), &mut out.matched_exclude[i], &mut out.failed_exclude[i]);
+        for (j, rule) in exclude.iter().enumerate() {
+            if count_only(exc(rule), &mut out.matched_exclude[j], &mut out.failed_exclude[j]) {
+                set_bit(mask, n_inc + j);
+            }
         }
         return Ok(false);
     }
@@ -136,8 +158,11 @@ fn decide<R>(
     };
     out.matched_exclude[first] += 1;
     out.removed_exclude[first] += 1;
-    for (i, rule) in exclude.iter().enumerate().skip(first + 1) {
-        count_only(exc(rule), &mut out.matched_exclude[i], &mut out.failed_exclude[i]);
+    set_bit(mask, n_inc + first);
+    for (j, rule) in exclude.iter().enumerate().skip(first + 1) {
+        if count_only(exc(rule), &mut out.matched_exclude[j], &mut out.failed_exclude[j]) {
+            set_bit(mask, n_inc + j);
+        }
     }
     Ok(false)
 }
@@ -219,12 +244,6 @@ pub struct BatchOutput {
     /// count the overlap between rules and to say which rule removed a document.
     pub matches: Vec<u64>,
     pub error: Option<BatchError>,
-}
-
-/// Bit i for each include rule whose count grew, bit (includes + j) for each exclude rule.
-fn match_mask(inc_before: &[u64], exc_before: &[u64], inc: &[u64], exc: &[u64]) -> u64 {
-    let grew = inc_before.iter().zip(inc).chain(exc_before.iter().zip(exc)).map(|(a, b)| b > a);
-    grew.take(64).enumerate().fold(0u64, |mask, (bit, g)| if g { mask | (1u64 << bit) } else { mask })
 }
 
 fn type_name(v: &Value) -> &'static str {
@@ -315,17 +334,18 @@ impl MixRules {
         self.write = write;
     }
 
-    /// Whether the filter keeps `doc`; `Err` when a deciding rule fails on it. Counts every rule.
-    fn keep(&self, doc: &Value, val: Option<&Val>, out: &mut BatchOutput) -> Result<bool, FilterError> {
+    /// Whether the filter keeps `doc`; `Err` when a deciding rule fails on it. Counts every rule and
+    /// sets `mask`'s bits for the rules it matched.
+    fn keep(&self, doc: &Value, val: Option<&Val>, out: &mut BatchOutput, mask: &mut u64) -> Result<bool, FilterError> {
         match &self.filter {
             FilterRules::None => Ok(true),
             FilterRules::Jq { include, exclude } => {
                 let val = val.ok_or_else(|| FilterError::eval("", "no jq value of the document"))?;
-                decide(include, exclude, |f| jq_include(f, val), |f| jq_exclude(f, val), out)
+                decide(include, exclude, |f| jq_include(f, val), |f| jq_exclude(f, val), out, mask)
             }
             FilterRules::JsonPath { include, exclude } => {
                 let floats = numbers_as_floats(doc);
-                decide(include, exclude, |p| p.matches(&floats), |p| p.matches(&floats), out)
+                decide(include, exclude, |p| p.matches(&floats), |p| p.matches(&floats), out, mask)
             }
         }
     }
@@ -430,10 +450,9 @@ impl MixRules {
                 }
             }
             let val = if self.needs_val { Some(to_val(&doc)) } else { None };
-            // The rules this document matched are the per-rule counts it moved.
-            let before = (out.matched_include.clone(), out.matched_exclude.clone());
-            let verdict = self.keep(&doc, val.as_ref(), &mut out);
-            out.matches.push(match_mask(&before.0, &before.1, &out.matched_include, &out.matched_exclude));
+            let mut mask = 0u64;
+            let verdict = self.keep(&doc, val.as_ref(), &mut out, &mut mask);
+            out.matches.push(mask);
             match verdict {
                 Ok(true) if !self.write => {
                     out.kept += 1;

@@ -305,6 +305,11 @@ fn open_shards(specs: &[ShardSpec]) -> PyResult<Vec<(Region, Region, usize)>> {
         .collect()
 }
 
+/// Each opened shard's text and suffix array as a [`Shard`] (a bad width or length is a ValueError).
+fn shard_views(opened: &[(Region, Region, usize)]) -> PyResult<Vec<Shard<'_>>> {
+    opened.iter().map(|(t, s, w)| Shard::new(t.bytes(), s.bytes(), *w)).collect::<Result<_, _>>().map_err(value_error)
+}
+
 /// The occurrences to remove of every window of ``length`` bytes repeated in the shards, among
 /// suffixes whose key is in ``[key_lo, key_hi)``: 12-byte records (u32 shard, u64 position).
 #[pyfunction]
@@ -319,11 +324,7 @@ fn suffix_repeated_windows<'py>(
     separator: Option<u8>,
 ) -> PyResult<Bound<'py, PyBytes>> {
     let opened = open_shards(&shards)?;
-    let views: Vec<Shard> = opened
-        .iter()
-        .map(|(t, s, w)| Shard::new(t.bytes(), s.bytes(), *w))
-        .collect::<Result<_, _>>()
-        .map_err(value_error)?;
+    let views = shard_views(&opened)?;
     let found =
         py.detach(|| repeated_windows(&views, length, key_lo, key_hi, keep_first, separator)).map_err(value_error)?;
     let mut out = Vec::with_capacity(found.len() * 12);
@@ -348,11 +349,7 @@ fn suffix_repeated_ranges<'py>(
     separator: Option<u8>,
 ) -> PyResult<Bound<'py, PyBytes>> {
     let opened = open_shards(&shards)?;
-    let views: Vec<Shard> = opened
-        .iter()
-        .map(|(t, s, w)| Shard::new(t.bytes(), s.bytes(), *w))
-        .collect::<Result<_, _>>()
-        .map_err(value_error)?;
+    let views = shard_views(&opened)?;
     let ranges = py
         .detach(|| {
             repeated_windows(&views, length, key_lo, key_hi, keep_first, separator)
@@ -405,9 +402,8 @@ fn suffix_char_ranges<'py>(
 #[pyfunction]
 fn suffix_key_bounds(shard: ShardSpec, parts: usize) -> PyResult<Vec<u32>> {
     let opened = open_shards(std::slice::from_ref(&shard))?;
-    let (t, s, w) = &opened[0];
-    let view = Shard::new(t.bytes(), s.bytes(), *w).map_err(value_error)?;
-    Ok(key_bounds(&view, parts))
+    let views = shard_views(&opened)?;
+    Ok(key_bounds(&views[0], parts))
 }
 
 /// The xxh3-64 of a whole file (what an index records of the shards it was built from).

@@ -22,8 +22,12 @@ fn failed(e: libsais::LibsaisError) -> SuffixError {
     SuffixError(format!("suffix array construction failed ({e:?})"))
 }
 
-/// The suffix array of a byte text, as positions.
-pub fn of_bytes(text: &[u8]) -> Result<Positions, SuffixError> {
+/// The suffix array of a text of bytes or 16-bit symbols (libsais's small alphabets), as positions.
+fn of_small<I: libsais::SmallAlphabet>(text: &[I]) -> Result<Positions, SuffixError>
+where
+    i32: libsais::IsValidOutputFor<I>,
+    i64: libsais::IsValidOutputFor<I>,
+{
     if text.is_empty() {
         return Ok(Positions::I32(Vec::new()));
     }
@@ -36,18 +40,14 @@ pub fn of_bytes(text: &[u8]) -> Result<Positions, SuffixError> {
     }
 }
 
+/// The suffix array of a byte text, as positions.
+pub fn of_bytes(text: &[u8]) -> Result<Positions, SuffixError> {
+    of_small(text)
+}
+
 /// The suffix array of a text of 16-bit symbols.
 pub fn of_u16(text: &[u16]) -> Result<Positions, SuffixError> {
-    if text.is_empty() {
-        return Ok(Positions::I32(Vec::new()));
-    }
-    if text.len() <= I32_LIMIT {
-        let sa = SuffixArrayConstruction::for_text(text).in_owned_buffer32().single_threaded().run().map_err(failed)?;
-        Ok(Positions::I32(sa.into_vec()))
-    } else {
-        let sa = SuffixArrayConstruction::for_text(text).in_owned_buffer64().single_threaded().run().map_err(failed)?;
-        Ok(Positions::I64(sa.into_vec()))
-    }
+    of_small(text)
 }
 
 /// The suffix array of a text of 32-bit symbols (token ids below 2^31).
