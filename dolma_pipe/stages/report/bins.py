@@ -92,11 +92,6 @@ def bin_edges(key: str) -> tuple[float, float]:
     return (max(low, 1.0), high) if kind == "p" else (-high, -low)
 
 
-def length_bin(n: int) -> str:
-    """Half-octave bins for lengths (characters, tokens, span lengths): ``"0"`` for zero."""
-    return length_key(int(length_codes(np.array([n]))[0]))
-
-
 def length_key(code: int) -> str:
     return "0" if code < 0 else str(code)
 

@@ -153,11 +153,12 @@ def corpus_files(found: RunSet) -> list[InputFile]:
             files.setdefault(f.path, f)
     out = []
     for path in sorted(files):
-        if storage.exists(path):
+        try:
             info = storage.stat(path)
-            out.append(InputFile(path=path, rel=path, size=info.size, mtime=info.mtime))
-        else:
+        except storage.StorageError:
             found.problems.append(f"{path}: read by a run but gone since; left out")
+            continue
+        out.append(InputFile(path=path, rel=path, size=info.size, mtime=info.mtime))
     return out
 
 

@@ -241,13 +241,12 @@ def _overlap_table(overlap: dict[str, int], labels: list[str]) -> dict[str, Any]
     )
 
 
-def mixes(found: RunSet, counts: dict[str, Any], samples: dict[str, list], weigh: Weigher) -> dict[str, Any]:
-    from dolma_pipe.stages.report.summarize import RuleSet
-
+def mixes(found: RunSet, rule_sets: dict[str, Any], counts: dict[str, Any], samples: dict[str, list], weigh: Weigher) -> dict[str, Any]:
+    """``rule_sets``: the report's :class:`~.summarize.RuleSet` of each group, by its key."""
     charts = []
     for g in found.groups:
         key = f"{g.run} / {g.name}"
-        rs = RuleSet.of(key, g.rules)
+        rs = rule_sets[key]
         rule = counts.get("rules", {}).get(key, {})
         by_source = rule.get("by_source", {})
         labels = sorted({lab for per in by_source.values() for lab in per if lab != "kept"})

@@ -138,7 +138,7 @@ class ReportStage(Stage[ReportConfig]):
             task.params["sets"],
             [self.rule_sets[k] for k in task.params["rules"]],
             set(task.params["texts"]),
-            [c for c in self.resolved["contamination"] if c],
+            self.resolved["contamination"],
             quarantine,
             seed=cfg.seed,
             sample_chars=cfg.sample_chars,
@@ -181,7 +181,7 @@ class ReportStage(Stage[ReportConfig]):
         parts = [
             sections.overview(self.found, counts, weigh),
             sections.tag(counts, weigh),
-            sections.mixes(self.found, counts, samples.get("removed", {}), weigh),
+            sections.mixes(self.found, self.rule_sets, counts, samples.get("removed", {}), weigh),
             sections.dedup(self.found, counts, samples, merged["texts"], self.resolved["clusters"], weigh),
             sections.tokenize(counts),
             sections.train(self.found, cfg.series_points),

@@ -39,11 +39,15 @@ def sample_key(seed: int, doc_id: str) -> int:
     return int.from_bytes(hashlib.blake2b(f"{seed}\x00{doc_id}".encode(), digest_size=8).digest(), "big")
 
 
+def _sample_order(row: list) -> tuple[int, str]:
+    """Samples are ``[hash, record]``: smallest hash first, the id breaking a tie."""
+    return row[0], str(row[1].get("id", ""))
+
+
 def merge_samples(into: dict[str, list], other: dict[str, list], k: int) -> None:
-    """Keeps the ``k`` smallest-hash samples per key (samples are ``[hash, record]``)."""
+    """Keeps the ``k`` first samples per key (:func:`_sample_order`)."""
     for key, rows in other.items():
-        both = into.get(key, []) + rows
-        into[key] = heapq.nsmallest(k, both, key=lambda r: (r[0], str(r[1].get("id", ""))))
+        into[key] = heapq.nsmallest(k, into.get(key, []) + rows, key=_sample_order)
 
 
 def merge(summaries: Iterable[dict[str, Any]], k: dict[str, int]) -> dict[str, Any]:
@@ -308,7 +312,7 @@ def summarize_documents(
 def _keep_smallest(bucket: list, row: list, k: int) -> None:
     bucket.append(row)
     if len(bucket) > k:
-        bucket.sort(key=lambda r: r[0])
+        bucket.sort(key=_sample_order)
         del bucket[k:]
 
 
