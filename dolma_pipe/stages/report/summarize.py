@@ -30,7 +30,8 @@ from dolma_pipe.filters import RuleSyntax, rule_attributes
 from dolma_pipe.quarantine import Quarantine
 from dolma_pipe.stages.report.bins import add_nested, code_key, length_codes, length_key, value_codes, weighted_bins
 
-NO_INCLUDE = "no include rule matched"
+# As the mix names it in its manifest (mixers/summary.py), so the report's rows line up with it.
+NO_INCLUDE = "include (none matched)"
 TOKEN_SAMPLE_BYTES = 64 * 1024  # per source and file: enough for a steady bytes-per-token ratio
 
 
@@ -108,6 +109,8 @@ class RuleSet:
                 reads[label] = rule_attributes(syntax, expr)
             except ValueError:
                 reads[label] = []
+        # A document no include rule matched: what every include rule reads shows why.
+        reads[NO_INCLUDE] = list(dict.fromkeys(name for label in inc for name in reads[label]))
         return RuleSet(key, rules, inc + exc, reads, verdicts)
 
     def decision(self, mask: int) -> str | None:

@@ -108,6 +108,7 @@ def build_pipeline(root: Path, tokenizer: str | None = None) -> dict[str, Path]:
                     "attributes": ["t", "dd", "near"],
                     "filter": {
                         "syntax": "shorthand",
+                        "include": ["ft_lang_id__doc_en > 0.5"],
                         "exclude": ["gopher__keep == 0", "bff_duplicate_docs", "minhash_duplicate"],
                     },
                     "span_replacement": [{"span": "$.attributes.bff_duplicate_paragraph_spans", "min_score": 0.5, "replacement": ""}],

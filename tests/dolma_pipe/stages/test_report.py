@@ -72,12 +72,14 @@ def test_numbers_match_their_sources(made, pipeline):
     assert ours == by_manifest and sum(by_manifest.values()) > 0
     assert removed["kept"] == mix["kept"] + mix["removed_by_rule"].get("min_text_length", 0)
     # Each rule's matches (the overlap's diagonal) as the manifest counted them.
+    n_rules = len(mix["matched_by_rule"])
     matched = Counter()
     for mask, docs in rule["overlap"].items():
-        for bit in range(3):
+        for bit in range(n_rules):
             if int(mask) >> bit & 1:
                 matched[bit] += docs
-    assert [matched[b] for b in range(3)] == list(mix["matched_by_rule"].values())
+    assert n_rules == 4 and [matched[b] for b in range(n_rules)] == list(mix["matched_by_rule"].values())
+    assert removed["include (none matched)"] > 0
     # The Dolmino plan: requested and taken tokens per source and seed, as the mix's manifest has them.
     mix2 = read_manifest(str(root / "mix2"))
     plan = {p["name"]: p for p in next(ph.step for ph in mix2.phases if ph.name == "count")["plan"]}
