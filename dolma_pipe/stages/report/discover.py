@@ -10,6 +10,7 @@ near-duplicate clusters files, and the token shards' metadata files.
 
 from __future__ import annotations
 
+import math
 import sys
 from dataclasses import dataclass, field
 from typing import Any
@@ -83,12 +84,35 @@ def _name(root: str, bases: list[str]) -> str:
     return root
 
 
+def _is_loss(v: Any) -> bool:
+    return isinstance(v, dict) and isinstance(v.get("loss"), (int, float))
+
+
+def evaluation_table(data: Any) -> dict[str, dict[str, Any]] | None:
+    """A ``train.evaluate --output`` table as ``{checkpoint: {"loss", "ppl", ["domains"]}}``, or None.
+
+    ``--val-paths`` writes that shape; ``--domain`` writes ``{checkpoint: {domain: {"loss", ...}}}``,
+    read here with the token-weighted loss over its domains as the checkpoint's loss."""
+    if not isinstance(data, dict) or not data:
+        return None
+    if all(_is_loss(v) for v in data.values()):
+        return data
+    if not all(isinstance(row, dict) and row and all(_is_loss(r) for r in row.values()) for row in data.values()):
+        return None
+    out = {}
+    for name, row in data.items():
+        tokens = sum(r.get("tokens") or 0 for r in row.values())
+        loss = sum(r["loss"] * (r.get("tokens") or 0) for r in row.values()) / tokens if tokens else math.nan
+        out[name] = {"loss": loss, "ppl": math.exp(loss) if tokens else math.nan, "domains": row}
+    return out
+
+
 def _is_evaluation(path: str) -> bool:
     try:
         data = orjson.loads(storage.read_bytes(path))
     except (orjson.JSONDecodeError, storage.StorageError, OSError):
         return False
-    return isinstance(data, dict) and bool(data) and all(isinstance(v, dict) and "loss" in v for v in data.values())
+    return evaluation_table(data) is not None
 
 
 def discover(folders: list[str], exclude: str) -> RunSet:

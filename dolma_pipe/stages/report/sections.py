@@ -22,7 +22,7 @@ import orjson
 
 from dolma_pipe import storage
 from dolma_pipe.stages.report.bins import bin_edges, length_edges, sorted_bins
-from dolma_pipe.stages.report.discover import RunSet
+from dolma_pipe.stages.report.discover import RunSet, evaluation_table
 
 WEIGHTS = ("docs", "chars", "tokens")
 TOKEN_SHARDS = "token shards (all sources)"
@@ -563,7 +563,7 @@ def train(found: RunSet, points: int) -> dict[str, Any]:
             )
         )
     for path in found.evaluations:
-        table = orjson.loads(storage.read_bytes(path))
+        table = evaluation_table(orjson.loads(storage.read_bytes(path))) or {}
         names = list(table)
         short = [n.rstrip("/").rsplit("/", 2)[-2] + "/" + n.rstrip("/").rsplit("/", 1)[-1] if "/" in n else n for n in names]
         domains = sorted({d for r in table.values() for d in r.get("domains", {})})

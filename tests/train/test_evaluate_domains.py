@@ -1,0 +1,232 @@
+"""Per-domain evaluation (``train.evaluate.evaluate_domains`` and ``--domain``): each document in its
+own context, the loss of each domain against a brute-force computation one document (one window)
+at a time, bits per byte against the bytes of the texts the test tokenized with a BPE it trained,
+the command line's table and JSON, and one-line errors for a bad domain."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.train
+
+from train.testing import write_shard  # noqa: E402
+
+SEQ_LEN = 32
+EOS = 0
+PROSE = [
+    "The quick brown fox jumps over the lazy dog.",
+    "A café in Zürich serves naïve crème brûlée ☕ at noon.",
+    "Rain fell on the quiet town, and the river rose.",
+    "Über den Wolken muss die Freiheit wohl grenzenlos sein.",
+    "She sold sea shells by the sea shore.",
+]
+CODE = [
+    "def add(a, b):\n    return a + b\n",
+    "for i in range(10):\n    print(i * i)\n",
+    "class Point:\n    x: int = 0\n    y: int = 0\n",
+    "import os\nprint(os.getcwd())\n",
+]
+# Longer than one window of SEQ_LEN tokens: cut into windows that overlap by one token.
+LONG = [
+    " ".join(["the river rose and the town slept while rain fell on every roof"] * 6),
+    " ".join(["def f(x): return x * x + 1"] * 8),
+]
+
+
+def _tokenizer(path: Path):
+    """A byte-level BPE of under 512 entries (the tiny model's vocabulary), EOS at id 0: decoding
+    gives back the exact text, so a document's bytes are its text's."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=400, special_tokens=["<|endoftext|>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False
+    )
+    tok.train_from_iterator(PROSE + CODE + LONG, trainer)
+    assert tok.token_to_id("<|endoftext|>") == EOS
+    tok.save(str(path))
+    return tok
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    """Two model-only checkpoints of the tiny model (two seeds), three domains of shards written
+    with the test's tokenizer (prose in two shards), and that tokenizer."""
+    from train.checkpoint import save_model_weights
+    from train.config import from_dict
+    from train.model import Transformer, init_weights
+    from train.testing import make_shards, tiny_config
+
+    root = tmp_path_factory.mktemp("domains")
+    tok = _tokenizer(root / "tokenizer.json")
+    enc = {
+        name: [tok.encode(t, add_special_tokens=False).ids for t in texts]
+        for name, texts in (("prose", PROSE), ("code", CODE), ("long", LONG))
+    }
+    assert all(len(d) + 2 > SEQ_LEN for d in enc["long"]) and all(len(d) + 2 <= SEQ_LEN for d in enc["code"])
+    write_shard(root / "prose" / "part-00000.npy", enc["prose"][:3])
+    write_shard(root / "prose" / "part-00001.npy", enc["prose"][3:])
+    write_shard(root / "code" / "part-00000.npy", enc["code"])
+    write_shard(root / "long" / "part-00000.npy", enc["long"])
+    data = make_shards(root / "data", n_train_shards=1)
+    cfg = from_dict(tiny_config(root / "run", data, data={"seq_len": SEQ_LEN}))
+    ckpts = []
+    for seed in (1, 2):
+        model = Transformer(cfg.model)
+        init_weights(model, seed)
+        state = {"step": seed, "tokens_seen": 0, "lr": 0.0, "peak_lr": 0.0, "data": {}, "config": cfg.to_dict()}
+        ckpts.append(str(save_model_weights(root / "run" / f"step{seed}", model.state_dict(), state)))
+    domains = {d: [str(root / d)] for d in ("prose", "code", "long")}
+    return {"root": root, "ckpts": ckpts, "domains": domains, "tokenizer": str(root / "tokenizer.json"), "enc": enc, "cfg": cfg}
+
+
+def _brute_force(ckpt: str, cfg, docs: list[list[int]]) -> tuple[float, int]:
+    """Sum of the losses and count of tokens over ``docs``: each document alone, ``[EOS] + doc +
+    [EOS]``, one forward per window of SEQ_LEN tokens (windows start every SEQ_LEN - 1 tokens)."""
+    import torch.nn.functional as F
+
+    from train.checkpoint import load_model_weights
+    from train.model import Transformer
+
+    model = Transformer(cfg.model)
+    load_model_weights(ckpt, model)
+    model.eval()
+    total, count = 0.0, 0
+    with torch.no_grad():
+        for doc in docs:
+            seq = [EOS, *doc, EOS]
+            for a in range(0, len(seq) - 1, SEQ_LEN - 1):
+                window = torch.tensor([seq[a : a + SEQ_LEN]])
+                logits = model(window)[0, :-1, : cfg.model.vocab_size]
+                total += F.cross_entropy(logits, window[0, 1:], reduction="sum").item()
+                count += window.shape[1] - 1
+    return total, count
+
+
+def test_per_domain_losses_match_brute_force_and_bpb_the_texts_bytes(setup):
+    from train.evaluate import evaluate_domains
+
+    res = evaluate_domains(setup["ckpts"], setup["domains"], micro_batch=2, device="cpu", tokenizer=setup["tokenizer"])
+    assert list(res) == setup["ckpts"]
+    texts = {"prose": PROSE, "code": CODE, "long": LONG}
+    for ckpt in setup["ckpts"]:
+        assert list(res[ckpt]) == ["prose", "code", "long"]
+        for domain, docs in setup["enc"].items():
+            r = res[ckpt][domain]
+            total, count = _brute_force(ckpt, setup["cfg"], docs)
+            assert r["tokens"] == count == sum(len(d) + 1 for d in docs)  # every token and each final EOS, once
+            assert r["loss"] == pytest.approx(total / count, rel=1e-5)
+            assert r["ppl"] == pytest.approx(math.exp(total / count), rel=1e-5)
+            assert r["documents"] == len(docs)
+            n_bytes = sum(len(t.encode("utf-8")) for t in texts[domain])  # by hand: the texts as written
+            assert r["bytes"] == n_bytes
+            assert r["bpb"] == pytest.approx(total / (math.log(2) * n_bytes), rel=1e-5)
+    # Two models: two answers (the checkpoints are really loaded, not the same weights twice).
+    assert res[setup["ckpts"][0]]["prose"]["loss"] != res[setup["ckpts"][1]]["prose"]["loss"]
+
+
+def test_without_tokenizer_no_bpb_and_max_instances_caps_documents_with_one_read_per_domain(setup, monkeypatch):
+    import train.evaluate as ev
+
+    reads = []
+    real = ev.read_domain
+    monkeypatch.setattr(ev, "read_domain", lambda name, *a, **k: reads.append(name) or real(name, *a, **k))
+    res = ev.evaluate_domains(setup["ckpts"], setup["domains"], max_instances=4, device="cpu")
+    assert sorted(reads) == ["code", "long", "prose"]  # once each, for both checkpoints
+    prose = setup["enc"]["prose"][:4]  # 3 documents of the first shard, 1 of the second
+    for ckpt in setup["ckpts"]:
+        r = res[ckpt]["prose"]
+        assert (r["bpb"], r["bytes"], r["documents"]) == (None, None, 4)
+        total, count = _brute_force(ckpt, setup["cfg"], prose)
+        assert (r["tokens"], r["loss"]) == (count, pytest.approx(total / count, rel=1e-5))
+
+
+def test_cli_prints_a_table_and_writes_the_json(setup, tmp_path, capsys):
+    from train.evaluate import evaluate_domains, main
+
+    a, b = setup["ckpts"]
+    d = setup["domains"]
+    out = tmp_path / "evaluation.json"
+    args = [a, b, "--domain", f"prose={d['prose'][0]}", "--domain", f"code={d['code'][0]}", "--tokenizer", setup["tokenizer"]]
+    assert main([*args, "--device", "cpu", "--output", str(out)]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert table[0].split() == ["checkpoint", "prose", "loss", "prose", "bpb", "code", "loss", "code", "bpb"]
+    written = json.loads(out.read_text())
+    want = evaluate_domains([a, b], {"prose": d["prose"], "code": d["code"]}, device="cpu", tokenizer=setup["tokenizer"])
+    assert written.keys() == want.keys()
+    for ckpt, row in want.items():
+        assert list(written[ckpt]) == ["prose", "code"]
+        for domain, r in row.items():
+            assert set(written[ckpt][domain]) == {"loss", "ppl", "tokens", "bpb", "bytes", "documents"}
+            assert written[ckpt][domain]["loss"] == pytest.approx(r["loss"], rel=1e-6)
+            assert written[ckpt][domain]["bpb"] == pytest.approx(r["bpb"], rel=1e-6)
+            assert written[ckpt][domain]["bytes"] == r["bytes"]
+        assert table[1 + list(want).index(ckpt)].split()[1] == f"{row['prose']['loss']:.4f}"
+    assert main([*args, "--device", "cpu", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out).keys() == want.keys()
+    # Without a tokenizer the bpb column says "-".
+    assert main([a, "--domain", f"code={d['code'][0]}", "--device", "cpu"]) == 0
+    assert capsys.readouterr().out.splitlines()[1].split()[-1] == "-"
+
+
+def test_the_report_reads_domain_tables_and_old_ones(setup, tmp_path):
+    from dolma_pipe.stages.report.discover import evaluation_table
+
+    old = {"a/step2": {"loss": 2.0, "ppl": math.exp(2.0), "tokens": 10}}
+    assert evaluation_table(old) == old
+    new = {"a/step2": {"x": {"loss": 1.0, "ppl": math.e, "tokens": 30, "bpb": None, "bytes": None}, "y": {"loss": 3.0, "tokens": 10}}}
+    row = evaluation_table(new)["a/step2"]
+    assert row["loss"] == pytest.approx(1.5) and row["domains"] == new["a/step2"]
+    assert evaluation_table({"a": {"b": 1}}) is None and evaluation_table({}) is None
+
+
+def _one_line(capsys) -> str:
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    return lines[0]
+
+
+def test_bad_domains_are_one_line_errors_naming_them(setup, tmp_path, capsys):
+    from train.evaluate import main
+
+    a = setup["ckpts"][0]
+    code = setup["domains"]["code"][0]
+    assert main([a, "--domain", "code"]) == 3
+    assert _one_line(capsys) == "data error: --domain 'code': expected NAME=PATH (a domain name and its token shards or folder)"
+    assert main([a, "--domain", f"={code}"]) == 3
+    assert "--domain '=" in _one_line(capsys)
+    missing = tmp_path / "nope"
+    assert main([a, "--domain", f"code={code}", "--domain", f"wiki={missing}"]) == 3
+    assert _one_line(capsys) == f"data error: domain 'wiki': data path {str(missing)!r} does not exist"
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main([a, "--domain", f"wiki={empty}"]) == 3
+    assert _one_line(capsys).startswith("data error: domain 'wiki': no .npy token shards under")
+    assert main([a, "--domain", f"code={code}", "--tokenizer", str(tmp_path / "tok.json")]) == 3
+    assert _one_line(capsys).startswith(f"data error: tokenizer {tmp_path / 'tok.json'}: cannot read")
+    # A tokenizer smaller than the shards' ids: not the one that wrote them.
+    from tokenizers import Tokenizer, models
+
+    small = tmp_path / "small.json"
+    Tokenizer(models.BPE(vocab={"a": 0, "b": 1}, merges=[])).save(str(small))
+    assert main([a, "--domain", f"code={code}", "--tokenizer", str(small)]) == 3
+    assert "but the tokenizer has 2 entries (not the tokenizer that wrote these shards)" in _one_line(capsys)
+    # Ids past the model's vocabulary name the domain and the shard.
+    big = write_shard(tmp_path / "big" / "part-00000.npy", [[5, 700]], vocab_size=1024)
+    assert main([a, "--domain", f"big={big.parent}"]) == 3
+    assert _one_line(capsys) == (
+        f"data error: domain 'big': {big}: token id 700 >= model.vocab_size 512 of {a} "
+        f"(shards from another tokenizer, or the wrong data.token_dtype?)"
+    )
+    with pytest.raises(SystemExit) as exc:  # both modes, or neither: argparse's usage error
+        main([a, "--domain", f"code={code}", "--val-paths", code])
+    assert exc.value.code == 2
+    capsys.readouterr()
