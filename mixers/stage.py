@@ -22,6 +22,7 @@ from dolma_pipe.workdir import WorkDir
 from mixers import dolmino, tokens
 from mixers.config import MixConfig
 from mixers.layout import Group, MixLayout
+from mixers.olmix import apply_mixture
 from mixers.sources import Sources
 from mixers.streams import Streams, dry_run
 
@@ -68,6 +69,8 @@ class MixStage(Stage[MixConfig]):
         return verdicts(rules, path)
 
     def __init__(self, config: MixConfig):
+        # An olmix mixture file sets the sources' ratios; the run records the spec as applied.
+        config = apply_mixture(config)
         super().__init__(config)
         check_spec(config)
         if config.sources:
