@@ -104,6 +104,46 @@ class StreamConfig(StrictModel):
         return _check_name(v)
 
 
+class QualityCurveConfig(StrictModel):
+    """A quality curve in short: the lowest buckets dropped, the rest's factors rising to ``top``."""
+
+    drop_below: float = Field(0.0, ge=0, lt=1, description="drop the buckets wholly below this quantile (0.4: the lowest 40%)")
+    bottom: float = Field(1.0, gt=0, description="factor of the lowest kept bucket")
+    top: float = Field(..., gt=0, description="factor of the highest bucket")
+    shape: Literal["linear", "exponential"] = Field("linear", description="how factors rise from bottom to top over the kept buckets")
+
+
+class QualityConfig(StrictModel):
+    """A source's quality buckets (our extension, after Dolma 3's quality vigintiles): documents
+    sorted into quantile buckets of an attribute's score, each bucket sampled by its own factor."""
+
+    attribute: str = Field(..., description="the attribute that scores quality: a key, or its end after '__' (as in the shorthand)")
+    reduce: Literal["first", "max", "min", "mean"] = Field("first", description="a document's score from its spans' scores")
+    buckets: int = Field(20, ge=1, le=1000, description="number of quantile buckets (20: vigintiles)")
+    by: Literal["documents", "tokens"] = Field("documents", description="quantiles of the documents or of their tokens")
+    repetition: list[float] | None = Field(None, description="relative factor of each bucket, lowest first (0: dropped)")
+    curve: QualityCurveConfig | None = Field(None, description="the factors as a curve: {drop_below, bottom, top, shape}")
+    missing: Literal["error", "drop"] | float = Field(
+        "error", description="documents without the attribute: error (the plan fails), drop, or a score they get"
+    )
+    key: str | None = Field(
+        None, description="buckets within each topic: 'source' (the documents' field) or an attribute prefix (argmax label)"
+    )
+
+    @model_validator(mode="after")
+    def _curve_fits(self) -> QualityConfig:
+        if (self.repetition is None) == (self.curve is None):
+            raise ValueError("give exactly one of 'repetition' (a factor per bucket) or 'curve'")
+        if self.repetition is not None:
+            if len(self.repetition) != self.buckets:
+                raise ValueError(f"'repetition' lists {len(self.repetition)} factors for {self.buckets} buckets: give one per bucket")
+            if any(f < 0 or f != f for f in self.repetition):
+                raise ValueError("'repetition' factors are numbers >= 0")
+            if not any(self.repetition):
+                raise ValueError("'repetition' drops every bucket: give at least one factor above 0")
+        return self
+
+
 class SourceConfig(StrictModel):
     """One source of a Dolmino-style mix."""
 
@@ -117,6 +157,7 @@ class SourceConfig(StrictModel):
     ratio: float | None = Field(None, gt=0, le=1, description="share of target_tokens taken from this source")
     tokens: int | None = Field(None, gt=0, description="tokens taken from this source")
     max_repetition: float = Field(1.0, ge=1.0, description="most times a document may be used (1: no upsampling)")
+    quality: QualityConfig | None = Field(None, description="sample by quality buckets (our extension; see docs/mix.md)")
     compression: CompressionConfig = Field(default_factory=lambda: CompressionConfig())
 
     @field_validator("name")

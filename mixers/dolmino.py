@@ -21,6 +21,7 @@ import hashlib
 import io
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -99,6 +100,9 @@ class SourcePlan:
     whole_repeats: int
     remainder: int
     seeds: dict[int, SeedPick] = field(default_factory=dict)
+    # A source with quality buckets: its QualityPlan as JSON (mixers.quality); its seeds' picks
+    # are the sums of its buckets'.
+    quality: dict | None = None
 
     @property
     def repetition(self) -> float:
@@ -191,13 +195,29 @@ def pick_subsets(name: str, files: Counts, remainders: dict[int, int]) -> dict[i
 
 def load_counts(directory: str) -> tuple[np.ndarray, np.ndarray]:
     """(id hashes, token counts) cached for one file by the count phase."""
-    data = np.load(io.BytesIO(workdir.read(storage.join(directory, "counts.npz"))))
+    data = load_scored_counts(directory)
     return data["keys"], data["tokens"]
 
 
-def save_counts(directory: str, keys: np.ndarray, tokens: np.ndarray) -> None:
+def load_scored_counts(directory: str) -> dict[str, np.ndarray]:
+    """Everything cached for one file: keys and tokens, and for a source with quality buckets
+    (:mod:`mixers.quality`) scores (NaN: none), topic labels and each document's topic index."""
+    with np.load(io.BytesIO(workdir.read(storage.join(directory, "counts.npz")))) as data:
+        return {name: data[name] for name in data.files}
+
+
+def save_counts(
+    directory: str,
+    keys: np.ndarray,
+    tokens: np.ndarray,
+    scores: np.ndarray | None = None,
+    topics: tuple[np.ndarray, np.ndarray] | None = None,
+) -> None:
     buf = io.BytesIO()
-    np.savez(buf, keys=keys.astype(np.uint64), tokens=tokens.astype(np.uint32))
+    extra: dict[str, Any] = {}
+    if scores is not None and topics is not None:
+        extra = {"scores": scores.astype(np.float64), "labels": topics[0], "topics": topics[1].astype(np.int32)}
+    np.savez(buf, keys=keys.astype(np.uint64), tokens=tokens.astype(np.uint32), **extra)
     workdir.write(storage.join(directory, "counts.npz"), buf.getvalue())
 
 
@@ -220,8 +240,48 @@ def render_plan(cfg: MixConfig, plans: list[SourcePlan]) -> str:
                 *[f"{p.seeds[s].tokens:,} ({(p.seeds[s].tokens - p.requested) / max(p.requested, 1):+.3%})" for s in cfg.seeds],
             ]
         )
-    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
-    for r in rows:
-        lines.append("  " + "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))))
+    lines += _table(rows, "  ")
     lines.append("  (repetition: requested / available; whole repeats of every document, then a seeded subset)")
+    for p in plans:
+        if p.quality is not None:
+            lines += _bucket_table(p, cfg.seeds)
     return "\n".join(lines)
+
+
+def _table(rows: list[list[str]], indent: str) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return [indent + "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))) for r in rows]
+
+
+def _edge(x: float | None, sign: str) -> str:
+    return f"{sign}inf" if x is None else f"{x:.6g}"
+
+
+def _bucket_table(p: SourcePlan, seeds: list[int]) -> list[str]:
+    """A source's quality buckets: score range, documents, tokens available, requested and taken."""
+    q = p.quality
+    assert q is not None
+    missing = f"{q['missing_docs']:,} documents without a score ({q['missing']})" if q["missing_docs"] else "every document scored"
+    lines = [
+        f"  {p.name}: {q['buckets']} quality buckets of {q['attribute']} ({q['reduce']} span, quantiles by {q['by']}"
+        + (f", within each {q['key']}" if q["key"] else "")
+        + f"); {missing}"
+    ]
+    head = ["topic"] if q["key"] else []
+    head += ["bucket", "scores", "docs", "available", "factor", "requested", "repetition"]
+    rows = [head + [f"taken seed {s}" for s in seeds]]
+    for c in q["cells"]:
+        rows.append(
+            [
+                *([c["topic"] or "(none)"] if q["key"] else []),
+                str(c["bucket"]),
+                f"[{_edge(c['low'], '-' if c['bucket'] == 0 else '+')}, {_edge(c['high'], '+')})",
+                f"{c['docs']:,}",
+                f"{c['available']:,}",
+                f"{c['factor']:g}",
+                f"{c['requested']:,}",
+                f"{c['repetition']:.3f}x",
+                *[f"{c['seeds'][str(s)]['tokens']:,}" for s in seeds],
+            ]
+        )
+    return lines + _table(rows, "    ")

@@ -3,13 +3,15 @@
 1. ``count``, one task per input file: the source's rules, then each kept document's tokens
    (:mod:`mixers.tokens`); kept documents and their (id hash, tokens) are cached under
    ``<output>/_cache/`` by the input's identity, the rules and the tokenizer, so a changed ratio,
-   target or seed list counts nothing again. The cache's files are work files
+   target or seed list counts nothing again. A source with quality buckets (:mod:`mixers.quality`)
+   caches each kept document's score and topic there too. The cache's files are work files
    (:mod:`dolma_pipe.workdir`): one found damaged makes the runner redo the count task;
 2. a driver step plans every source (:mod:`mixers.dolmino`): available, requested and taken
-   tokens and the repetition, per seed; prints the plan before any output is written, stores it
+   tokens and the repetition, per seed (per quality bucket for a source with ``quality``); prints the plan before any output is written, stores it
    in the manifest, and stops with an error naming the source and the fix when a request cannot
    be met;
-3. ``sample``, one task per input file: whole repeats plus the seeded subset, per seed;
+3. ``sample``, one task per input file: whole repeats plus the seeded subset, per seed (per
+   bucket: each document's copies from its bucket's whole repeats and subset);
 4. ``shard``, one task per (seed, source, shard) (:mod:`mixers.layout`):
    ``<output>/seed-<n>/documents/<source>-NNNN.jsonl.gz``; then, as for streams, each source's
    shards an earlier run left past this run's are removed.
@@ -33,7 +35,7 @@ from dolma_pipe.manifest import TaskRecord
 from dolma_pipe.quarantine import Quarantine
 from dolma_pipe.stage import Phase, RunContext, StepResult, Task, TaskOutput
 from dolma_pipe.workdir import WorkFileError
-from mixers import dolmino, tokens
+from mixers import dolmino, quality, tokens
 from mixers.layout import MixLayout, shard_tasks
 from mixers.output import MemberWriter, extension
 from mixers.reading import mix_file
@@ -53,12 +55,21 @@ CACHE_FILES = ("docs.jsonl.zst", "counts.npz", "ids.bin", "meta.json")
 class Sources:
     """The phases of a Dolmino-style mix of sources."""
 
-    def __init__(self, layout: MixLayout, tokenizer_path: str, tokenizer_id: str, requested: dict[str, int]):
+    def __init__(
+        self,
+        layout: MixLayout,
+        tokenizer_path: str,
+        tokenizer_id: str,
+        requested: dict[str, int],
+        scoring: dict[int, quality.QualitySpec] | None = None,
+    ):
         self.layout = layout
         self.config = layout.config
         self.tokenizer_path = tokenizer_path
         self.tokenizer_id = tokenizer_id
         self.requested = requested
+        # Sources with quality buckets, by index: what their count tasks score documents by.
+        self.scoring = scoring or {}
 
     def phases(self) -> list[Phase]:
         return [
@@ -86,6 +97,8 @@ class Sources:
             "compression_in": g.compression_in,
             "tokenizer": self.tokenizer_id,
         }
+        if g.index in self.scoring:  # the cached scores (other sources' caches keep their names)
+            ident["quality"] = self.scoring[g.index].ident()
         digest = hashlib.sha256(orjson.dumps(ident, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
         return storage.join(self.layout.root, "_cache", task.key, digest)
 
@@ -120,6 +133,10 @@ class Sources:
         g = self.layout.group(task)
         keys: list[int] = []
         counts_per_doc: list[int] = []
+        spec = self.scoring.get(g.index)
+        scorer = quality.ScoreReader(spec, task.path, g.rules.attribute_sets, g.compression_in) if spec else None
+        scores: list[float] = []
+        topics: list[str] = []
 
         with MemberWriter(storage.join(cache, "docs.jsonl.zst"), "zst", CACHE_MEMBER_BYTES, 3, work_file=True) as writer:
 
@@ -127,12 +144,22 @@ class Sources:
                 writer.write(r.out, r.line_lengths)
                 keys.extend(r.keys)
                 counts_per_doc.extend(tokens.count(self.tokenizer_path, r.texts))
+                if scorer is not None:
+                    s, t = scorer.batch(r)
+                    scores.extend(s)
+                    topics.extend(t)
 
             counts = mix_file(
                 g.rules, task.path, quarantine, sink, batch_size=self.config.batch_size, compression=g.compression_in, collect=True
             )
         counts.tokens = int(sum(counts_per_doc))
-        dolmino.save_counts(cache, np.array(keys, dtype=np.uint64), np.array(counts_per_doc, dtype=np.uint32))
+        dolmino.save_counts(
+            cache,
+            np.array(keys, dtype=np.uint64),
+            np.array(counts_per_doc, dtype=np.uint32),
+            np.array(scores, dtype=np.float64) if scorer else None,
+            quality.topic_arrays(topics) if scorer else None,
+        )
         workdir.write(storage.join(cache, "ids.bin"), b"".join(quarantine.id_hashes))
         return {
             "counts": counts.as_dict(),
@@ -155,8 +182,18 @@ class Sources:
                 if source.tokens is not None
                 else f"ratio {source.ratio:g} of target_tokens {cfg.target_tokens:,}"
             )
-            plan = dolmino.size_source(g.index, g.name, t.kept, t.tokens, self.requested[g.name], source.max_repetition, how)
             caches = [self.layout.abs(r.data["cache"]) for r in records if r.params["group"] == g.index]
+            if source.quality is not None:
+                # Each bucket is sized and capped (mixers.quality); the source is their sum.
+                qplan = quality.plan_source(g.index, source, self.scoring[g.index], self.requested[g.name], caches, cfg.seeds)
+                plan = dolmino.SourcePlan(g.name, t.kept, t.tokens, self.requested[g.name], source.max_repetition, 0, 0)
+                for s in cfg.seeds:
+                    taken, docs = quality.seed_totals(qplan, s)
+                    plan.seeds[s] = dolmino.SeedPick(0, taken, docs, taken, docs)
+                plan.quality = qplan.as_json()
+                plans.append(plan)
+                continue
+            plan = dolmino.size_source(g.index, g.name, t.kept, t.tokens, self.requested[g.name], source.max_repetition, how)
 
             def files(caches: list[str] = caches) -> Iterator[tuple[np.ndarray, np.ndarray]]:
                 return (dolmino.load_counts(c) for c in caches)
@@ -194,6 +231,10 @@ class Sources:
             p = plans[g.name]
             thresholds = {str(s): p["seeds"][str(s)]["threshold"] for s in self.config.seeds}
             params = {"group": g.index, "cache": step["caches"][f.rel], "whole": p["whole_repeats"], "thresholds": thresholds}
+            source = self.config.sources[g.index]
+            if source.quality is not None:
+                qplan = quality.QualityPlan.from_json(p["quality"])
+                params["quality"] = quality.sample_params(qplan, source.quality, self.config.seeds)
             tasks.append(Task(key=f.rel, inputs=(f,), params=params))
         return tasks
 
@@ -226,7 +267,16 @@ class Sources:
         cache, whole = self.layout.abs(task.params["cache"]), task.params["whole"]
         keys, toks = dolmino.load_counts(cache)
         seeds = self.config.seeds
-        masks = {s: dolmino.selected(dolmino.seeded_ranks(keys, s, g.name), int(task.params["thresholds"][str(s)])) for s in seeds}
+        # Per seed, each document's copies past the whole repeats: the seeded subset's 0 or 1, or
+        # a quality bucket's whole repeats plus its subset's.
+        if "quality" in task.params:
+            extra = {s: quality.copies(g.name, cache, task.params["quality"], s) for s in seeds}
+        else:
+            extra = {
+                s: dolmino.selected(dolmino.seeded_ranks(keys, s, g.name), int(task.params["thresholds"][str(s)])).astype(np.int64)
+                for s in seeds
+            }
+        passes = max((int(e.max()) for e in extra.values() if len(e)), default=0)
         level = self.config.compression_level
         with contextlib.ExitStack() as stack:
             writers = {
@@ -241,24 +291,25 @@ class Sources:
                     lengths = [len(x) + 1 for x in lines]
                     for w in writers.values():
                         w.write(joined, lengths)
-            start = 0
-            for lines in self._cached_lines(cache):  # the seeded subset
-                for s, w in writers.items():
-                    chosen = [lines[i] for i in np.flatnonzero(masks[s][start : start + len(lines)])]
-                    if chosen:
-                        w.write(b"\n".join(chosen) + b"\n", [len(x) + 1 for x in chosen])
-                start += len(lines)
-            if start != len(keys):
-                # Each checks out alone but they disagree: the count task that wrote them is redone.
-                detail = f"damaged (it holds {start} documents, the cached counts {len(keys)})"
-                raise WorkFileError(storage.join(cache, "docs.jsonl.zst"), "damaged", detail)
+            for r in range(max(passes, 1)):  # pass r: the documents with more than r copies still to write
+                start = 0
+                for lines in self._cached_lines(cache):
+                    for s, w in writers.items():
+                        chosen = [lines[i] for i in np.flatnonzero(extra[s][start : start + len(lines)] > r)]
+                        if chosen:
+                            w.write(b"\n".join(chosen) + b"\n", [len(x) + 1 for x in chosen])
+                    start += len(lines)
+                if start != len(keys):
+                    # Each checks out alone but they disagree: the count task that wrote them is redone.
+                    detail = f"damaged (it holds {start} documents, the cached counts {len(keys)})"
+                    raise WorkFileError(storage.join(cache, "docs.jsonl.zst"), "damaged", detail)
         total = int(toks.sum())
         data = {
             str(s): {
                 "path": self.layout.rel(writers[s].path),
                 "members": [m.as_list() for m in writers[s].members],
-                "docs": whole * len(keys) + int(masks[s].sum()),
-                "tokens": whole * total + int(toks[masks[s]].sum()),
+                "docs": whole * len(keys) + int(extra[s].sum()),
+                "tokens": whole * total + int((extra[s] * toks).sum()),
             }
             for s in seeds
         }

@@ -19,7 +19,7 @@ from dolma_pipe.config import ConfigError
 from dolma_pipe.manifest import InputFile
 from dolma_pipe.stage import Phase, Stage
 from dolma_pipe.workdir import WorkDir
-from mixers import dolmino, tokens
+from mixers import dolmino, quality, tokens
 from mixers.config import MixConfig
 from mixers.layout import Group, MixLayout
 from mixers.olmix import apply_mixture
@@ -83,6 +83,8 @@ class MixStage(Stage[MixConfig]):
             self.tokenizer_path = self.tokenizer_id = ""
             self.requested = {}
         self.layout = MixLayout(config)
+        # Quality attributes resolved against the sources' attribute files, as their rules are.
+        self.scoring = quality.resolve_all(config) if config.sources and not config.dryrun else {}
         self._attribute_files: list[InputFile] = []
 
     @property
@@ -135,5 +137,5 @@ class MixStage(Stage[MixConfig]):
         if self.config.dryrun:
             return dry_run(self.layout)
         if self.config.sources:
-            return Sources(self.layout, self.tokenizer_path, self.tokenizer_id, self.requested).phases()
+            return Sources(self.layout, self.tokenizer_path, self.tokenizer_id, self.requested, self.scoring).phases()
         return Streams(self.layout).phases()
