@@ -261,7 +261,7 @@ def _bucket_table(p: SourcePlan, seeds: list[int]) -> list[str]:
     """A source's quality buckets: score range, documents, tokens available, requested and taken."""
     q = p.quality
     assert q is not None
-    missing = f"{q['missing_docs']:,} documents without a score ({q['missing']})" if q["missing_docs"] else "every document scored"
+    missing = f"{q['missing_docs']:,} documents without a score (missing: {q['missing']})" if q["missing_docs"] else "every document scored"
     lines = [
         f"  {p.name}: {q['buckets']} quality buckets of {q['attribute']} ({q['reduce']} span, quantiles by {q['by']}"
         + (f", within each {q['key']}" if q["key"] else "")
