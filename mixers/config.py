@@ -3,7 +3,8 @@
 A spec holds either ``streams`` (Dolma's mixer: each stream's documents, filtered and span-replaced,
 written to size-bounded shards under its ``output.path``) or ``sources`` (a Dolmino-style mix:
 per-source ``ratio`` or ``tokens`` of a ``target_tokens`` total, a ``max_repetition`` cap, whole
-documents sampled per seed, each seed written to ``<output>/seed-<n>/documents/``).
+documents sampled per seed, each seed written to ``<output>/seed-<n>/documents/``; optionally
+by quality buckets, :mod:`mixers.quality`).
 
 Dolma's keys mean what they mean in Dolma: ``work_dir`` is accepted and unused (outputs are
 written to a temporary name next to their final one and renamed), ``shuffle: false`` writes one

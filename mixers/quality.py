@@ -337,16 +337,18 @@ class FileScores:
     topics: np.ndarray
 
 
+def _file_scores(raw: dict[str, np.ndarray], topics: list[str]) -> FileScores:
+    """One file's cache with its topics as indices into ``topics`` (the plan's)."""
+    where = {t: i for i, t in enumerate(topics)}
+    mapping = np.array([where[str(t)] for t in raw["labels"]], dtype=np.int64)
+    return FileScores(raw["keys"], raw["tokens"], raw["scores"], mapping[raw["topics"]] if len(mapping) else np.zeros(0, dtype=np.int64))
+
+
 def load_files(caches: list[str]) -> tuple[list[str], list[FileScores]]:
     """Every file's cached counts and scores, topics mapped onto their sorted union."""
     raw = [dolmino.load_scored_counts(c) for c in caches]
     topics = sorted({str(t) for r in raw for t in r["labels"]})
-    where = {t: i for i, t in enumerate(topics)}
-    out = []
-    for r in raw:
-        mapping = np.array([where[str(t)] for t in r["labels"]], dtype=np.int64)
-        out.append(FileScores(r["keys"], r["tokens"], r["scores"], mapping[r["topics"]] if len(mapping) else r["topics"].astype(np.int64)))
-    return topics, out
+    return topics, [_file_scores(r, topics) for r in raw]
 
 
 def fill_missing(scores: np.ndarray, missing: str | float) -> np.ndarray:
@@ -472,11 +474,8 @@ def sample_params(plan: QualityPlan, config: QualityConfig, seeds: list[int]) ->
 
 def copies(source: str, cache: str, params: dict[str, Any], seed: int) -> np.ndarray:
     """How many times each cached document of one file is taken for ``seed``."""
-    raw = dolmino.load_scored_counts(cache)
     topics: list[str] = params["topics"]
-    where = {t: i for i, t in enumerate(topics)}
-    mapping = np.array([where[str(t)] for t in raw["labels"]], dtype=np.int64)
-    f = FileScores(raw["keys"], raw["tokens"], raw["scores"], mapping[raw["topics"]] if len(mapping) else raw["topics"].astype(np.int64))
+    f = _file_scores(dolmino.load_scored_counts(cache), topics)
     n = params["buckets"]
     cell = cells_of(f, params["edges"], topics, n, params["missing"])
     out = np.zeros(len(f.keys), dtype=np.int64)

@@ -84,7 +84,7 @@ class MixStage(Stage[MixConfig]):
             self.requested = {}
         self.layout = MixLayout(config)
         # Quality attributes resolved against the sources' attribute files, as their rules are.
-        self.scoring = quality.resolve_all(config) if config.sources and not config.dryrun else {}
+        self.scoring = quality.resolve_all(config)
         self._attribute_files: list[InputFile] = []
 
     @property
