@@ -26,9 +26,10 @@ from dolma_pipe.documents import GZIP_LEVEL, ZSTD_LEVEL, compression_of
 from dolma_pipe.filters import gzip_member
 from dolma_pipe.stage import TaskOutput
 
+from . import scaleout
 from .config import DedupConfig
 from .exact import dup_records
-from .workfiles import Layout, read_all, read_slice
+from .workfiles import Layout, read_all
 
 
 def attribute_name_of(rel: str) -> str:
@@ -51,7 +52,7 @@ def write_jsonl_bytes(path: str, data: bytes) -> None:
 
 
 def run_attributes(
-    config: DedupConfig, layout: Layout, out_path: str, i: int, rel: str, buckets: int, substring_spans: bytes = b""
+    config: DedupConfig, layout: Layout, out_path: str, i: int, rel: str, buckets: int, substring_spans: bytes = b"", scaled: bool = False
 ) -> TaskOutput:
     """Writes the attribute file of input file ``i`` (relative name ``rel``)."""
     d = config.dedupe
@@ -69,7 +70,7 @@ def run_attributes(
             doc_dups = dup_records(layout, "documents", i, buckets)
         if d.paragraphs is not None:
             para_dups = dup_records(layout, "paragraphs", i, buckets)
-    members = read_slice(layout.single("minhash/members.bkt"), i) if config.minhash is not None else b""
+    members = scaleout.members(layout, i, rel, scaled) if config.minhash is not None else b""
     ngram = d.paragraphs.by_ngram if d.paragraphs is not None else None
     data, marked = render_attributes(
         meta,

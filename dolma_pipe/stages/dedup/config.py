@@ -158,6 +158,12 @@ class MinhashSection(StrictModel):
         "jaccard", description="check candidate pairs by their real Jaccard (jaccard), by their signatures (signature), or not (none)"
     )
     max_group: int = Field(64, ge=2, description="band buckets larger than this are joined as a chain instead of all their pairs")
+    cluster_memory: int = Field(
+        4 << 30,
+        ge=1,
+        description="bytes the clustering may use in one task; past it (about 2 KiB per kept pair), clusters are found by "
+        "rounds of hash-range tasks, each within it",
+    )
 
 
 class SubstringsSection(StrictModel):

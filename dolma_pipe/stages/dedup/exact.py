@@ -23,6 +23,7 @@ from dolma_pipe import workdir
 from dolma_pipe._rust import FirstOccurrence, bucketed_file
 from dolma_pipe.stage import RunContext, Task, TaskOutput
 
+from . import scaleout
 from .workfiles import DOC, MEMBER, PARA, Layout, read_slice, u32_records
 
 # Reasons in a ``removed`` file.
@@ -58,16 +59,16 @@ def documents_removed_by(layout: Layout, file_index: int, buckets: int) -> set[i
     return out
 
 
-def minhash_removed(layout: Layout, file_index: int) -> set[int]:
+def minhash_removed(layout: Layout, file_index: int, rel: str, scaled: bool) -> set[int]:
     """Documents of one file that are near-duplicates but not their cluster's survivor."""
-    recs = u32_records(read_slice(layout.single("minhash/members.bkt"), file_index))
+    recs = u32_records(scaleout.members(layout, file_index, rel, scaled))
     return {recs[i] for i in range(0, len(recs), MEMBER // 4) if recs[i + 3] == 0}
 
 
-def run_removed(layout: Layout, i: int, rel: str, buckets: int, documents: bool, minhash: bool) -> TaskOutput:
+def run_removed(layout: Layout, i: int, rel: str, buckets: int, documents: bool, minhash: bool, scaled: bool = False) -> TaskOutput:
     """The documents of file ``i`` removed whole by the documents or the MinHash pass."""
     by_docs = documents_removed_by(layout, i, buckets) if documents else set()
-    by_near = minhash_removed(layout, i) if minhash else set()
+    by_near = minhash_removed(layout, i, rel, scaled) if minhash else set()
     recs = b"".join(
         struct.pack("<II", d, (BY_DOCUMENTS if d in by_docs else 0) | (BY_MINHASH if d in by_near else 0))
         for d in sorted(by_docs | by_near)

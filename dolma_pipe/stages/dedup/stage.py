@@ -8,6 +8,8 @@ documents      hash ranges     first copy of each document key (exact mode)
 bands          hash ranges     MinHash candidate pairs
 verify         input files     candidate pairs checked (``minhash.verify``)
 clusters       one             connected components, survivors, ``_clusters.jsonl.gz``
+graph ...      hash ranges     the same, in bounded memory, past ``minhash.cluster_memory``
+                               (:mod:`.scaleout`: star steps, labels, numbers, names)
 removed        input files     documents removed whole (when paragraphs are deduplicated too)
 paragraphs     hash ranges     first copy of each paragraph key (exact mode)
 bloom          one             Bloom mode's test-and-set in the global order, then publish
@@ -24,6 +26,7 @@ run resumes in the phase (and at the task) where it stopped.
 
 from __future__ import annotations
 
+import functools
 import io
 from typing import Any
 
@@ -34,7 +37,7 @@ from dolma_pipe.quarantine import Quarantine
 from dolma_pipe.stage import Phase, RunContext, Stage, StepResult, Task, TaskOutput
 from dolma_pipe.workdir import WorkDir
 
-from . import attributes, bloommode, decontam, exact, minhash, scan, substrings
+from . import attributes, bloommode, decontam, exact, minhash, scaleout, scan, substrings
 from .config import DedupConfig, attribute_set_name, check, resolved
 from .workfiles import Layout, documents_in
 
@@ -152,7 +155,8 @@ class DedupStage(Stage[DedupConfig]):
                         "verify", plan=self._plan_files, run=self._verify, outputs=self._file_out("verified"), after=self._sum, unit="file"
                     )
                 )
-            out.append(Phase("clusters", plan=self._plan_one, run=self._clusters, outputs=self._clusters_outputs, after=self._sum))
+            out.append(Phase("clusters", plan=self._plan_clusters, run=self._clusters, outputs=self._clusters_outputs, after=self._sum))
+            out.extend(self._scaleout_phases())
         if self._needs_removed:
             out.append(
                 Phase("removed", plan=self._plan_files, run=self._removed, outputs=self._file_out("removed"), after=self._sum, unit="file")
@@ -179,7 +183,87 @@ class DedupStage(Stage[DedupConfig]):
         )
         return out
 
+    def _scaleout_phases(self) -> list[Phase]:
+        """The clustering past one task's memory (:mod:`.scaleout`): declared on every MinHash run
+        (phases are fixed before the data is seen), they plan no task when the single one fits."""
+        so = scaleout
+        out = [Phase("graph", plan=self._plan_graph, run=self._graph, outputs=self._part_out("graph", "source"), after=self._sum)]
+        for step in range(1, so.MAX_STEPS + 1):
+            name = so.step_name(step)
+            plan = functools.partial(self._plan_step, step)
+            out.append(Phase(name, plan=plan, run=self._step, outputs=self._part_out(name, "part"), after=self._after_step))
+        out += [
+            Phase("labels", plan=self._plan_labels, run=self._labels, outputs=self._part_out("labels", "part"), after=self._sum),
+            Phase(
+                "numbers", plan=self._plan_groups, run=self._numbers, outputs=self._part_out("numbers", "group"), after=self._after_numbers
+            ),
+            Phase("names", plan=self._plan_groups, run=self._names, outputs=self._names_outputs, after=self._sum),
+            Phase(
+                "clusters-file",
+                plan=self._plan_clusters_file,
+                run=self._clusters_file,
+                outputs=self._clusters_file_outputs,
+                after=self._sum,
+            ),
+        ]
+        return out
+
+    def _scaled(self, ctx: RunContext) -> scaleout.Plan | None:
+        """The split of the scaled-out clustering, or None when one task clusters (decided from
+        the kept pairs, the same on the driver and every worker)."""
+        m = self.config.minhash
+        assert m is not None
+        return scaleout.plan(ctx, m.verify != "none", self._buckets(ctx), m.cluster_memory)
+
     # planning (driver)
+
+    def _plan_clusters(self, ctx: RunContext) -> list[Task]:
+        return [] if self._scaled(ctx) else self._plan_one(ctx)
+
+    def _plan_graph(self, ctx: RunContext) -> list[Task]:
+        p = self._scaled(ctx)
+        if p is None:
+            return []
+        return [Task(key=f"source-{s:05d}", params={"source": s, "parts": p.parts}) for s in range(p.sources)]
+
+    def _plan_step(self, step: int, ctx: RunContext) -> list[Task]:
+        p = self._scaled(ctx)
+        if p is None or (step > 1 and not self._unsettled(ctx, step - 1)):
+            return []
+        return [Task(key=f"part-{r:05d}", params={"step": step, "part": r, "parts": p.parts}) for r in range(p.parts)]
+
+    @staticmethod
+    def _unsettled(ctx: RunContext, step: int) -> bool:
+        """Whether step ``step`` ran and found unsettled nodes (so the next one must run)."""
+        data = ctx.steps[scaleout.step_name(step)].data
+        return bool(data.get("ran")) and data["unsettled"] > 0
+
+    def _last_step(self, ctx: RunContext) -> int:
+        """The last star step that ran: its input was already stars (its output is the same)."""
+        ran = [s for s in range(1, scaleout.MAX_STEPS + 1) if ctx.steps[scaleout.step_name(s)].data.get("ran")]
+        if ran and self._unsettled(ctx, ran[-1]):
+            raise RuntimeError(
+                f"MinHash clusters: {scaleout.MAX_STEPS} star steps did not settle every document (a chain of near-duplicates "
+                "far longer than any seen); raise minhash.cluster_memory to cluster in one task"
+            )
+        return ran[-1]
+
+    def _plan_labels(self, ctx: RunContext) -> list[Task]:
+        p = self._scaled(ctx)
+        if p is None:
+            return []
+        last = self._last_step(ctx)
+        return [Task(key=f"part-{r:05d}", params={"part": r, "parts": p.parts, "step": last}) for r in range(p.parts)]
+
+    def _plan_groups(self, ctx: RunContext) -> list[Task]:
+        p = self._scaled(ctx)
+        if p is None:
+            return []
+        return [Task(key=f"group-{g:05d}", params={"group": g, "groups": p.groups, "parts": p.parts}) for g in range(len(p.groups))]
+
+    def _plan_clusters_file(self, ctx: RunContext) -> list[Task]:
+        p = self._scaled(ctx)
+        return [] if p is None else [Task(key="all", params={"groups": p.groups, "parts": p.parts})]
 
     def _plan_files(self, ctx: RunContext) -> list[Task]:
         """The light per-file phases (verify, removed, attributes): one task per group of
@@ -256,10 +340,42 @@ class DedupStage(Stage[DedupConfig]):
         assert self.config.minhash is not None
         return minhash.run_clusters(self.layout, self.output_root, task, ctx, task.params["buckets"], self.config.minhash.verify != "none")
 
+    def _graph(self, task: Task, quarantine: Quarantine, ctx: RunContext) -> TaskOutput:
+        m = self.config.minhash
+        p = self._scaled(ctx)
+        assert m is not None and p is not None
+        return scaleout.run_graph(self.layout, task, ctx, p, m.verify != "none")
+
+    def _step(self, task: Task, quarantine: Quarantine, ctx: RunContext) -> TaskOutput:
+        p = self._scaled(ctx)
+        assert p is not None
+        return scaleout.run_step(self.layout, task, p)
+
+    def _labels(self, task: Task, quarantine: Quarantine, ctx: RunContext) -> TaskOutput:
+        p = self._scaled(ctx)
+        assert p is not None
+        return scaleout.run_labels(self.layout, task, p, task.params["step"])
+
+    def _numbers(self, task: Task, quarantine: Quarantine, ctx: RunContext) -> TaskOutput:
+        p = self._scaled(ctx)
+        assert p is not None
+        return scaleout.run_numbers(self.layout, task, p)
+
+    def _names(self, task: Task, quarantine: Quarantine, ctx: RunContext) -> TaskOutput:
+        p = self._scaled(ctx)
+        assert p is not None
+        return scaleout.run_names(self.layout, task, ctx, p, ctx.steps["numbers"].data["offsets"])
+
+    def _clusters_file(self, task: Task, quarantine: Quarantine, ctx: RunContext) -> TaskOutput:
+        p = self._scaled(ctx)
+        assert p is not None
+        return scaleout.run_clusters_file(self.layout, self.output_root, p, minhash.CLUSTERS_FILE)
+
     def _removed(self, task: Task, quarantine: Quarantine, ctx: RunContext) -> TaskOutput:
         docs = self.config.dedupe.documents is not None and self._exact
         near = self.config.minhash is not None
-        return self._each_file(task, lambda i, rel: exact.run_removed(self.layout, i, rel, task.params["buckets"], docs, near))
+        scaled = near and self._scaled(ctx) is not None
+        return self._each_file(task, lambda i, rel: exact.run_removed(self.layout, i, rel, task.params["buckets"], docs, near, scaled))
 
     def _paragraphs(self, task: Task, quarantine: Quarantine, ctx: RunContext) -> TaskOutput:
         return exact.run_paragraphs(self.layout, task, ctx, self._needs_removed)
@@ -297,7 +413,9 @@ class DedupStage(Stage[DedupConfig]):
             spans = b""
             if parts:
                 spans = substrings.char_spans(self.layout, parts, [j for j, p in enumerate(parts) if p["file"] == i], subs_buckets)
-            return attributes.run_attributes(self.config, self.layout, out, i, rel, task.params["buckets"], spans)
+            return attributes.run_attributes(self.config, self.layout, out, i, rel, task.params["buckets"], spans, scaled)
+
+        scaled = self.config.minhash is not None and self._scaled(ctx) is not None
 
         return self._each_file(task, one)
 
@@ -311,6 +429,16 @@ class DedupStage(Stage[DedupConfig]):
 
     def _file_out(self, phase: str):
         return lambda task: [self.layout.per_file(phase, f.rel) for f in task.inputs]
+
+    def _part_out(self, phase: str, param: str):
+        return lambda task: [scaleout.part_path(self.layout, phase, task.params[param])]
+
+    def _names_outputs(self, task: Task) -> list[str]:
+        # Its files' members are reported by the task (the files of its group).
+        return [scaleout.rows_path(self.layout, task.params["group"])]
+
+    def _clusters_file_outputs(self, task: Task) -> list[str]:
+        return [storage.join(self.output_root, minhash.CLUSTERS_FILE)]
 
     def _clusters_outputs(self, task: Task) -> list[str]:
         return [self.layout.single("minhash/members.bkt"), storage.join(self.output_root, minhash.CLUSTERS_FILE)]
@@ -340,6 +468,17 @@ class DedupStage(Stage[DedupConfig]):
             step.data["filter_start"] = {"file": self._filter.path, "checksum": _hex(self._filter.initial)}
         return step
 
+    def _after_step(self, records: list[TaskRecord], ctx: RunContext) -> StepResult:
+        step = self._sum(records, ctx)
+        counts = step.data["counts"]
+        step.data.update(ran=bool(records), unsettled=counts.get("unsettled_nodes", 0), edges=counts.get("star_edges", 0))
+        return step
+
+    def _after_numbers(self, records: list[TaskRecord], ctx: RunContext) -> StepResult:
+        step = self._sum(records, ctx)
+        step.data["offsets"] = scaleout.number_offsets(records)
+        return step
+
     def _publish(self, records: list[TaskRecord], ctx: RunContext) -> StepResult:
         assert self._filter is not None
         step = bloommode.publish(self.config, self.layout, self._filter, self.output_root)
@@ -365,6 +504,10 @@ class DedupStage(Stage[DedupConfig]):
         elif self._filter is not None:
             data["filter"] = {"file": self._filter.path, "checksum": _hex(self._filter.current), "read_only": True}
         if "clusters" in ctx.steps:
+            scaled = ctx.steps.get("clusters-file")
+            data["clusters"] = (scaled if scaled is not None and scaled.data.get("counts") else ctx.steps["clusters"]).data.get(
+                "counts", {}
+            )
             data["clusters_file"] = storage.join(self.output_root, minhash.CLUSTERS_FILE)
         return StepResult(data=data, table=self._table(data))
 
@@ -382,7 +525,7 @@ class DedupStage(Stage[DedupConfig]):
         if d.paragraphs is not None:
             rows.append((f"duplicate paragraphs ({d.paragraphs.attribute_name})", f"{marked.get('marked_paragraphs', 0):,}"))
         if self.config.minhash is not None:
-            clusters = data["phases"].get("clusters", {}).get("counts", {})
+            clusters = data["clusters"]
             rows.append(
                 (
                     f"near-duplicate clusters ({self.config.minhash.attribute_name})",
