@@ -67,6 +67,11 @@ COMMANDS: list[Command] = [
     ),
     Command("mix", "mixers.stage:MixStage", "mix sources into a corpus from a YAML spec (Dolma and Dolmino style)"),
     Command(
+        "mix-search",
+        "mixers.search.stage:MixSearchStage",
+        "choose a mixture by proxy training runs: a swarm of proxies and a regression, or microanneals",
+    ),
+    Command(
         "tokenize",
         "dolma_pipe.stages.tokenize:TokenizeStage",
         "tokenize documents into OLMo token shards (.npy + .csv.gz), train and validation",

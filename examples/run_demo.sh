@@ -229,5 +229,14 @@ echo "== 14. report: one offline page of what every stage did, and the data behi
 echo "open $OUT/report/report.html in a browser (it needs no network)"
 
 echo
+echo "== 15. mix-search: a swarm of 8 tiny proxies over the stage-2 sources proposes their ratios -> $OUT/search/"
+"$VENV/bin/python" examples/train_tokenizer.py "$OUT/search-tokens/tokenizer.json" "$OUT/corpus/documents/*/*" >/dev/null
+for src in python-doc linux-doc debian-handbook gcide; do
+  "$DP" tokenize --documents "$OUT/corpus/documents/$src/*" --destination "$OUT/search-tokens/$src" --no-progress \
+    --tokenizer.name_or_path "$OUT/search-tokens/tokenizer.json" --tokenizer.eos_token_id 0 --validation.fraction 0.1 2>/dev/null
+done
+"$DP" mix-search -c examples/configs/mix-search.yaml --no-progress 2>&1 | sed -n '/^swarm:/,$p'
+
+echo
 echo "Outputs under $OUT/ (each stage wrote _manifest.json; a rerun skips finished work, --force redoes it)."
 echo "dolma-pipe list shows every stage and tagger; train/README.md the trainer, soup, evaluation and export."

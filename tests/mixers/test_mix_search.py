@@ -1,0 +1,268 @@
+"""``dolma-pipe mix-search``: pools, proxy data, mixtures, the regression, and whole searches.
+
+The corpus has a planted answer: source ``good`` is drawn from the same motifs as the ``target``
+domain's held-out documents, ``noise`` is uniform random tokens (it can only hurt), ``other`` is
+drawn from other motifs (its own domain). A swarm over them must learn that ``good`` helps the
+target and propose more of it than the uniform mixture and the prior.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from dolma_pipe.config import ConfigError
+from mixers.search import mixtures, regression
+from mixers.search.config import MixSearchConfig
+from mixers.search.pools import read_pool, take, write_proxy_data
+from tests.helpers import done_markers, kill_when
+from train.shards import read_shard, shard_name
+
+pytestmark = pytest.mark.train
+
+VOCAB = 128
+EOS = 0
+
+
+def _motifs(seed: int) -> list[list[int]]:
+    rng = np.random.default_rng(seed)
+    return [rng.integers(1, VOCAB, size=int(rng.integers(4, 8))).tolist() for _ in range(6)]
+
+
+def _docs(kind: str, n: int, seed: int) -> list[list[int]]:
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        length = int(rng.integers(20, 90))
+        if kind == "noise":
+            out.append(rng.integers(1, VOCAB, size=length).tolist())
+        else:
+            motifs = _motifs(1 if kind == "good" else 2)
+            doc: list[int] = []
+            while len(doc) < length:
+                doc += motifs[int(rng.integers(0, len(motifs)))]
+            out.append(doc[:length])
+    return out
+
+
+def _write(folder: Path, docs: list[list[int]], shards: int, src: str) -> None:
+    from train.shards import ShardWriter
+
+    per = -(-len(docs) // shards)
+    for s in range(shards):
+        with ShardWriter(folder / f"{shard_name(s)}.npy", vocab_size=VOCAB, eos_id=EOS) as w:
+            for i, d in enumerate(docs[s * per : (s + 1) * per]):
+                w.add(d, id=f"{src}-{s}-{i}", src=src, loc=i)
+
+
+def make_corpus(root: Path) -> dict[str, Path]:
+    """Three sources (two shards each) and two evaluation domains; returns their folders."""
+    out = {}
+    for kind, seed in [("good", 10), ("noise", 11), ("other", 12)]:
+        _write(root / kind / "train", _docs(kind, 240, seed), 2, kind)
+        out[kind] = root / kind / "train"
+    _write(root / "target" / "val", _docs("good", 40, 99), 1, "target")
+    _write(root / "other" / "val", _docs("other", 40, 98), 1, "other-val")
+    out["target_val"] = root / "target" / "val"
+    out["other_val"] = root / "other" / "val"
+    return out
+
+
+def train_config(path: Path) -> Path:
+    cfg = {
+        "model": {"preset": "tiny", "vocab_size": VOCAB, "d_model": 32, "n_layers": 1, "n_heads": 2, "max_seq_len": 64},
+        "data": {"seq_len": 64, "eos_id": EOS},
+        "train": {"global_batch_size": 8, "micro_batch_size": 8, "precision": "fp32"},
+        "optim": {"lr": 1.0e-2},
+        "schedule": {"kind": "cosine", "warmup_steps": 2},
+        "log": {"interval": 5},
+    }
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def search_spec(root: Path, corpus: dict[str, Path], **extra) -> dict:
+    spec = {
+        "method": "swarm",
+        "output": str(root / "search"),
+        "processes": 1,
+        "progress": False,
+        "sources": [{"name": k, "paths": [str(corpus[k])]} for k in ("good", "noise", "other")],
+        "eval": {"domains": {"target": [str(corpus["target_val"])], "other": [str(corpus["other_val"])]}, "max_instances": 64},
+        "proxy": {"config": str(train_config(root / "proxy.yaml")), "tokens": 8192},
+        "swarm": {"runs": 8, "seed": 3},
+        "fit": {"objective": {"target": 1.0}, "regression": "linear", "candidates": 2000, "top_k": 8},
+    }
+    for k, v in extra.items():
+        spec[k] = {**spec.get(k, {}), **v} if isinstance(v, dict) else v
+    return spec
+
+
+def run_search(spec: dict, path: Path) -> int:
+    from dolma_pipe.cli import main
+
+    path.write_text(yaml.safe_dump(spec))
+    return main(["mix-search", "-c", str(path)])
+
+
+# ---- pools and proxy data ----------------------------------------------------------------------
+
+
+def test_take_gives_requested_tokens_within_one_document_and_nests_across_requests(tmp_path):
+    corpus = make_corpus(tmp_path)
+    pool = read_pool("good", [str(corpus["good"])])
+    assert len(pool.keys) == 240 and len(pool.shards) == 2
+    biggest = int(pool.tokens.max())
+    previous = None
+    for requested in (500, 3000, pool.available, pool.available + 1234, 2 * pool.available + 77):
+        t = take(pool, requested, seed=5)
+        assert abs(t.tokens - requested) <= biggest
+        assert t.whole == requested // pool.available
+        if previous is not None and previous.whole == t.whole:
+            assert not np.any(previous.subset & ~t.subset)  # a larger request takes a superset
+        previous = t
+    # the seed, not the order of the shards, picks the documents
+    reordered = read_pool("good", [str(corpus["good"] / f"{shard_name(1)}.npy"), str(corpus["good"] / f"{shard_name(0)}.npy")])
+    a, b = take(pool, 3000, 5), take(reordered, 3000, 5)
+    assert set(pool.keys[a.subset].tolist()) == set(reordered.keys[b.subset].tolist())
+    assert set(pool.keys[take(pool, 3000, 6).subset].tolist()) != set(pool.keys[a.subset].tolist())
+
+
+def test_proxy_data_holds_the_taken_documents_tokens_for_tokens(tmp_path):
+    corpus = make_corpus(tmp_path)
+    pools = [read_pool(n, [str(corpus[n])]) for n in ("good", "noise")]
+    takes = [take(pools[0], pools[0].available + 400, 1), take(pools[1], 0, 1)]
+    written = write_proxy_data(tmp_path / "proxy", pools, takes, vocab_size=VOCAB, eos_id=EOS, dtype=np.dtype(np.uint16))
+    assert [p.name for p in written] == ["good-00000.npy"]  # nothing taken of noise: no shard
+    shard = read_shard(written[0], np.uint16, eos_id=EOS)
+    assert shard.n_tokens == takes[0].tokens
+    originals = {}
+    for p, _ in [(Path(s), None) for s in pools[0].shards]:
+        sh = read_shard(p, np.uint16)
+        for i, d in enumerate(sh.docs):
+            originals[d.id] = sh.document(i).tolist()
+    got = [shard.document(i).tolist() for i in range(len(shard.docs))]
+    # every document once (the whole repeat), then the subset: each a copy of an original
+    assert len(got) == 240 + int(takes[0].subset.sum())
+    assert sorted(map(tuple, got[:240])) == sorted(map(tuple, originals.values()))
+
+
+# ---- mixtures and the regression -----------------------------------------------------------
+
+
+def test_sampled_mixtures_are_seeded_and_within_caps():
+    available = np.array([1000.0, 200.0, 5000.0])
+    cap = mixtures.caps(available, np.array([1.0, 2.0, 1.0]), 1000)
+    assert cap.tolist() == [1.0, 0.4, 1.0]
+    center = mixtures.prior({}, ["a", "b", "c"], available)
+    a = mixtures.sample(np.random.default_rng(0), center, 1.0, 50, cap, "swarm")
+    b = mixtures.sample(np.random.default_rng(0), center, 1.0, 50, cap, "swarm")
+    assert np.array_equal(a, b) and a.shape == (50, 3)
+    assert np.all(a[:, 1] <= 0.4 + 1e-12) and np.allclose(a.sum(axis=1), 1)
+    with pytest.raises(ConfigError, match="max_repetition"):
+        mixtures.sample(np.random.default_rng(0), center, 1.0, 5, np.array([0.1, 0.1, 0.1]), "swarm")
+    d = mixtures.as_dict(np.array([0.3333333, 0.3333333, 0.3333334]), ["a", "b", "c"], digits=3)
+    assert sum(d.values()) == pytest.approx(1.0, abs=1e-12) and sorted(d.values()) == [0.333, 0.333, 0.334]
+
+
+def test_regression_recovers_a_planted_effect_and_proposes_within_caps():
+    rng = np.random.default_rng(0)
+    x = rng.dirichlet(np.ones(3), size=24)
+    # domain 0 improves with source 0, is hurt by source 1; domain 1 improves with source 2
+    y = np.stack([3.0 - 1.0 * x[:, 0] + 0.8 * x[:, 1], 2.5 - 0.7 * x[:, 2]], axis=1) + rng.normal(0, 0.01, size=(24, 2))
+    objective = np.array([1.0, 0.0])
+    for kind in ("linear", "loglinear", "quadratic", "gbm"):
+        f = regression.fit(kind, x, y, ["t", "o"], objective, 5, 0)
+        assert f.spearman["t"] > 0.8 and f.spearman["objective"] > 0.8, kind
+    f = regression.fit("linear", x, y, ["t", "o"], objective, 5, 0)
+    cap = np.array([0.6, 1.0, 1.0])
+    best = regression.propose(f, objective, np.full(3, 1 / 3), cap, 5000, 16, 0)
+    assert best[0] == pytest.approx(0.6, abs=0.05) and best[1] < 0.05  # as much of source 0 as allowed, none of 1
+    assert np.array_equal(best, regression.propose(f, objective, np.full(3, 1 / 3), cap, 5000, 16, 0))
+
+
+def test_spec_mistakes_name_the_key(tmp_path):
+    corpus = make_corpus(tmp_path)
+    base = search_spec(tmp_path, corpus)
+    with pytest.raises(ValueError, match="fit.objective: 'nope'"):
+        MixSearchConfig.model_validate({**base, "fit": {"objective": {"nope": 1}}})
+    with pytest.raises(ValueError, match="swarm.prior: 'web' is not a source"):
+        MixSearchConfig.model_validate({**base, "swarm": {"prior": {"web": 1}}})
+    with pytest.raises(ValueError, match="microanneal: the section is required"):
+        MixSearchConfig.model_validate({**base, "method": "microanneal"})
+    no_domains = {**base, "eval": {}}
+    with pytest.raises(ValueError, match="no evaluation domain"):
+        MixSearchConfig.model_validate(no_domains)
+    bad = {**base, "proxy": {"config": str(tmp_path / "missing.yaml"), "tokens": 100}}
+    assert run_search(bad, tmp_path / "bad.yaml") != 0
+
+
+# ---- whole searches ----------------------------------------------------------------------------
+
+
+def _search_json(root: Path) -> dict:
+    return json.loads((root / "search" / "search.json").read_text())
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_swarm_learns_the_planted_answer_and_reruns_to_the_same_proposal(tmp_path, capsys):
+    corpus = make_corpus(tmp_path)
+    spec = search_spec(tmp_path, corpus, confirm={"seeds": [1]})
+    assert run_search(spec, tmp_path / "search.yaml") == 0
+    out = capsys.readouterr().out
+    s = _search_json(tmp_path)
+    assert [r["key"] for r in s["runs"]] == [f"run-{i:03d}" for i in range(8)]
+    p = s["proposal"]
+    # the planted answer: most of the source that matches the target, little noise
+    assert p["good"] > max(s["uniform"]["good"], s["prior"]["good"]) and p["noise"] < s["uniform"]["noise"]
+    assert s["fit"]["spearman"]["target"] >= 0.7
+    assert s["proposal_beats"] == {"uniform": True, "prior": True}
+    assert s["confirm"]["proposal"]["target"] < min(s["confirm"]["uniform"]["target"], s["confirm"]["prior"]["target"])
+    olmix = (tmp_path / "search" / "proposal.olmix.yaml").read_text()
+    assert "good" in olmix
+    assert "swarm: 8 proxy runs" in out and "confirmation runs" in out
+    records = tmp_path / "search" / "runs"
+    results = {
+        k: ((records / k / "result.json").read_bytes(), (records / k / "result.json").stat().st_mtime_ns) for k in ("run-000", "run-007")
+    }
+
+    # a rerun trains nothing and proposes the same; another regression refits the same runs
+    assert run_search(spec, tmp_path / "search.yaml") == 0
+    assert _search_json(tmp_path)["proposal"] == p
+    refit = search_spec(tmp_path, corpus, fit={"regression": "loglinear"})
+    assert run_search(refit, tmp_path / "refit.yaml") == 0
+    assert _search_json(tmp_path)["fit"]["regression"] == "loglinear"
+    assert {k: ((records / k / "result.json").read_bytes(), (records / k / "result.json").stat().st_mtime_ns) for k in results} == results
+    assert json.loads((tmp_path / "search" / "_manifest.json").read_text())["status"] == "complete"
+
+    # the same search from scratch, two processes: the same runs' losses and the same proposal
+    spec2 = {**spec, "output": str(tmp_path / "search2"), "processes": 2}
+    assert run_search(spec2, tmp_path / "search2.yaml") == 0
+    s2 = json.loads((tmp_path / "search2" / "search.json").read_text())
+    assert s2["proposal"] == p and s2["runs"] == s["runs"]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_killed_swarm_reruns_only_the_missing_runs(tmp_path):
+    corpus = make_corpus(tmp_path)
+    spec = search_spec(tmp_path, corpus, swarm={"runs": 5, "seed": 1})
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(spec))
+    done = tmp_path / "search" / "_done" / "runs"
+    kill_when("dolma_pipe", ["mix-search", "-c", str(tmp_path / "s.yaml")], lambda: len(done_markers(done)) >= 2, timeout=300)
+    finished = sorted(p.stem for p in done_markers(done))
+    assert 2 <= len(finished) < 5
+    records = tmp_path / "search" / "runs"
+    before = {k: (records / k / "result.json").stat().st_mtime_ns for k in finished}
+    assert run_search(spec, tmp_path / "s.yaml") == 0
+    assert {k: (records / k / "result.json").stat().st_mtime_ns for k in finished} == before  # not trained again
+    assert sorted(p.stem for p in done_markers(done)) == [f"run-{i:03d}" for i in range(5)]
+    # the same proposal as a search never killed
+    clean = {**spec, "output": str(tmp_path / "clean")}
+    assert run_search(clean, tmp_path / "clean.yaml") == 0
+    assert _search_json(tmp_path)["proposal"] == json.loads((tmp_path / "clean" / "search.json").read_text())["proposal"]
