@@ -309,13 +309,21 @@ class RunSummary:
         m = self.manifest
         rows: list[tuple[str, str]] = []
         single = len(m.phases) == 1
+        idle = 0
         for p in m.phases:
             done = sum(1 for r in p.tasks.values() if not r.skipped)
             skipped = len(p.tasks) - done
             label = "files" if single and p.name == "files" else f"{p.name} tasks"
             not_run = f", {len(p.not_run):,} not run" if p.not_run else ""
             total = len(p.tasks) + len(p.failures) + len(p.not_run)
+            if total == 0 and not single:
+                # Phases a run did not need (dedup's scaled-out clustering below its budget, its
+                # star steps after the graph settled): one line, not one each.
+                idle += 1
+                continue
             rows.append((label, f"{total:,} ({done:,} processed, {skipped:,} already done, {len(p.failures):,} failed{not_run})"))
+        if idle:
+            rows.append(("idle phases", f"{idle:,} planned no task (listed in the manifest)"))
         if self.table is None:
             # A stage's own table says what it did; without one, the counts it summed say it.
             # (Either way they are all in the manifest's totals.)
