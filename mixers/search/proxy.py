@@ -82,6 +82,13 @@ def _tail(path: Path, lines: int = 25) -> str:
         return "(no log)"
 
 
+def _metrics(save_dir: Path) -> list[dict[str, Any]]:
+    path = save_dir / "metrics.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
 def _run_config(settings: TrainSettings, run: ProxyRun, data: Path, save_dir: Path) -> dict[str, Any]:
     raw = json.loads(json.dumps(settings.raw))
     raw["run_name"] = f"mix-search-{run.key}"
@@ -143,7 +150,10 @@ def run_proxy(
                 f"proxy run {run.key}: the trainer ended without its final checkpoint {checkpoint.name}; its log ends:\n{_tail(log)}"
             )
         trained = time.perf_counter() - started
-        evaluated = evaluate_domains([str(checkpoint)], domains, max_instances=max_instances, micro_batch=16, tokenizer=tokenizer)[str(checkpoint)]
+        speeds = [m["tokens_per_s"] for m in _metrics(scratch / "ckpt") if "tokens_per_s" in m]
+        evaluated = evaluate_domains([str(checkpoint)], domains, max_instances=max_instances, micro_batch=16, tokenizer=tokenizer)[
+            str(checkpoint)
+        ]
         result = {
             "key": run.key,
             "weights": run.weights,
@@ -157,6 +167,9 @@ def run_proxy(
         storage.write_bytes(storage.join(record_dir, "config.yaml"), config_path.read_bytes())
         storage.write_bytes(storage.join(record_dir, "train.log"), log.read_bytes())
         storage.write_bytes(storage.join(record_dir, "result.json"), json.dumps(result, indent=1).encode())
-        return {**result, "train_seconds": round(trained, 3), "seconds": round(time.perf_counter() - started, 3)}
+        timing = {"train_seconds": round(trained, 3), "seconds": round(time.perf_counter() - started, 3)}
+        if speeds:  # the median of the logged steps: the first steps warm up
+            timing["tokens_per_s"] = round(float(np.median(speeds)), 1)
+        return {**result, **timing}
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

@@ -338,6 +338,13 @@ class MixSearchStage(Stage[MixSearchConfig]):
         sp = s["fit"]["spearman"]
         fmt = {k: ("n/a" if v is None else f"{v:.3f}") for k, v in sp.items()}
         lines.append("  held-out Spearman (cross-validated): " + ", ".join(f"{k} {v}" for k, v in fmt.items()))
+        secs = [r["seconds"] for r in results if "seconds" in r]
+        speeds = [r["tokens_per_s"] for r in results if "tokens_per_s" in r]
+        if secs:
+            lines.append(
+                f"  a proxy run: {float(np.median(secs)):.1f} s (median, evaluation included)"
+                + (f", {float(np.median(speeds)):,.0f} tokens/s training" if speeds else "")
+            )
         lines.append(
             f"  best proxy run: {s['best_run']} (objective {measured.min():.4f}); measured range {measured.min():.4f}..{measured.max():.4f}"
         )
