@@ -50,6 +50,9 @@ class ProxySection(StrictModel):
     set: list[str] = Field(default_factory=list, description="overrides of that config, as train's --set key=value")
     tokens: int = Field(..., gt=0, description="tokens each proxy trains on: its mix's size and its steps (tokens / batch tokens)")
     nproc: int = Field(default=1, ge=1, description="processes per proxy (torchrun --standalone when above 1)")
+    threads: int = Field(
+        default=1, ge=1, description="CPU threads per process of a proxy: fixed, so a run's losses are the same on any executor"
+    )
     scratch: str | None = Field(
         default=None, description="local folder of a running proxy's data and checkpoints (default: the system's temporary folder)"
     )

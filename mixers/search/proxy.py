@@ -102,9 +102,12 @@ def _run_config(settings: TrainSettings, run: ProxyRun, data: Path, save_dir: Pa
     return raw
 
 
-def _train(cmd: list[str], log: Path, key: str) -> None:
+def _train(cmd: list[str], log: Path, key: str, threads: int) -> None:
+    # The thread count is pinned: CPU kernels split their sums by thread, and Ray sets
+    # OMP_NUM_THREADS=1 in its workers where a local process pool leaves it unset.
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
     with open(log, "ab") as fh:
-        proc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, check=False)
+        proc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, check=False, env=env)
     if proc.returncode != 0:
         raise ProxyError(f"proxy run {key}: the trainer exited with status {proc.returncode}; its log ends:\n{_tail(log)}")
 
@@ -116,12 +119,15 @@ def run_proxy(
     domains: dict[str, list[str]],
     *,
     nproc: int,
+    threads: int,
     max_instances: int,
     tokenizer: str | None,
     scratch_root: str | None,
     record_dir: str,
 ) -> dict[str, Any]:
     """Trains and evaluates one proxy; returns (and writes to ``record_dir``) its result."""
+    import torch
+
     from train.evaluate import evaluate_domains
 
     scratch = Path(scratch_root or tempfile.gettempdir()) / f"dolma-pipe-mix-search-{os.getpid()}-{run.key}"
@@ -142,7 +148,7 @@ def run_proxy(
             cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc)]
         else:
             cmd = [sys.executable]
-        _train([*cmd, "-m", "train", "--config", str(config_path)], log, run.key)
+        _train([*cmd, "-m", "train", "--config", str(config_path)], log, run.key, threads)
         steps = raw["train"]["max_steps"]
         checkpoint = scratch / "ckpt" / f"step{steps}"
         if not checkpoint.is_dir():
@@ -151,9 +157,13 @@ def run_proxy(
             )
         trained = time.perf_counter() - started
         speeds = [m["tokens_per_s"] for m in _metrics(scratch / "ckpt") if "tokens_per_s" in m]
-        evaluated = evaluate_domains([str(checkpoint)], domains, max_instances=max_instances, micro_batch=16, tokenizer=tokenizer)[
-            str(checkpoint)
-        ]
+        before = torch.get_num_threads()
+        torch.set_num_threads(threads)
+        try:
+            evaluated = evaluate_domains([str(checkpoint)], domains, max_instances=max_instances, micro_batch=16, tokenizer=tokenizer)
+        finally:
+            torch.set_num_threads(before)
+        evaluated = evaluated[str(checkpoint)]
         result = {
             "key": run.key,
             "weights": run.weights,

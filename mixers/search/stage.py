@@ -213,6 +213,7 @@ class MixSearchStage(Stage[MixSearchConfig]):
             self.settings,
             self.config.domain_paths,
             nproc=self.config.proxy.nproc,
+            threads=self.config.proxy.threads,
             max_instances=self.config.eval.max_instances,
             tokenizer=self.config.eval.tokenizer,
             scratch_root=self.config.proxy.scratch,

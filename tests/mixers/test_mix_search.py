@@ -240,12 +240,6 @@ def test_swarm_learns_the_planted_answer_and_reruns_to_the_same_proposal(tmp_pat
     assert {k: ((records / k / "result.json").read_bytes(), (records / k / "result.json").stat().st_mtime_ns) for k in results} == results
     assert json.loads((tmp_path / "search" / "_manifest.json").read_text())["status"] == "complete"
 
-    # the same search from scratch, two processes: the same runs' losses and the same proposal
-    spec2 = {**spec, "output": str(tmp_path / "search2"), "processes": 2}
-    assert run_search(spec2, tmp_path / "search2.yaml") == 0
-    s2 = json.loads((tmp_path / "search2" / "search.json").read_text())
-    assert s2["proposal"] == p and s2["runs"] == s["runs"]
-
 
 @pytest.mark.slow
 @pytest.mark.timeout(600)
@@ -266,3 +260,18 @@ def test_a_killed_swarm_reruns_only_the_missing_runs(tmp_path):
     clean = {**spec, "output": str(tmp_path / "clean")}
     assert run_search(clean, tmp_path / "clean.yaml") == 0
     assert _search_json(tmp_path)["proposal"] == json.loads((tmp_path / "clean" / "search.json").read_text())["proposal"]
+
+
+@pytest.mark.slow
+@pytest.mark.ray
+@pytest.mark.timeout(600)
+def test_a_swarm_on_ray_trains_the_same_runs_as_locally(tmp_path, ray_address):
+    corpus = make_corpus(tmp_path)
+    spec = search_spec(tmp_path, corpus, swarm={"runs": 3, "seed": 2}, fit={"folds": 3})
+    assert run_search(spec, tmp_path / "local.yaml") == 0
+    on_ray = {**spec, "output": str(tmp_path / "ray"), "processes": 2, "ray_address": ray_address}
+    assert run_search(on_ray, tmp_path / "ray.yaml") == 0
+    for key in ("run-000", "run-001", "run-002"):
+        local = (tmp_path / "search" / "runs" / key / "result.json").read_bytes()
+        assert (tmp_path / "ray" / "runs" / key / "result.json").read_bytes() == local
+    assert json.loads((tmp_path / "ray" / "search.json").read_text())["proposal"] == _search_json(tmp_path)["proposal"]
