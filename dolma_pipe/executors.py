@@ -12,6 +12,11 @@ in flight are still waited for and yielded).
 
 Pool workers die with the process that started them (a parent-death signal),
 so killing a run never leaves workers running under PID 1.
+
+A joined Ray cluster of more than one node is taken to share no disk: :func:`refuse_local_paths`
+refuses a run whose config gives a local path that tasks read or write (inputs, outputs, work
+files), naming the config key, before any task runs; ``DOLMA_PIPE_SHARED_FS=1`` says the local
+paths are on a filesystem mounted on every node (NFS, Lustre) and lifts the refusal.
 """
 
 from __future__ import annotations
@@ -23,12 +28,15 @@ import os
 import signal
 import socket
 import sys
+import typing
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
+from dolma_pipe import storage
+from dolma_pipe.config import absolute_path
 from dolma_pipe.errors import DolmaPipeError
 
 Outcome = tuple[Any, Any, BaseException | None]
@@ -235,6 +243,12 @@ class RayExecutor(Executor):
             for ref in pending:
                 ray.cancel(ref, force=True)
 
+    def nodes(self) -> int:
+        """How many nodes of the cluster are alive."""
+        import ray
+
+        return sum(1 for node in ray.nodes() if node.get("Alive"))
+
     def close(self) -> None:
         if self._started_here:
             import ray
@@ -264,3 +278,103 @@ def make_executor(processes: int, ray: bool = False, ray_address: str | None = N
     if ray or ray_address:
         return RayExecutor(processes, ray_address)
     return LocalExecutor(processes)
+
+
+# ---- paths every node must reach ---------------------------------------------------------------
+
+SHARED_FS_ENV = "DOLMA_PIPE_SHARED_FS"
+
+
+def _is_path_type(tp: Any) -> bool:
+    """Whether a config field's type holds :data:`dolma_pipe.config.PathStr` values (a path made
+    absolute on the driver): the config's paths, as opposed to names, globs of names or ids."""
+    if typing.get_origin(tp) is typing.Annotated:
+        return any(getattr(m, "func", None) is absolute_path for m in tp.__metadata__)
+    return False
+
+
+def _paths_in(value: Any, tp: Any, key: str, driver: frozenset[str]) -> Iterator[tuple[str, str]]:
+    from pydantic import BaseModel
+
+    if value is None:
+        return
+    if isinstance(value, BaseModel):
+        yield from _fields(value, key + ".", driver)
+        return
+    if isinstance(value, str):
+        if _is_path_type(tp) or any(_is_path_type(a) for a in typing.get_args(tp)):
+            yield key, value
+        return
+    args = typing.get_args(tp)
+    # Unions (X | None): the member that is a container says what its items are.
+    inner = [a for a in args if typing.get_origin(a) in (list, tuple, dict)]
+    if inner:
+        yield from _paths_in(value, inner[0], key, driver)
+        return
+    if isinstance(value, (list, tuple)):
+        item = args[0] if args else Any
+        for i, v in enumerate(value):
+            yield from _paths_in(v, item, f"{key}.{i}", driver)
+    elif isinstance(value, dict):
+        item = args[-1] if args else Any
+        for k, v in value.items():
+            yield from _paths_in(v, item, f"{key}.{k}", driver)
+
+
+def config_paths(config: Any) -> Iterator[tuple[str, str]]:
+    """``(config key, path)`` of every path a config gives (its ``PathStr`` fields, nested sections
+    and lists included), but those its model's ``driver_paths`` names (dotted keys of paths only
+    the driver reads, such as a file read while planning)."""
+    yield from _fields(config, "", frozenset(getattr(type(config), "driver_paths", ())))
+
+
+def _fields(config: Any, prefix: str, driver: frozenset[str]) -> Iterator[tuple[str, str]]:
+    for name, field in type(config).model_fields.items():
+        key = prefix + name
+        if key in driver:
+            continue
+        value = getattr(config, name)
+        if any(getattr(m, "func", None) is absolute_path for m in field.metadata):
+            if isinstance(value, str):
+                yield key, value
+            continue
+        yield from _paths_in(value, field.annotation, key, driver)
+
+
+def _env_true(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() not in ("", "0", "false", "no")
+
+
+def _named(path: str, keyed: list[tuple[str, str]], what: str) -> tuple[str, str]:
+    """A path the stage derives (its output root, its work directory) named by the config key it
+    comes from: the longest config path that holds it."""
+    holders = [key for key, value in keyed if path == value or path.startswith(value.rstrip("/") + "/")]
+    best = max(holders, key=lambda k: len(dict(keyed)[k]), default=None)
+    return (f"config key '{best}'" if best else what), path
+
+
+def refuse_local_paths(executor: Executor, config: Any, derived: Iterable[tuple[str, str]] = ()) -> None:
+    """On a joined Ray cluster of more than one node, refuse a local path that tasks read or write:
+    the config's paths (:func:`config_paths`) and the ``derived`` ones ``(what, path)``, such as
+    the output root and the work directory; its nodes share no disk.
+
+    Nothing is asked of Ray when every path is remote, on the local executor, on a Ray started for
+    the run (one machine), or with ``DOLMA_PIPE_SHARED_FS=1`` (a filesystem every node mounts).
+    """
+    if not isinstance(executor, RayExecutor) or not executor.address or _env_true(SHARED_FS_ENV):
+        return
+    keyed = list(config_paths(config))
+    named = [(f"config key '{key}'", path) for key, path in keyed] + [_named(path, keyed, what) for what, path in derived]
+    local = list(dict.fromkeys((where, path) for where, path in named if not storage.is_remote(path)))
+    if not local:
+        return
+    nodes = executor.nodes()
+    if nodes < 2:
+        return
+    where, path = local[0]
+    more = f" (and {len(local) - 1} other local path(s))" if len(local) > 1 else ""
+    raise ExecutorError(
+        f"{where}: {path} is on this machine's disk{more}, but the Ray cluster at {executor.address} has "
+        f"{nodes} nodes that share no disk: give an s3:// path (or set {SHARED_FS_ENV}=1 if it is a shared "
+        "filesystem mounted on every node; see docs/cluster.md)"
+    )

@@ -55,7 +55,7 @@ from pydantic import ValidationError
 
 from dolma_pipe import __version__, storage, workdir
 from dolma_pipe.errors import DolmaPipeError
-from dolma_pipe.executors import Executor, make_executor
+from dolma_pipe.executors import Executor, make_executor, refuse_local_paths
 from dolma_pipe.lock import RunLock, command_line
 from dolma_pipe.manifest import MANIFEST, ExecutorInfo, Manifest, ManifestError, PhaseRecord, Redo, TaskRecord, read_manifest
 from dolma_pipe.paths import PathError
@@ -710,6 +710,10 @@ def _run_phase(
         return outcome
     if executor is None:
         executor = outcome.executor = make_executor(cfg.processes, cfg.ray, cfg.ray_address)
+    # A joined cluster of several nodes shares no disk: a local path that tasks use is refused
+    # before one runs (docs/cluster.md).
+    work = stage.work
+    refuse_local_paths(executor, cfg, [("the output root", root), *([("the work directory", work.root)] if work is not None else [])])
     started = time.perf_counter()
     docs = 0
     fn = functools.partial(execute_task, stage, index, ctx, fingerprint)

@@ -17,7 +17,7 @@ is made, before any file is read.
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -175,6 +175,10 @@ class SourceConfig(StrictModel):
 
 class MixConfig(RunOptions):
     """``dolma-pipe mix``: Dolma's ``streams`` or Dolmino-style ``sources``."""
+
+    # Paths only the driver reads (the olmix file is applied when the config loads): on a cluster
+    # of nodes that share no disk it may stay local.
+    driver_paths: ClassVar[frozenset[str]] = frozenset({"mixture"})
 
     # Dolma's mixer schema.
     streams: list[StreamConfig] = Field(default_factory=list, description="Dolma-style streams (see `streams` in Dolma's mixer)")

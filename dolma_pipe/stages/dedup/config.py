@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator
 
@@ -195,6 +195,10 @@ class DecontaminationSection(StrictModel):
 
 
 class DedupConfig(RunOptions):
+    # Paths only the driver reads (work_dir.input is unused; evaluation files are read while
+    # planning): on a cluster of nodes that share no disk they may stay local.
+    driver_paths: ClassVar[frozenset[str]] = frozenset({"work_dir.input", "decontamination.evaluation"})
+
     documents: list[PathStr] = Field(..., min_length=1, description="input document files or globs (local or s3://)")
     work_dir: WorkDirConfig | None = Field(None, description="Dolma's work directories (output: intermediate files)")
     dedupe: DedupeSection = Field(..., description="what to deduplicate (Dolma's section)")
