@@ -75,7 +75,7 @@ class ValidationOptions(StrictModel):
 
 class TokenizeConfig(RunOptions):
     documents: list[PathStr] = Field(..., min_length=1, description="input document files or globs (local or s3://)")
-    destination: PathStr = Field(..., description="local folder for the shards: <destination>/train/, <destination>/val/")
+    destination: PathStr = Field(..., description="folder (or s3:// prefix) for the shards: <destination>/train/, <destination>/val/")
     tokenizer: TokenizerOptions
     dtype: Literal["uint16", "uint32"] | None = Field(None, description="token dtype (default: uint16 when the vocabulary fits)")
     seed: int = Field(3920, description="seed of the document order (Dolma's default)")

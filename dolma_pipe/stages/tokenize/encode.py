@@ -65,7 +65,7 @@ class Encode:
     def run(self, task: Task, quarantine: Quarantine, ctx: RunContext) -> TaskOutput:
         _set_parallelism()
         cfg = self.stage.config
-        tok = toks.load(self.stage.tok_info.path, cfg.tokenizer.encode_special_tokens)
+        tok = toks.load(self.stage.tokenizer_file(), cfg.tokenizer.encode_special_tokens)
         # Per batch, numpy columns only (40 bytes a document): tokens and ids go to disk as they come.
         cols: dict[str, list[np.ndarray]] = {"key": [], "vkey": [], "ntok": [], "loc": [], "id_len": []}
         docs_in = empty = n_tokens = 0

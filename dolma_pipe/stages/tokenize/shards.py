@@ -8,14 +8,18 @@ the bucket's first index. Afterwards shards an earlier run with other settings l
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 import os
 import re
+import shutil
+import tempfile
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from dolma_pipe import workdir
+from dolma_pipe import storage, workdir
 from dolma_pipe.manifest import TaskRecord
 from dolma_pipe.quarantine import Quarantine
 from dolma_pipe.stage import RunContext, StepResult, Task, TaskOutput, remove_stale
@@ -35,6 +39,26 @@ WRITE_BATCH = 8192
 # The files of a shard this stage writes (``part-00003.npy`` and ``part-00003.csv.gz``): what a
 # finished run removes when an earlier run left more shards than it wrote.
 STALE_SHARD = re.compile(r"part-\d+(?:" + re.escape(TOKENS_SUFFIX) + "|" + re.escape(SIDECAR_SUFFIX) + ")")
+
+
+@contextlib.contextmanager
+def _staged(final: str) -> Iterator[str]:
+    """Where a shard's writer writes: ``final`` itself when local; for an ``s3://`` destination a
+    local folder, whose shard is uploaded when the block ends cleanly (the sidecar first, then the
+    tokens, as the writer renames them: a visible ``.npy`` has its sidecar)."""
+    if not storage.is_remote(final):
+        yield final
+        return
+    folder = tempfile.mkdtemp(prefix="dolma-pipe-shard-")
+    try:
+        path = os.path.join(folder, final.rsplit("/", 1)[-1])
+        yield path
+        tokens = final[: -len(TOKENS_SUFFIX)]
+        for local, remote in ((path[: -len(TOKENS_SUFFIX)] + SIDECAR_SUFFIX, tokens + SIDECAR_SUFFIX), (path, final)):
+            with open(local, "rb") as src, storage.open_write_atomic(remote) as dst:
+                shutil.copyfileobj(src, dst, 1 << 22)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 class _Bucket:
@@ -148,10 +172,13 @@ class Shards:
         id_offs, id_ends = rows["id_off"].tolist(), rows["id_end"].tolist()
         tokens_written = 0
         for s in range(bucket.n_shards):
-            path = self.stage.shard_path(p["split"], p["first"] + s)
-            with ShardWriter(
-                path, vocab_size=self.stage.tok_info.vocab_size, eos_id=self.stage.eos_id, dtype=self.stage.dtype, add_eos=False
-            ) as w:
+            final = self.stage.shard_path(p["split"], p["first"] + s)
+            with (
+                _staged(final) as path,
+                ShardWriter(
+                    path, vocab_size=self.stage.tok_info.vocab_size, eos_id=self.stage.eos_id, dtype=self.stage.dtype, add_eos=False
+                ) as w,
+            ):
                 lo, hi = bucket.bounds[s], bucket.bounds[s + 1]
                 for a in range(lo, hi, WRITE_BATCH):
                     b = min(hi, a + WRITE_BATCH)
@@ -175,15 +202,16 @@ class Shards:
         shards = ctx.steps["pack"].data["shards"]
         stale = 0
         for split in SPLITS:
-            folder = os.path.join(self.stage.output_root, split)
+            folder = storage.join(self.stage.output_root, split)
             expected = {shard_name(i) + suffix for i in range(shards[split]) for suffix in (TOKENS_SUFFIX, SIDECAR_SUFFIX)}
-            if os.path.isdir(folder):
-                stale += len({os.path.basename(p).split(".", 1)[0] for p in remove_stale(folder, STALE_SHARD, expected)})
-                if not os.listdir(folder):
-                    os.rmdir(folder)
-            for i in range(shards[split]):
-                if not os.path.exists(self.stage.shard_path(split, i)):
-                    raise WorkFileError(self.stage.shard_path(split, i), "missing")  # the runner redoes its write task
+            stale += len({p.rsplit("/", 1)[-1].split(".", 1)[0] for p in remove_stale(folder, STALE_SHARD, expected)})
+            local = storage.local_path(folder)
+            if not storage.is_remote(folder) and os.path.isdir(local) and not os.listdir(local):
+                os.rmdir(local)
+            wanted = [self.stage.shard_path(split, i) for i in range(shards[split])]
+            for path, size in storage.sizes(wanted).items():
+                if size is None:
+                    raise WorkFileError(path, "missing")  # the runner redoes its write task
         split_step = ctx.steps["encode"].data
         summary: dict[str, Any] = {
             "tokenizer": {
@@ -199,7 +227,7 @@ class Shards:
             "stale_shards_removed": stale,
             "splits": {
                 split: {
-                    "path": os.path.join(self.stage.output_root, split),
+                    "path": storage.join(self.stage.output_root, split),
                     "docs": split_step["docs"][split],
                     "tokens": split_step["tokens"][split],
                     "shards": shards[split],
