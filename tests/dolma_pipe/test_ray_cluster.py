@@ -40,6 +40,9 @@ def two_node_cluster(tmp_path):
     base = tempfile.mkdtemp(prefix="dpr", dir="/tmp")  # short: Ray's socket paths must fit in 107 bytes
     port = free_port()
     env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(16), "RAY_USAGE_STATS_ENABLED": "0"}
+    # Both nodes are on this machine, so they share its disk: say so, or local paths are refused
+    # (test_cluster_no_shared_disk.py runs nodes that share none).
+    env["DOLMA_PIPE_SHARED_FS"] = "1"
     head_dir, node_dir = tmp_path / "head", tmp_path / "node"
     head_dir.mkdir()
     node_dir.mkdir()
