@@ -30,9 +30,15 @@ WORK = os.path.join(peers.ROOT, "bench", "_work", "report")
 PER_FILE = 25_000
 
 
-def make_corpus(n: int, chars: int, out: str) -> int:
-    """N documents from the real corpus under ``out/documents/<source>/``; returns the count."""
-    stamp = os.path.join(out, f".corpus-{n}-{chars}")
+def make_corpus(n: int, chars: int, out: str, boilerplate: float = 0.0, paragraphs: float = 0.0) -> int:
+    """N documents from the real corpus under ``out/documents/<source>/``; returns the count.
+
+    2% exact and 5% near copies of earlier documents of the source; with ``boilerplate``, that
+    share of the documents is one family: a large template (about 6 pieces) with 2% of its words
+    edited and a piece of its own inserted; with ``paragraphs``, that share of the documents get a
+    paragraph from a pool of N / 1,000 popular paragraphs inserted at a paragraph boundary (both
+    off by default, as ``bench/report.py`` uses it; ``bench/scale.py`` turns them on)."""
+    stamp = os.path.join(out, f".corpus-{n}-{chars}" + (f"-b{boilerplate}-p{paragraphs}" if boilerplate or paragraphs else ""))
     if os.path.exists(stamp):
         return n
     shutil.rmtree(out, ignore_errors=True)
@@ -40,6 +46,10 @@ def make_corpus(n: int, chars: int, out: str) -> int:
     for doc in corpus.iter_documents(os.path.dirname(corpus.ensure())):
         pieces += [(doc["source"], p) for p in corpus.chunk(doc["text"], chars)]
     rng = random.Random(1234)
+    extra = random.Random(4321)  # the families' and paragraphs' draws: rng's sequence stays report.py's
+    template = "\n\n".join(text for _, text in extra.sample(pieces, 6)) if boilerplate else ""
+    popular = extra.sample(pieces, min(len(pieces), max(10, n // 1000))) if paragraphs else []
+    pool = [max(text.split("\n\n"), key=len) for _, text in popular]  # each piece's longest paragraph
     by_source: dict[str, list[dict]] = {}
     made = 0
     rounds = 0
@@ -54,8 +64,16 @@ def make_corpus(n: int, chars: int, out: str) -> int:
             elif made and r < 0.07:
                 prior = by_source.get(src) or [{"text": text}]
                 body = corpus._near_copy(rng.choice(prior[-2000:])["text"], 0.05, rng)
+            elif made and r < 0.07 + boilerplate:  # the boilerplate family: the template, edited, with a piece of its own
+                parts = corpus._near_copy(template, 0.02, extra).split("\n\n")
+                parts.insert(extra.randrange(len(parts) + 1), text)
+                body = "\n\n".join(parts)
             else:
                 body = text if rounds == 0 else corpus._near_copy(text, 0.3, rng)
+            if paragraphs and extra.random() < paragraphs:  # a popular paragraph, repeated across documents
+                parts = body.split("\n\n")
+                parts.insert(extra.randrange(len(parts) + 1), extra.choice(pool))
+                body = "\n\n".join(parts)
             by_source.setdefault(src, []).append({"id": f"{src}-{made:08d}", "text": body, "source": src})
             made += 1
         rounds += 1
