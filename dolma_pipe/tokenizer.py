@@ -13,7 +13,9 @@ A tokenizer is named in one of three ways (``tokenizer.name_or_path`` of ``dolma
 
 :func:`resolve` turns the name into a local file (on the driver), :func:`load` reads it (cached per
 process, so a worker reads the file once), :func:`special_ids` gives the EOS/BOS/pad ids known for a
-packaged tokenizer, so a config may leave them out.
+packaged tokenizer, so a config may leave them out. On a cluster whose nodes share no disk the
+driver's file is put in the run's (remote) work directory (:func:`ship`) and each machine's workers
+read their own checked copy of it (:func:`local_copy`).
 """
 
 from __future__ import annotations
@@ -22,15 +24,19 @@ import hashlib
 import importlib.util
 import os
 import socket
+import tempfile
 import urllib.parse
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
+from dolma_pipe import storage, workdir
 from dolma_pipe.errors import DolmaPipeError
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
+
+    from dolma_pipe.workdir import WorkDir
 
 OLMO_PREFIX = "olmo:"
 # The special ids of the packaged tokenizers, as OLMo's configs use them.
@@ -187,3 +193,30 @@ def inspect(name_or_path: str) -> TokenizerInfo:
     tok = load(path)
     # With added tokens, as Dolma counts it (its dtype check uses this size).
     return TokenizerInfo(path=path, sha256=file_digest(path), vocab_size=int(tok.get_vocab_size(with_added_tokens=True)))
+
+
+def _shipped(work: WorkDir, sha256: str) -> str:
+    return work.path("tokenizer", sha256 + ".json")
+
+
+def ship(work: WorkDir, path: str, sha256: str) -> None:
+    """On the driver: with a remote work directory, put the tokenizer file there for workers on
+    machines that do not have it (:func:`local_copy`). A local work directory needs nothing."""
+    if storage.is_remote(work.root):
+        with open(path, "rb") as fh:
+            workdir.write(_shipped(work, sha256), fh.read())
+
+
+def local_copy(work: WorkDir, path: str, sha256: str) -> str:
+    """On a worker: the tokenizer file on this machine. The driver's ``path`` when the work
+    directory is local; with a remote one, the copy :func:`ship` put there, downloaded once per
+    machine and checked against the digest the run resolved."""
+    if not storage.is_remote(work.root):
+        return path
+    local = os.path.join(tempfile.gettempdir(), "dolma-pipe-tokenizers", sha256 + ".json")
+    if not os.path.exists(local):
+        data = workdir.read(_shipped(work, sha256))
+        if hashlib.sha256(data).hexdigest() != sha256:
+            raise workdir.WorkFileError(_shipped(work, sha256), "damaged", "damaged (not the tokenizer the run resolved)")
+        storage.write_bytes(local, data)
+    return local

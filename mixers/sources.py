@@ -30,6 +30,7 @@ import orjson
 import zstandard
 
 from dolma_pipe import paths, storage, workdir
+from dolma_pipe import tokenizer as toks
 from dolma_pipe.filters import BatchResult
 from dolma_pipe.manifest import TaskRecord
 from dolma_pipe.quarantine import Quarantine
@@ -59,14 +60,15 @@ class Sources:
         self,
         layout: MixLayout,
         tokenizer_path: str,
-        tokenizer_id: str,
+        tokenizer_sha: str,
         requested: dict[str, int],
         scoring: dict[int, quality.QualitySpec] | None = None,
     ):
         self.layout = layout
         self.config = layout.config
         self.tokenizer_path = tokenizer_path
-        self.tokenizer_id = tokenizer_id
+        self.tokenizer_sha = tokenizer_sha
+        self.tokenizer_id = tokenizer_sha[:16]
         self.requested = requested
         # Sources with quality buckets, by index: what their count tasks score documents by.
         self.scoring = scoring or {}
@@ -133,6 +135,7 @@ class Sources:
         g = self.layout.group(task)
         keys: list[int] = []
         counts_per_doc: list[int] = []
+        tokenizer = toks.local_copy(self.layout.work, self.tokenizer_path, self.tokenizer_sha)
         spec = self.scoring.get(g.index)
         scorer = quality.ScoreReader(spec, task.path, g.rules.attribute_sets, g.compression_in) if spec else None
         scores: list[float] = []
@@ -143,7 +146,7 @@ class Sources:
             def sink(r: BatchResult) -> None:
                 writer.write(r.out, r.line_lengths)
                 keys.extend(r.keys)
-                counts_per_doc.extend(tokens.count(self.tokenizer_path, r.texts))
+                counts_per_doc.extend(tokens.count(tokenizer, r.texts))
                 if scorer is not None:
                     s, t = scorer.batch(r)
                     scores.extend(s)
@@ -331,11 +334,11 @@ class Sources:
                 taken[str(s)][g.name] = [sum(r.data[str(s)]["docs"] for r in mine), sum(r.data[str(s)]["tokens"] for r in mine)]
         plan = {p["name"]: p for p in ctx.steps["count"].data["plan"]}
         for seed, per in taken.items():
-            for name, (docs, toks) in per.items():
+            for name, (docs, n_tokens) in per.items():
                 want = plan[name]["seeds"][seed]
-                if (docs, toks) != (want["docs"], want["tokens"]):
+                if (docs, n_tokens) != (want["docs"], want["tokens"]):
                     raise dolmino.MixPlanError(
-                        f"seed {seed}, source {name!r}: sampled {docs:,} documents / {toks:,} tokens, planned {want['docs']:,} / {want['tokens']:,}"
+                        f"seed {seed}, source {name!r}: sampled {docs:,} documents / {n_tokens:,} tokens, planned {want['docs']:,} / {want['tokens']:,}"
                     )
         return StepResult(data={"shards": shards, "taken": taken})
 

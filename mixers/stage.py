@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from dolma_pipe import paths, storage
+from dolma_pipe import tokenizer as toks
 from dolma_pipe.config import ConfigError
 from dolma_pipe.manifest import InputFile
 from dolma_pipe.stage import Phase, Stage
@@ -77,10 +78,11 @@ class MixStage(Stage[MixConfig]):
             assert config.tokenizer is not None
             # The file the name stands for (workers read it); the spec keeps the name as written.
             self.tokenizer_path = tokens.resolve(config.tokenizer)
-            self.tokenizer_id = tokens.fingerprint(self.tokenizer_path)
+            self.tokenizer_sha = tokens.digest(self.tokenizer_path)
+            self.tokenizer_id = self.tokenizer_sha[:16]
             self.requested = dolmino.requested_tokens(config)
         else:
-            self.tokenizer_path = self.tokenizer_id = ""
+            self.tokenizer_path = self.tokenizer_id = self.tokenizer_sha = ""
             self.requested = {}
         self.layout = MixLayout(config)
         # Quality attributes resolved against the sources' attribute files, as their rules are.
@@ -110,6 +112,7 @@ class MixStage(Stage[MixConfig]):
         out: dict[str, Any] = {"attributes": [[f.path, f.size, f.mtime] for f in self._attribute_files]}
         if self.config.sources:
             out.update(tokenizer=self.tokenizer_id, requested_tokens=self.requested)
+            toks.ship(self.work, self.tokenizer_path, self.tokenizer_sha)  # for nodes that lack the file
         return out
 
     def plan_inputs(self) -> list[InputFile]:
@@ -137,5 +140,5 @@ class MixStage(Stage[MixConfig]):
         if self.config.dryrun:
             return dry_run(self.layout)
         if self.config.sources:
-            return Sources(self.layout, self.tokenizer_path, self.tokenizer_id, self.requested, self.scoring).phases()
+            return Sources(self.layout, self.tokenizer_path, self.tokenizer_sha, self.requested, self.scoring).phases()
         return Streams(self.layout).phases()

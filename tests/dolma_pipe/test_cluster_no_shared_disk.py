@@ -147,7 +147,7 @@ def _configs(bucket: str, root: str, tokenizer: str) -> dict[str, tuple[str, dic
             {"name": "second", "documents": [f"{root}/documents/part-0[3-5].jsonl.gz"], "ratio": 0.4, "max_repetition": 2},
         ],
         "output": f"{out}/dolmino",
-        "tokenizer": "olmo:gpt-neox-olmo-dolma-v1_5",
+        "tokenizer": tokenizer,  # a file on the driver only: shipped to the nodes through the work directory
         "target_tokens": 6000,
         "seeds": [0, 1],
         "max_size_in_bytes": 8000,

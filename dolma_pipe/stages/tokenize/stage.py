@@ -3,19 +3,16 @@
 
 from __future__ import annotations
 
-import hashlib
-import os
-import tempfile
 from typing import Any
 
 import numpy as np
 
-from dolma_pipe import storage, workdir
+from dolma_pipe import storage
 from dolma_pipe import tokenizer as toks
 from dolma_pipe.config import ConfigError
 from dolma_pipe.manifest import InputFile
 from dolma_pipe.stage import Phase, Stage
-from dolma_pipe.workdir import WorkDir, WorkFileError
+from dolma_pipe.workdir import WorkDir
 from train.shards import TOKENS_SUFFIX, dtype_for_vocab, shard_name
 
 from .config import TokenizeConfig, ValidationOptions
@@ -66,9 +63,7 @@ class TokenizeStage(Stage[TokenizeConfig]):
         """The tokenizer as it is (its file's digest: a name can come to mean another file) and the
         ids and dtype the shards are written with. With a remote work directory the tokenizer file
         goes there too, for workers on machines that do not have it (:meth:`tokenizer_file`)."""
-        if storage.is_remote(self.work.root):
-            with open(self.tok_info.path, "rb") as fh:
-                workdir.write(self._shipped_tokenizer(), fh.read())
+        toks.ship(self.work, self.tok_info.path, self.tok_info.sha256)
         return {
             "tokenizer": {
                 "sha256": self.tok_info.sha256,
@@ -94,22 +89,9 @@ class TokenizeStage(Stage[TokenizeConfig]):
     def work(self) -> WorkDir:
         return WorkDir(storage.join(self.output_root, "_work"))
 
-    def _shipped_tokenizer(self) -> str:
-        return self.work.path("tokenizer", self.tok_info.sha256 + ".json")
-
     def tokenizer_file(self) -> str:
-        """The tokenizer file on this machine: the driver's when the work directory is local; with
-        a remote one (a cluster whose nodes share no disk), the copy the driver put there,
-        downloaded once per machine and checked against the digest the run resolved."""
-        if not storage.is_remote(self.work.root):
-            return self.tok_info.path
-        local = os.path.join(tempfile.gettempdir(), "dolma-pipe-tokenizers", self.tok_info.sha256 + ".json")
-        if not os.path.exists(local):
-            data = workdir.read(self._shipped_tokenizer())
-            if hashlib.sha256(data).hexdigest() != self.tok_info.sha256:
-                raise WorkFileError(self._shipped_tokenizer(), "damaged", "damaged (not the tokenizer the run resolved)")
-            storage.write_bytes(local, data)
-        return local
+        """The tokenizer file on this machine (:func:`dolma_pipe.tokenizer.local_copy`)."""
+        return toks.local_copy(self.work, self.tok_info.path, self.tok_info.sha256)
 
     def keeps_work_file(self, path: str) -> bool:
         # The validation candidates are small, and a rerun of a finished run (every task skipped)
