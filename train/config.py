@@ -29,6 +29,7 @@ PresetName = Literal["tiny", "small", "olmo2-1b", "olmo2-7b", "olmo2-13b"]  # th
 TokenDtype = Literal["auto", "uint16", "uint32"]  # auto: uint16 iff vocab_size <= 65536 (train.shards)
 Precision = Literal["auto", "fp32", "bf16"]  # auto: bf16 on GPUs that have it, else fp32
 ScheduleKind = Literal["cosine", "linear_decay", "constant"]
+DataParallel = Literal["fsdp", "hsdp"]  # hsdp: shard within a group (a node), replicate across groups
 
 
 @dataclass
@@ -86,6 +87,11 @@ class TrainConfig:
     z_loss: float = 1e-5
     clip_grad_norm: float = 1.0  # 0 disables clipping
     init_seed: int = 0  # seeds the weights (same weights on any number of ranks)
+    # fsdp: every parameter sharded over all ranks. hsdp: hybrid sharding, a 2-D mesh
+    # (replicate, shard): sharded within groups of shard_group_size ranks, replicated across
+    # the groups (gradients reduce-scattered in a group, then all-reduced between groups)
+    data_parallel: DataParallel = "fsdp"
+    shard_group_size: int | None = None  # hsdp only; None: the ranks of one node (LOCAL_WORLD_SIZE)
 
 
 @dataclass
@@ -290,6 +296,7 @@ def validate(cfg: Config) -> None:
         ("train.stop_at_step", t.stop_at_step, 1),
         ("train.z_loss", t.z_loss, 0),
         ("train.clip_grad_norm", t.clip_grad_norm, 0),
+        ("train.shard_group_size", t.shard_group_size, 1),
         ("optim.lr", cfg.optim.lr, 0),
         ("optim.eps", cfg.optim.eps, 0),
         ("optim.weight_decay", cfg.optim.weight_decay, 0),
@@ -320,6 +327,10 @@ def validate(cfg: Config) -> None:
         raise ConfigError(
             f"train.global_batch_size: {t.global_batch_size} is not a multiple of train.micro_batch_size {t.micro_batch_size}"
         )
+    if t.shard_group_size is not None and t.data_parallel != "hsdp":
+        raise ConfigError(
+            f"train.shard_group_size: only used with train.data_parallel: hsdp (it is {t.data_parallel}); remove it or set hsdp"
+        )
     if s.min_lr_ratio > 1:
         raise ConfigError(f"schedule.min_lr_ratio: must be at most 1, got {s.min_lr_ratio}")
     if len(cfg.optim.betas) != 2 or not all(0 <= b < 1 for b in cfg.optim.betas):
@@ -338,6 +349,8 @@ def check_for_training(cfg: Config, world: int) -> None:
             f"train.global_batch_size: {t.global_batch_size} must be a multiple of ranks ({world}) "
             f"x train.micro_batch_size ({t.micro_batch_size})"
         )
+    if t.data_parallel == "hsdp" and t.shard_group_size is not None and world % t.shard_group_size:
+        raise ConfigError(f"train.shard_group_size: {t.shard_group_size} does not divide the {world} ranks of this run")
 
 
 def dump_config(cfg: Config) -> str:

@@ -3,9 +3,11 @@
 One ``Trainer`` per process (torchrun starts one per GPU/rank). Everything a step does is in
 ``train_step``; everything that happens between steps is in ``fit``. Read top to bottom:
 
-1. ``__init__``: process group, model on the meta device -> FSDP2 ``fully_shard`` per block
-   and at the root -> materialise and initialise (same weights on any rank count), data,
-   optimizer, checkpointer; then resume from ``save_dir`` or start stage 2 from ``init_from``.
+1. ``__init__``: process group, a check that every rank (node) sees the same ``save_dir`` and
+   data, model on the meta device -> FSDP2 ``fully_shard`` per block and at the root (over all
+   ranks, or hybrid: a (replicate, shard) mesh) -> materialise and initialise (same weights on
+   any rank count), data, optimizer, checkpointer; then resume from ``save_dir`` or start
+   stage 2 from ``init_from``.
 2. ``train_step``: this rank's slice of the global batch, in micro-batches (gradient
    accumulation), loss + z-loss, clipping, AdamW; the loss and the stop flag are all-reduced.
 3. ``fit``: the loop; async checkpoints every ``interval`` steps; on SIGTERM a blocking save
@@ -19,7 +21,9 @@ import json
 import resource
 import shutil
 import signal
+import socket
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +69,8 @@ class Trainer:
         t, m = cfg.train, cfg.model
         check_for_training(cfg, self.world)
         self.grad_accum = t.global_batch_size // (self.world * t.micro_batch_size)
+        self.mesh_shape = self._mesh_shape()
+        self._check_shared_save_dir()
         self._check_save_dir()
         self.model, self.fsdp = self._build_model()
         self.params = [p for p in self.model.parameters()]
@@ -80,6 +86,7 @@ class Trainer:
             if cfg.data.val_paths
             else None
         )
+        self._check_same_data()
         # token ids < vocab_size and sound sidecars: one read of each shard, split over the
         # ranks, cached in save_dir (a shard is read again when its size or times change)
         cache = Path(cfg.checkpoint.save_dir) / "data_cache"
@@ -130,7 +137,10 @@ class Trainer:
         # Built on the meta device: no rank ever holds the full unsharded model in memory.
         with torch.device("meta"):
             model = Transformer(self.cfg.model)
-        mesh = init_device_mesh(self.device.type, (self.world,))
+        if len(self.mesh_shape) == 2:  # hsdp: FSDP2 shards over the mesh's last dim, replicates over the first
+            mesh = init_device_mesh(self.device.type, self.mesh_shape, mesh_dim_names=("replicate", "shard"))
+        else:
+            mesh = init_device_mesh(self.device.type, self.mesh_shape, mesh_dim_names=("shard",))
         if self._precision() == "bf16":
             # bf16 compute copies of the weights, fp32 master weights and gradient reductions
             mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
@@ -148,6 +158,82 @@ class Trainer:
         init_weights(model, t.init_seed)
         model.train()
         return model, root
+
+    def _mesh_shape(self) -> tuple[int, ...]:
+        """``(world,)`` for fsdp; ``(groups, group_size)`` for hsdp, a group being
+        ``train.shard_group_size`` consecutive ranks (by default one node's: torchrun numbers
+        the ranks node by node), so parameters are gathered within a node and only gradients
+        cross nodes, once per step."""
+        t = self.cfg.train
+        if t.data_parallel == "fsdp":
+            return (self.world,)
+        if t.shard_group_size is None:
+            per_node = sorted(set(self._all_gather(self.d.local_world)))
+            if len(per_node) > 1:
+                raise ConfigError(
+                    f"train.data_parallel: hsdp shards within a node by default, but the nodes run different numbers of "
+                    f"ranks ({', '.join(map(str, per_node))}); set train.shard_group_size"
+                )
+        size = t.shard_group_size or self.d.local_world
+        if self.world % size:
+            key = "train.shard_group_size" if t.shard_group_size else "train.data_parallel"
+            raise ConfigError(
+                f"{key}: hsdp shard groups of {size} ranks{'' if t.shard_group_size else ' (the ranks of one node)'} "
+                f"do not divide the {self.world} ranks of this run; set train.shard_group_size"
+            )
+        return (self.world // size, size)
+
+    def _layout(self) -> str:
+        if len(self.mesh_shape) == 1:
+            return "fsdp"
+        return f"hsdp {self.mesh_shape[0]} x {self.mesh_shape[1]} (replicate x shard)"
+
+    def _check_shared_save_dir(self) -> None:
+        """Every rank must see the same ``checkpoint.save_dir``: rank 0 writes what the others
+        read there (the data order, the shard checks, the checkpoint's state file) and every
+        rank writes its shards of a checkpoint into it. On several nodes that takes storage
+        they all reach; a node-local folder (a relative path resolved in another working
+        directory, /tmp, a local disk) would leave each node a part of every checkpoint.
+        Rank 0 writes a uniquely named file there and every rank looks for it."""
+        if self.world == 1:
+            return
+        save_dir = Path(self.cfg.checkpoint.save_dir)
+        probe: list[str | None] = [None]
+        if self.rank == 0:
+            save_dir.mkdir(parents=True, exist_ok=True)
+            name = f".shared-check-{uuid.uuid4().hex}"
+            (save_dir / name).write_text(socket.gethostname())
+            probe[0] = name
+        dist.broadcast_object_list(probe, src=0)
+        name = str(probe[0])
+        seen = self._all_gather(((save_dir / name).exists(), socket.gethostname(), str(save_dir.absolute())))
+        if self.rank == 0:
+            (save_dir / name).unlink(missing_ok=True)
+        blind = [f"rank {r} on {host} ({path})" for r, (ok, host, path) in enumerate(seen) if not ok]
+        if blind:
+            raise ConfigError(
+                f"checkpoint.save_dir: {save_dir} is not the same folder on every rank: rank 0 on {seen[0][1]} "
+                f"({seen[0][2]}) wrote a file there that {', '.join(blind[:4])}{', ...' if len(blind) > 4 else ''} "
+                f"cannot see. Every node writes its part of each checkpoint there and reads what rank 0 writes "
+                f"(the data order): put it on storage all nodes reach (NFS, Lustre, ...), as an absolute path."
+            )
+
+    def _check_same_data(self) -> None:
+        """Every rank must read the same shards (the global order is cut from rank 0's count of
+        instances): a path that names other files on another node is refused."""
+        if self.world == 1:
+            return
+        mine = (self.fingerprint, self.val_data.fingerprint() if self.val_data else None, socket.gethostname())
+        everyone = self._all_gather(mine)
+        differ = [f"rank {r} on {host}" for r, (fp, vfp, host) in enumerate(everyone) if (fp, vfp) != everyone[0][:2]]
+        if differ:
+            e = DataError(
+                f"data.paths / data.val_paths: {', '.join(differ[:4])}{', ...' if len(differ) > 4 else ''} "
+                f"see(s) other shards than rank 0 on {everyone[0][2]} (names, sizes or contents differ): "
+                f"every node must read the same files, e.g. from shared storage by absolute paths"
+            )
+            e.same_on_every_rank = True  # every rank found the same difference: said once
+            raise e
 
     def _barrier(self) -> None:
         dist.barrier()
@@ -294,6 +380,7 @@ class Trainer:
             "lr": self.lr,
             "peak_lr": self.peak_lr,
             "world_size": self.world,
+            "mesh": {"data_parallel": self.cfg.train.data_parallel, "shape": list(self.mesh_shape)},
             "global_batch_size": self.cfg.train.global_batch_size,
             "data": {
                 "seed": self.cfg.data.seed,
@@ -356,6 +443,7 @@ class Trainer:
         end = min(t.max_steps, t.stop_at_step or t.max_steps)
         self._print(
             f"{self.cfg.run_name}: {self.stats['total'] / 1e6:.2f}M params, {self.world} rank(s), "
+            f"{self.world // self.d.local_world} node(s), {self._layout()}, "
             f"{self.data.n_instances} instances of {self.cfg.data.seq_len}, grad accum {self.grad_accum}, "
             f"precision {self._precision()}, steps {self.step}->{end}"
         )
