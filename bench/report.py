@@ -30,15 +30,19 @@ WORK = os.path.join(peers.ROOT, "bench", "_work", "report")
 PER_FILE = 25_000
 
 
-def make_corpus(n: int, chars: int, out: str, boilerplate: float = 0.0, paragraphs: float = 0.0) -> int:
+def make_corpus(n: int, chars: int, out: str, boilerplate: float = 0.0, paragraphs: float = 0.0, mixed: bool = False) -> int:
     """N documents from the real corpus under ``out/documents/<source>/``; returns the count.
 
     2% exact and 5% near copies of earlier documents of the source; with ``boilerplate``, that
     share of the documents is one family: a large template (about 6 pieces) with 2% of its words
     edited and a piece of its own inserted; with ``paragraphs``, that share of the documents get a
-    paragraph from a pool of N / 1,000 popular paragraphs inserted at a paragraph boundary (both
+    paragraph from a pool of N / 1,000 popular paragraphs inserted at a paragraph boundary; with
+    ``mixed``, the pieces are taken in a seeded random order and every document is rewritten (the
+    first round too), so that a corpus of any size has the same mix of sources and edits (all three
     off by default, as ``bench/report.py`` uses it; ``bench/scale.py`` turns them on)."""
-    stamp = os.path.join(out, f".corpus-{n}-{chars}" + (f"-b{boilerplate}-p{paragraphs}" if boilerplate or paragraphs else ""))
+    stamp = os.path.join(
+        out, f".corpus-{n}-{chars}" + (f"-b{boilerplate}-p{paragraphs}-m{int(mixed)}" if boilerplate or paragraphs or mixed else "")
+    )
     if os.path.exists(stamp):
         return n
     shutil.rmtree(out, ignore_errors=True)
@@ -47,6 +51,8 @@ def make_corpus(n: int, chars: int, out: str, boilerplate: float = 0.0, paragrap
         pieces += [(doc["source"], p) for p in corpus.chunk(doc["text"], chars)]
     rng = random.Random(1234)
     extra = random.Random(4321)  # the families' and paragraphs' draws: rng's sequence stays report.py's
+    if mixed:
+        extra.shuffle(pieces)
     template = "\n\n".join(text for _, text in extra.sample(pieces, 6)) if boilerplate else ""
     popular = extra.sample(pieces, min(len(pieces), max(10, n // 1000))) if paragraphs else []
     pool = [max(text.split("\n\n"), key=len) for _, text in popular]  # each piece's longest paragraph
@@ -69,7 +75,7 @@ def make_corpus(n: int, chars: int, out: str, boilerplate: float = 0.0, paragrap
                 parts.insert(extra.randrange(len(parts) + 1), text)
                 body = "\n\n".join(parts)
             else:
-                body = text if rounds == 0 else corpus._near_copy(text, 0.3, rng)
+                body = text if rounds == 0 and not mixed else corpus._near_copy(text, 0.3, rng)
             if paragraphs and extra.random() < paragraphs:  # a popular paragraph, repeated across documents
                 parts = body.split("\n\n")
                 parts.insert(extra.randrange(len(parts) + 1), extra.choice(pool))

@@ -6,7 +6,9 @@ The corpus is ``bench/report.py``'s generator (the benchmark corpus's real text 
 about ``--chars`` characters, rewritten round after round until there are N), with its duplicate
 structure turned on: 2% exact copies and 5% near copies of earlier documents, a boilerplate family
 of ``--boilerplate`` (2%) of the documents sharing one large template with small edits, and
-``--paragraphs`` (5%) of the documents carrying a paragraph from a pool of N / 1,000 popular ones.
+``--paragraphs`` (5%) of the documents carrying a paragraph from a pool of N / 1,000 popular ones;
+the pieces in a seeded random order and every document rewritten (30% of its words replaced, dropped
+or upper-cased), so that every size has the same mix of sources, languages and edits.
 
 Stages, each a ``dolma-pipe`` command with ``--processes`` workers, in order:
 
@@ -126,7 +128,7 @@ def measure(n: int, args: argparse.Namespace) -> list[dict]:
     out = os.path.join(WORK, str(n))
     gen = os.path.join(out, "generated")
     t0 = time.perf_counter()
-    made = report.make_corpus(n, args.chars, gen, boilerplate=args.boilerplate, paragraphs=args.paragraphs)
+    made = report.make_corpus(n, args.chars, gen, boilerplate=args.boilerplate, paragraphs=args.paragraphs, mixed=True)
     print(f"[{n:,}] corpus: {made:,} documents in {time.perf_counter() - t0:.0f} s -> {gen}", flush=True)
     for sub in ("convert", "mix", "tokens", "mix.json"):
         path = os.path.join(out, sub)
@@ -159,9 +161,11 @@ def measure(n: int, args: argparse.Namespace) -> list[dict]:
             "work_bytes": work,
             "output_bytes": written,
             "output_bytes_per_doc": round(written / max(n_docs, 1), 1),
+            "summary": m.output.strip().splitlines()[-12:],  # the run's own summary (dedup's clusters, mix's kept share)
         }
         rows.append(row)
-        print(f"[{n:,}] {name}: {json.dumps(row)}", flush=True)
+        print(f"[{n:,}] {name}: {json.dumps({k: v for k, v in row.items() if k != 'summary'})}", flush=True)
+        print("\n".join(f"    {line}" for line in row["summary"]), flush=True)
 
     gen_docs = os.path.join(gen, "documents", "*", "*.jsonl.gz")
     stage("convert", gen_docs, conv, ["convert", "--documents", gen_docs, "--destination", conv, "--processes", p])
@@ -212,18 +216,20 @@ def project(rows: list[dict], target: int, cores: int) -> list[dict]:
         if small is not None:
             dn = big["n"] - small["n"]
             cpu = (big["cpu_s"] - small["cpu_s"]) / dn
-            disk = (big["work_bytes"] + big["output_bytes"] - small["work_bytes"] - small["output_bytes"]) / dn
+            work = (big["work_bytes"] - small["work_bytes"]) / dn
+            written = (big["output_bytes"] - small["output_bytes"]) / dn
             how = f"slope {small['n']:,}->{big['n']:,}"
         else:
             cpu = big["cpu_s"] / big["n"]
-            disk = (big["work_bytes"] + big["output_bytes"]) / big["n"]
+            work, written = big["work_bytes"] / big["n"], big["output_bytes"] / big["n"]
             how = f"per doc at {big['n']:,}"
         out.append(
             {
                 "stage": name,
                 "cpu_hours": round(cpu * target / 3600),
                 "wall_hours_on_cores": round(cpu * target / 3600 / cores, 1),
-                "disk_tb": round(disk * target / 1e12, 2),
+                "work_tb": round(work * target / 1e12, 2),
+                "output_tb": round(written * target / 1e12, 2),
                 "measured_peak_rss_mb": big["peak_rss_mb"],
                 "how": how,
             }
@@ -253,7 +259,9 @@ def main(argv: list[str] | None = None) -> int:
     proj = project(rows, args.project, args.cores)
     print(f"\nprojected to {args.project:,} documents ({args.cores} cores for wall hours):")
     for p in proj:
-        print(f"  {p['stage']:>14}  {p['cpu_hours']:>10,} CPU-h  {p['wall_hours_on_cores']:>8,} h  {p['disk_tb']:>8} TB  ({p['how']})")
+        print(
+            f"  {p['stage']:>14}  {p['cpu_hours']:>10,} CPU-h  {p['wall_hours_on_cores']:>8,} h  {p['work_tb']:>6} TB work  {p['output_tb']:>6} TB out  ({p['how']})"
+        )
     os.makedirs(WORK, exist_ok=True)
     with open(os.path.join(WORK, "results.json"), "w") as fh:
         json.dump({"args": vars(args), "rows": rows, "projection": proj}, fh, indent=1)
