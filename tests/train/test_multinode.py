@@ -58,8 +58,8 @@ def multinode(test):
 
 
 # Shared storage must not be under /tmp (each node mounts its own tmpfs there, hiding pytest's
-# tmp_path): a folder of the repository's ignored test-artifacts/.
-ARTIFACTS = REPO_ROOT / "test-artifacts"
+# tmp_path): a folder of the repository's ignored test-artifacts/ (or $DOLMA_PIPE_ARTIFACTS).
+ARTIFACTS = Path(os.environ.get("DOLMA_PIPE_ARTIFACTS", REPO_ROOT / "test-artifacts")).resolve()
 PYTHON = sys.executable
 NODE_TIMEOUT = 150  # a generous bound that only a hang reaches
 
@@ -123,14 +123,18 @@ class Node:
 _started: list[Node] = []
 
 
-@pytest.fixture(autouse=True)
-def _stop_leftover_nodes():
-    yield
+def _stop_started_nodes() -> None:
     while _started:
         node = _started.pop()
         if node.proc.poll() is None:
             _kill_tree(node.proc.pid)
             node.proc.wait()
+
+
+@pytest.fixture(autouse=True)
+def _stop_leftover_nodes():
+    yield
+    _stop_started_nodes()
 
 
 def _env() -> dict[str, str]:
@@ -201,9 +205,13 @@ def run_nodes(run_dir: Path, config: Path, **kw) -> tuple[list[int], str]:
 @pytest.fixture(scope="module")
 def shared():
     """A folder outside /tmp that every node sees (deleted at the end)."""
+    for needed in (ARTIFACTS, REPO_ROOT, Path(PYTHON).resolve()):
+        if Path("/tmp") in needed.parents:  # the nodes could not see it
+            pytest.skip(f"{needed} is under /tmp, which each node's own tmpfs hides (DOLMA_PIPE_ARTIFACTS sets the shared folder)")
     root = ARTIFACTS / f"multinode-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     root.mkdir(parents=True)
     yield root
+    _stop_started_nodes()  # e.g. the reference's, had its fixture failed
     shutil.rmtree(root, ignore_errors=True)
 
 
