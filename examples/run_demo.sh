@@ -233,7 +233,8 @@ echo "== 15. mix-search: a swarm of 8 tiny proxies over the stage-2 sources prop
 "$VENV/bin/python" examples/train_tokenizer.py "$OUT/search-tokens/tokenizer.json" "$OUT/corpus/documents/*/*" >/dev/null
 for src in python-doc linux-doc debian-handbook gcide; do
   "$DP" tokenize --documents "$OUT/corpus/documents/$src/*" --destination "$OUT/search-tokens/$src" --no-progress \
-    --tokenizer.name_or_path "$OUT/search-tokens/tokenizer.json" --tokenizer.eos_token_id 0 --validation.fraction 0.1 2>/dev/null
+    --tokenizer.name_or_path "$OUT/search-tokens/tokenizer.json" --tokenizer.eos_token_id 0 --validation.fraction 0.1 \
+    >/dev/null 2>"$OUT/search-tokens/tokenize-$src.log" || { cat "$OUT/search-tokens/tokenize-$src.log"; exit 1; }
 done
 "$DP" mix-search -c examples/configs/mix-search.yaml --no-progress 2>&1 | sed -n '/^swarm:/,$p'
 

@@ -77,6 +77,11 @@ class FitSection(StrictModel):
     folds: int = Field(default=5, ge=2, description="cross-validation folds (at most the number of runs)")
     candidates: int = Field(default=100_000, ge=100, description="mixtures scored when searching for the best")
     top_k: int = Field(default=32, ge=1, description="the proposal is the mean of the best top_k candidates (RegMix)")
+    max_kl: float | None = Field(
+        default=None,
+        gt=0,
+        description="keep the proposal within this KL divergence (nats) of the prior: a regression fit on a few runs is trusted near them only",
+    )
     target_tokens: int | None = Field(
         default=None,
         gt=0,

@@ -13,7 +13,9 @@ losses (per domain and for the objective), the number that says whether the regr
 mixtures it was not fit on. The search scores ``candidates`` seeded Dirichlet mixtures (half
 uniform over mixtures, half around the prior), keeps the feasible ones and proposes the mean of the
 ``top_k`` best by predicted objective (RegMix's averaging: steadier than the single best, and
-still feasible, since the caps are linear).
+still feasible, since the caps are linear). A linear model's best is a corner of the simplex;
+``max_kl`` keeps the proposal within a KL divergence of the prior, where a fit on a few runs was
+measured.
 """
 
 from __future__ import annotations
@@ -87,8 +89,25 @@ def fit(kind: str, x: np.ndarray, y: np.ndarray, domains: list[str], objective: 
     return Fit(domains, models, cv, spearman, mae)
 
 
-def propose(f: Fit, objective: np.ndarray, prior: np.ndarray, cap: np.ndarray, candidates: int, top_k: int, seed: int) -> np.ndarray:
-    """The mean of the ``top_k`` feasible candidates of lowest predicted objective."""
+def kl(w: np.ndarray, prior: np.ndarray) -> np.ndarray:
+    """KL(w || prior) in nats, per row of ``w`` (0 log 0 = 0)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        terms = np.where(w > 0, w * np.log(w / prior), 0.0)
+    return terms.sum(axis=-1)
+
+
+def propose(
+    f: Fit,
+    objective: np.ndarray,
+    prior: np.ndarray,
+    cap: np.ndarray,
+    candidates: int,
+    top_k: int,
+    seed: int,
+    max_kl: float | None = None,
+) -> np.ndarray:
+    """The mean of the ``top_k`` feasible candidates of lowest predicted objective (within
+    ``max_kl`` of the prior when given: the mean stays inside, KL being convex)."""
     rng = np.random.default_rng([seed, 7])
     n = len(prior)
     pool = np.concatenate(
@@ -101,6 +120,10 @@ def propose(f: Fit, objective: np.ndarray, prior: np.ndarray, cap: np.ndarray, c
     pool = pool[mixtures.feasible(pool, cap)]
     if not len(pool):
         raise ValueError("no candidate mixture keeps every source within its max_repetition")
+    if max_kl is not None:
+        pool = pool[kl(pool, prior) <= max_kl]
+        if not len(pool):
+            raise ValueError(f"no feasible candidate mixture is within max_kl {max_kl:g} of the prior")
     scores = f.predict(pool) @ objective
     best = np.argsort(scores, kind="stable")[:top_k]
     return pool[best].mean(axis=0)

@@ -247,9 +247,10 @@ class MixSearchStage(Stage[MixSearchConfig]):
         prior = mixtures.prior(cfg.swarm.prior, self.names, available)
         uniform = np.full(len(self.names), 1.0 / len(self.names))
         try:
-            best = regression.propose(f, objective, prior, cap, fc.candidates, fc.top_k, cfg.swarm.seed)
+            best = regression.propose(f, objective, prior, cap, fc.candidates, fc.top_k, cfg.swarm.seed, fc.max_kl)
         except ValueError as e:
-            raise ConfigError(f"config key 'fit.target_tokens': {e} at {target:,} tokens") from None
+            key = "fit.max_kl" if "max_kl" in str(e) else "fit.target_tokens"
+            raise ConfigError(f"config key '{key}': {e} at {target:,} tokens") from None
         proposal = mixtures.as_dict(best, self.names)
         named = {"proposal": mixtures.normalise(proposal, self.names), "uniform": uniform, "prior": prior}
         predicted = {k: dict(zip(domains, map(float, f.predict(w)[0]))) for k, w in named.items()}
@@ -278,6 +279,7 @@ class MixSearchStage(Stage[MixSearchConfig]):
             "prior": mixtures.as_dict(prior, self.names),
             "predicted": predicted,
             "feasible_at_target": feasible,
+            "kl_from_prior": {k: float(regression.kl(w, prior)) for k, w in named.items()},
             "best_run": results[best_run]["key"],
         }
         written = self._write_proposal(summary)
@@ -336,6 +338,7 @@ class MixSearchStage(Stage[MixSearchConfig]):
         for d in [*domains, "objective"]:
             p = s["predicted"]
             lines.append(f"  {d:<{width}}  {p['prior'][d]:8.4f}  {p['uniform'][d]:8.4f}  {p['proposal'][d]:8.4f}")
+        lines.append(f"  KL from the prior: proposal {s['kl_from_prior']['proposal']:.3f}, uniform {s['kl_from_prior']['uniform']:.3f}")
         sp = s["fit"]["spearman"]
         fmt = {k: ("n/a" if v is None else f"{v:.3f}") for k, v in sp.items()}
         lines.append("  held-out Spearman (cross-validated): " + ", ".join(f"{k} {v}" for k, v in fmt.items()))

@@ -183,6 +183,10 @@ def test_regression_recovers_a_planted_effect_and_proposes_within_caps():
     best = regression.propose(f, objective, np.full(3, 1 / 3), cap, 5000, 16, 0)
     assert best[0] == pytest.approx(0.6, abs=0.05) and best[1] < 0.05  # as much of source 0 as allowed, none of 1
     assert np.array_equal(best, regression.propose(f, objective, np.full(3, 1 / 3), cap, 5000, 16, 0))
+    near = regression.propose(f, objective, np.full(3, 1 / 3), cap, 5000, 16, 0, max_kl=0.05)
+    assert regression.kl(near, np.full(3, 1 / 3)) <= 0.05 and near[0] > 1 / 3 and near[1] < 1 / 3
+    with pytest.raises(ValueError, match="max_kl"):
+        regression.propose(f, objective, np.full(3, 1 / 3), np.array([0.2, 1.0, 1.0]), 5000, 16, 0, max_kl=1e-4)
 
 
 def test_spec_mistakes_name_the_key(tmp_path):
