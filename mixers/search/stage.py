@@ -300,7 +300,8 @@ class MixSearchStage(Stage[MixSearchConfig]):
         return written
 
     def _write_spec(self, proposal: dict[str, float], target: int) -> str:
-        """``fit.spec`` with each source's ``ratio`` the proposed weight (sources weighted 0 left out)."""
+        """``fit.spec`` with each source's ``ratio`` the proposed weight (sources weighted 0 left out),
+        its output ``<output>/mix``."""
         spec_path = self.config.fit.spec
         assert spec_path is not None
         raw = read_config_file(spec_path)
@@ -320,6 +321,8 @@ class MixSearchStage(Stage[MixSearchConfig]):
                 kept.append(s)
         raw["sources"] = kept
         raw["target_tokens"] = raw.get("target_tokens") or target
+        # Its own output: running the proposal must not overwrite the mix the spec makes.
+        raw["output"] = storage.join(self.output_root, "mix")
         out = storage.join(self.output_root, "proposal.mix.yaml")
         header = f"# written by dolma-pipe mix-search from {spec_path}: the sources' ratios are the proposed mixture\n"
         storage.write_bytes(out, (header + yaml.safe_dump(raw, sort_keys=False)).encode())
