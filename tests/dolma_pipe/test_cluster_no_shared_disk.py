@@ -34,7 +34,7 @@ from dolma_pipe.config import load_config
 from dolma_pipe.documents import write_documents
 from dolma_pipe.manifest import read_manifest
 from dolma_pipe.runner import run_stage
-from tests.helpers import free_port, kill_when, make_docs, train_tokenizer
+from tests.helpers import free_port, kill_when, make_docs, private_tmp, train_tokenizer
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -77,7 +77,7 @@ def cluster(s3_server):
             # driver's folders (under the host's /tmp) are not.
             node = f"/tmp/{marker}-n{i}"
             join = [str(RAY), "start", "--address", f"127.0.0.1:{port}", "--num-cpus", "1", "--temp-dir", node, *common]
-            script = f"mount -t tmpfs tmpfs /tmp && mkdir -p {node}/cwd && cd {node}/cwd && exec {' '.join(join)}"
+            script = f"{private_tmp()} && mkdir -p {node}/cwd && cd {node}/cwd && exec {' '.join(join)}"
             proc = subprocess.run(
                 ["unshare", "--mount", "--propagation", "private", "sh", "-c", script], env=env, capture_output=True, text=True, timeout=180
             )

@@ -37,7 +37,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from tests.helpers import REPO_ROOT, free_port  # noqa: E402
+from tests.helpers import REPO_ROOT, free_port, kept_under_tmp, private_tmp  # noqa: E402
 from train.testing import make_shards, read_metrics, tiny_config, train_losses, write_config  # noqa: E402
 
 
@@ -144,13 +144,15 @@ def _env() -> dict[str, str]:
 def _node_script(cmd: list[str], listing: Path, prepare: str = "") -> str:
     """A node: a private tmpfs on /tmp, a working directory on it, then the command; what the
     run left in the node's /tmp is listed (into shared storage) after it."""
+    # The checkout and the environment, kept visible when they lie under /tmp, are not the run's.
+    skip = " ".join(f"-not -path {shlex.quote('./' + os.path.relpath(p, '/tmp') + '*')}" for p in kept_under_tmp())
     return f"""set -u
-mount -t tmpfs tmpfs /tmp
+{private_tmp()}
 mkdir /tmp/node && cd /tmp/node
 {prepare}
 {shlex.join(cmd)}
 rc=$?
-(cd /tmp && find . -mindepth 1 -maxdepth 2 | sort) > {shlex.quote(str(listing))}
+(cd /tmp && find . -mindepth 1 -maxdepth 2 {skip} | sort) > {shlex.quote(str(listing))}
 exit $rc
 """
 
@@ -205,9 +207,10 @@ def run_nodes(run_dir: Path, config: Path, **kw) -> tuple[list[int], str]:
 @pytest.fixture(scope="module")
 def shared():
     """A folder outside /tmp that every node sees (deleted at the end)."""
-    for needed in (ARTIFACTS, REPO_ROOT, Path(PYTHON).resolve()):
-        if Path("/tmp") in needed.parents:  # the nodes could not see it
-            pytest.skip(f"{needed} is under /tmp, which each node's own tmpfs hides (DOLMA_PIPE_ARTIFACTS sets the shared folder)")
+    # The checkout and the environment stay visible on every node (tests.helpers.private_tmp); a
+    # shared folder elsewhere under /tmp would not.
+    if Path("/tmp") in ARTIFACTS.parents and REPO_ROOT not in ARTIFACTS.parents:
+        pytest.skip(f"{ARTIFACTS} is under /tmp, which each node's own tmpfs hides (DOLMA_PIPE_ARTIFACTS sets the shared folder)")
     root = ARTIFACTS / f"multinode-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     root.mkdir(parents=True)
     yield root
@@ -442,7 +445,7 @@ pids=()
 for ((i = 0; i < SLURM_JOB_NUM_NODES; i++)); do
   SLURM_NODEID=$i SLURM_PROCID=$i SLURM_LOCALID=0 SLURM_STEP_NUM_NODES=$SLURM_JOB_NUM_NODES \
     SLURM_STEP_NUM_TASKS=$SLURM_JOB_NUM_NODES SLURMD_NODENAME=node$i \
-    unshare --mount --propagation private bash -c 'mount -t tmpfs tmpfs /tmp && exec "$@"' srun-task "$@" &
+    unshare --mount --propagation private bash -c 'PRIVATE_TMP && exec "$@"' srun-task "$@" &
   pids+=($!)
 done
 status=0 killer=
@@ -480,7 +483,7 @@ def test_slurm_template_on_two_nodes(reference, shared):
     bin_dir, job = shared / "slurm-bin", shared / "slurm-job"
     bin_dir.mkdir()
     job.mkdir()
-    for name, text in (("srun", FAKE_SRUN), ("scontrol", FAKE_SCONTROL)):
+    for name, text in (("srun", FAKE_SRUN.replace("PRIVATE_TMP", private_tmp())), ("scontrol", FAKE_SCONTROL)):
         (bin_dir / name).write_text(text)
         (bin_dir / name).chmod(0o755)
     env = {
