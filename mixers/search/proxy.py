@@ -11,6 +11,7 @@ seconds, and loss and bits per byte per domain).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -130,7 +131,9 @@ def run_proxy(
 
     from train.evaluate import evaluate_domains
 
-    scratch = Path(scratch_root or tempfile.gettempdir()) / f"dolma-pipe-mix-search-{os.getpid()}-{run.key}"
+    # Named by the run's record, not the process: a rerun after a kill clears what the killed one left.
+    tag = hashlib.blake2b(record_dir.encode(), digest_size=6).hexdigest()
+    scratch = Path(scratch_root or tempfile.gettempdir()) / f"dolma-pipe-mix-search-{tag}-{run.key}"
     shutil.rmtree(scratch, ignore_errors=True)
     scratch.mkdir(parents=True)
     started = time.perf_counter()
