@@ -86,6 +86,35 @@ def kill_when(module: str, args: list[str], ready: Callable[[], bool], env: dict
         proc.wait()
 
 
+def processes_under(marker: str) -> list[int]:
+    """Pids whose command line names ``marker`` (a test's own temporary folder): the processes a
+    test started and no one else's."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != os.getpid():
+            try:
+                if marker.encode() in Path(f"/proc/{entry}/cmdline").read_bytes():
+                    pids.append(int(entry))
+            except OSError:
+                pass
+    return pids
+
+
+def kill_processes_under(marker: str, rounds: int = 5) -> None:
+    """SIGKILL every process :func:`processes_under` finds, again until none is left (a dying
+    Ray node may start a last worker), at most ``rounds`` times half a second apart."""
+    for _ in range(rounds):
+        pids = processes_under(marker)
+        if not pids:
+            return
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.5)
+
+
 def kept_under_tmp(*keep: str | Path) -> list[str]:
     """The folders :func:`private_tmp` keeps visible: the checkout, the Python environment and
     ``keep``, those under ``/tmp`` (outermost only)."""

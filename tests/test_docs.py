@@ -53,7 +53,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import free_port
+from tests.helpers import free_port, kill_processes_under
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md")) + ["README.md"]
@@ -434,18 +434,6 @@ os.execv(REAL, [REAL, *args])
 '''
 
 
-def _processes_under(marker: str) -> list[int]:
-    pids = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit() and int(entry) != os.getpid():
-            try:
-                if marker.encode() in Path(f"/proc/{entry}/cmdline").read_bytes():
-                    pids.append(int(entry))
-            except OSError:
-                pass
-    return pids
-
-
 @contextmanager
 def ray_sandbox(session: Session) -> Iterator[None]:
     """A ``ray`` for the page (see the module's docstring); every node it started is gone after."""
@@ -461,16 +449,7 @@ def ray_sandbox(session: Session) -> Iterator[None]:
     try:
         yield
     finally:
-        for _ in range(6):
-            pids = _processes_under(base)
-            if not pids:
-                break
-            for pid in pids:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            time.sleep(0.5)
+        kill_processes_under(base, rounds=6)
         shutil.rmtree(base, ignore_errors=True)
 
 

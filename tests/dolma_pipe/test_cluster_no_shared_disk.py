@@ -19,11 +19,9 @@ import os
 import re
 import secrets
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
@@ -34,26 +32,13 @@ from dolma_pipe.config import load_config
 from dolma_pipe.documents import write_documents
 from dolma_pipe.manifest import read_manifest
 from dolma_pipe.runner import run_stage
-from tests.helpers import free_port, kill_when, make_docs, private_tmp, train_tokenizer
+from tests.helpers import free_port, kill_processes_under, kill_when, make_docs, private_tmp, train_tokenizer
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.timeout(900)]
 
 RAY = Path(sys.executable).with_name("ray")
 WORKERS = 2
 FILES = 6
-
-
-def _processes_under(marker: str) -> list[int]:
-    """Pids whose command line names ``marker`` (this cluster's temp dirs): ours and no one else's."""
-    pids = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit() and int(entry) != os.getpid():
-            try:
-                if marker.encode() in Path(f"/proc/{entry}/cmdline").read_bytes():
-                    pids.append(int(entry))
-            except OSError:
-                pass
-    return pids
 
 
 @pytest.fixture(scope="module")
@@ -84,16 +69,7 @@ def cluster(s3_server):
             assert proc.returncode == 0, f"worker node {i} did not start: {proc.stdout[-2000:]}{proc.stderr[-3000:]}"
         yield f"127.0.0.1:{port}", auth
     finally:
-        for _ in range(5):
-            pids = _processes_under(marker)
-            for pid in pids:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            if not pids:
-                break
-            time.sleep(0.5)
+        kill_processes_under(marker)
         shutil.rmtree(base, ignore_errors=True)
 
 

@@ -5,33 +5,18 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
 
 from dolma_pipe.documents import write_documents
 from dolma_pipe.manifest import read_manifest
-from tests.helpers import free_port, make_docs
+from tests.helpers import free_port, kill_processes_under, make_docs
 
 RAY = Path(sys.executable).with_name("ray")
-
-
-def _processes_under(marker: str) -> list[int]:
-    """Pids whose command line names ``marker`` (the cluster's own temp dirs): ours and no one else's."""
-    pids = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit() and int(entry) != os.getpid():
-            try:
-                if marker.encode() in Path(f"/proc/{entry}/cmdline").read_bytes():
-                    pids.append(int(entry))
-            except OSError:
-                pass
-    return pids
 
 
 @pytest.fixture
@@ -79,16 +64,7 @@ def two_node_cluster(tmp_path):
         )
         yield f"127.0.0.1:{port}", env
     finally:
-        for _ in range(3):
-            pids = _processes_under(base)
-            for pid in pids:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            if not pids:
-                break
-            time.sleep(0.5)
+        kill_processes_under(base, rounds=3)
         shutil.rmtree(base, ignore_errors=True)
 
 
