@@ -253,9 +253,10 @@ class MixSearchStage(Stage[MixSearchConfig]):
             raise ConfigError(f"config key '{key}': {e} at {target:,} tokens") from None
         proposal = mixtures.as_dict(best, self.names)
         named = {"proposal": mixtures.normalise(proposal, self.names), "uniform": uniform, "prior": prior}
-        predicted = {k: dict(zip(domains, map(float, f.predict(w)[0]))) for k, w in named.items()}
+        predicted = {}
         for k, w in named.items():
-            predicted[k]["objective"] = float(f.predict(w)[0] @ objective)
+            losses = f.predict(w)[0]
+            predicted[k] = {**dict(zip(domains, map(float, losses))), "objective": float(losses @ objective)}
         feasible = {k: bool(mixtures.feasible(w, cap)) for k, w in named.items()}
         best_run = int(np.argmin(y @ objective))
         summary = {
