@@ -139,6 +139,7 @@ class BatchResult:
     keys: list[int] = field(default_factory=list)
     # Per good document: the rules it matched (include i as bit i, exclude j as bit includes + j).
     matches: list[int] = field(default_factory=list)
+    lines: list[int] = field(default_factory=list)  # every good document's line number (set by the reader)
     # (kind, document index, attribute set, row, message); kind "mismatch", "ended", "bad_row" or "rule"
     error: tuple[str, int, int, int, str] | None = None
 

@@ -172,6 +172,11 @@ def mix_file(
             raise _batch_error(result.error, numbers, rows, doc_path)
         for doc_id in result.ids:  # the runner's duplicate-id check, as read_documents feeds it
             quarantine.saw_document(doc_id)
+        if result.bad:
+            skipped = {index for index, _, _ in result.bad}
+            result.lines = [n for i, n in enumerate(numbers) if i not in skipped]
+        else:
+            result.lines = numbers
         sink(result)
         counts.add(result.counts)
         for r, used in zip(rows, result.consumed):

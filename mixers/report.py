@@ -11,9 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from dolma_pipe import storage
 from dolma_pipe.filters import BatchResult
 from dolma_pipe.quarantine import Quarantine
+from mixers import verdicts as mix_verdicts
 from mixers.config import MixConfig
 from mixers.layout import make_groups
 from mixers.reading import mix_file
@@ -43,17 +46,38 @@ def rule_groups(config: dict[str, Any], inputs: set[str]) -> list[RuleGroup]:
     return out
 
 
-def verdicts(rules: StreamRules, path: str) -> tuple[dict[str, int], dict[str, int]]:
-    """Per document id of ``path``: the rules it matched (include i as bit i, exclude j as bit
-    includes + j); and how many documents matched each combination (mask -> documents)."""
-    masks: dict[str, int] = {}
+def stored_verdicts(root: str, manifest: Any) -> dict[str, str]:
+    """Per input file of a mix run: where its task kept its verdicts (:mod:`mixers.verdicts`);
+    files whose task kept none (a run from before verdicts were kept) are left out."""
+    out: dict[str, str] = {}
+    for phase in manifest.phases:
+        if phase.name not in ("filter", "count"):
+            continue
+        for record in phase.tasks.values():
+            rel = record.data.get("verdicts")
+            if rel and record.inputs:
+                out[record.inputs[0].path] = rel if rel.startswith("/") or "://" in rel else storage.join(root, rel)
+    return out
+
+
+def verdicts(rules: StreamRules, path: str, stored: str | None = None) -> tuple[dict[int, int], dict[str, int]]:
+    """Per line of ``path`` that holds a good document: the rules it matched (include i as bit i,
+    exclude j as bit includes + j); and how many documents matched each combination (mask ->
+    documents). From the verdicts the mix kept (``stored``) when it kept them, else the rules are
+    evaluated again by the mix's own engine."""
+    kept = mix_verdicts.load(stored) if stored else None
+    if kept is not None:
+        lines, masks = kept
+        values, counts = np.unique(masks, return_counts=True)
+        return dict(zip(lines.tolist(), masks.tolist())), {str(int(v)): int(n) for v, n in zip(values, counts)}
+    masks_by_line: dict[int, int] = {}
     overlap: dict[str, int] = {}
 
     def sink(result: BatchResult) -> None:
-        for doc_id, mask in zip(result.ids, result.matches):
-            masks[doc_id] = mask
+        for line, mask in zip(result.lines, result.matches):
+            masks_by_line[line] = mask
             overlap[str(mask)] = overlap.get(str(mask), 0) + 1
 
     # A quarantine of its own: the report's reading pass counts the file's bad records once.
     mix_file(rules, path, Quarantine(), sink, batch_size=2048, write=False)
-    return masks, overlap
+    return masks_by_line, overlap

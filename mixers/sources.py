@@ -43,6 +43,7 @@ from mixers.reading import mix_file
 from mixers.sharding import Piece, member_bytes, pack
 from mixers.streams import totals as group_totals
 from mixers.summary import group_summary, render
+from mixers.verdicts import SUFFIX, VerdictRecorder
 
 # 3: the cache's files are sealed work files (dolma_pipe.workdir).
 CACHE_FORMAT = 3
@@ -50,7 +51,7 @@ CACHE_FORMAT = 3
 CACHE_MEMBER_BYTES = 64 << 20
 CACHE_READ = 8 << 20
 # A count task's cache: kept documents, their (id hash, tokens), ids read, and what it counted.
-CACHE_FILES = ("docs.jsonl.zst", "counts.npz", "ids.bin", "meta.json")
+CACHE_FILES = ("docs.jsonl.zst", "counts.npz", "ids.bin", "verdicts" + SUFFIX, "meta.json")
 
 
 class Sources:
@@ -128,7 +129,7 @@ class Sources:
         return TaskOutput(
             docs_in=c["docs"],
             counts={"docs_kept": c["kept"], "docs_removed": c["docs"] - c["kept"], "tokens_kept": c["tokens"]},
-            data={"counts": c, "cache": self.layout.rel(cache)},
+            data={"counts": c, "cache": self.layout.rel(cache), "verdicts": self.layout.rel(storage.join(cache, "verdicts" + SUFFIX))},
         )
 
     def _count_into(self, task: Task, cache: str, quarantine: Quarantine) -> dict[str, Any]:
@@ -140,11 +141,13 @@ class Sources:
         scorer = quality.ScoreReader(spec, task.path, g.rules.attribute_sets, g.compression_in) if spec else None
         scores: list[float] = []
         topics: list[str] = []
+        verdicts = VerdictRecorder()
 
         with MemberWriter(storage.join(cache, "docs.jsonl.zst"), "zst", CACHE_MEMBER_BYTES, 3, work_file=True) as writer:
 
             def sink(r: BatchResult) -> None:
                 writer.write(r.out, r.line_lengths)
+                verdicts.add(r)
                 keys.extend(r.keys)
                 counts_per_doc.extend(tokens.count(tokenizer, r.texts))
                 if scorer is not None:
@@ -156,6 +159,7 @@ class Sources:
                 g.rules, task.path, quarantine, sink, batch_size=self.config.batch_size, compression=g.compression_in, collect=True
             )
         counts.tokens = int(sum(counts_per_doc))
+        verdicts.save(storage.join(cache, "verdicts" + SUFFIX))
         dolmino.save_counts(
             cache,
             np.array(keys, dtype=np.uint64),

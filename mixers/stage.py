@@ -64,10 +64,16 @@ class MixStage(Stage[MixConfig]):
         return rule_groups(config, inputs)
 
     @staticmethod
-    def report_verdicts(rules: Any, path: str) -> tuple[dict[str, int], dict[str, int]]:
+    def report_verdicts(rules: Any, path: str, stored: str | None = None) -> tuple[dict[int, int], dict[str, int]]:
         from mixers.report import verdicts
 
-        return verdicts(rules, path)
+        return verdicts(rules, path, stored)
+
+    @staticmethod
+    def report_verdict_files(root: str, manifest: Any) -> dict[str, str]:
+        from mixers.report import stored_verdicts
+
+        return stored_verdicts(root, manifest)
 
     def __init__(self, config: MixConfig):
         # An olmix mixture file sets the sources' ratios; the run records the spec as applied.

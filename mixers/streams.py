@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from dolma_pipe import storage
-from dolma_pipe.filters import MixCounts
+from dolma_pipe.filters import BatchResult, MixCounts
 from dolma_pipe.manifest import TaskRecord
 from dolma_pipe.quarantine import Quarantine
 from dolma_pipe.stage import Phase, RunContext, StepResult, Task, TaskOutput
@@ -30,6 +30,7 @@ from mixers.output import MemberWriter, compression_for, extension
 from mixers.reading import mix_file
 from mixers.sharding import Piece, member_bytes, pack
 from mixers.summary import group_summary, render
+from mixers.verdicts import VerdictRecorder, verdict_path
 
 
 def totals(layout: MixLayout, records: list[TaskRecord]) -> dict[str, MixCounts]:
@@ -82,7 +83,7 @@ class Streams:
         return self.layout.work.path("filter", task.key + ".members" + extension(self.layout.group(task).out_compression))
 
     def filter_outputs(self, task: Task) -> list[str]:
-        return [self._filter_path(task)]
+        return [self._filter_path(task), verdict_path(self.layout.root, task.key)]
 
     def filter(self, task: Task, quarantine: Quarantine, ctx: RunContext) -> TaskOutput:
         g = self.layout.group(task)
@@ -90,19 +91,24 @@ class Streams:
         shuffle = self.config.shuffle
         compression = g.out_compression if shuffle else compression_for(out)
         level = self.config.compression_level
+        verdicts = VerdictRecorder()
+
+        def sink(r: BatchResult) -> None:
+            writer.write(r.out, r.line_lengths)
+            verdicts.add(r)
+
         with MemberWriter(out, compression, member_bytes(g.max_bytes), level, empty_member=not shuffle, work_file=shuffle) as writer:
-            counts = mix_file(
-                g.rules,
-                task.path,
-                quarantine,
-                lambda r: writer.write(r.out, r.line_lengths),
-                batch_size=self.config.batch_size,
-                compression=g.compression_in,
-            )
+            counts = mix_file(g.rules, task.path, quarantine, sink, batch_size=self.config.batch_size, compression=g.compression_in)
+        verdicts.save(verdict_path(self.layout.root, task.key))
         return TaskOutput(
             docs_in=counts.docs,
             counts={"docs_kept": counts.kept, "docs_removed": counts.docs - counts.kept, "spans_replaced": counts.spans_replaced},
-            data={"counts": counts.as_dict(), "path": self.layout.rel(out), "members": [m.as_list() for m in writer.members]},
+            data={
+                "counts": counts.as_dict(),
+                "path": self.layout.rel(out),
+                "members": [m.as_list() for m in writer.members],
+                "verdicts": self.layout.rel(verdict_path(self.layout.root, task.key)),
+            },
         )
 
     # ---- assign, shard, finish ------------------------------------------------------------------

@@ -53,7 +53,18 @@ class MixGroup:
     kind: str  # "stream" or "source"
     rules: Any  # the mix's compiled rules (mixers.rules.StreamRules)
     files: list[str]
-    verdicts: Any  # (rules, path) -> (match mask per document id, documents per mask)
+    verdicts: Any  # (rules, path) -> (match mask per document line, documents per mask)
+
+
+@dataclass(frozen=True)
+class RunVerdicts:
+    """A mix run's verdicts on one of its files: the ones its task kept, else its rules evaluated again."""
+
+    evaluate: Any  # the mix stage's report_verdicts(rules, path, stored)
+    stored: dict[str, str]  # input path -> its verdicts file
+
+    def __call__(self, rules: Any, path: str) -> tuple[dict[int, int], dict[str, int]]:
+        return self.evaluate(rules, path, self.stored.get(path))
 
 
 @dataclass
@@ -155,6 +166,7 @@ def _mix_groups(found: RunSet) -> list[MixGroup]:
 
     mix = stage_class("mix")
     report_groups, report_verdicts = getattr(mix, "report_groups", None), getattr(mix, "report_verdicts", None)
+    verdict_files = getattr(mix, "report_verdict_files", None)
     if report_groups is None or report_verdicts is None:
         return []
     groups = []
@@ -164,8 +176,9 @@ def _mix_groups(found: RunSet) -> list[MixGroup]:
         except (DolmaPipeError, ValueError) as exc:
             found.problems.append(f"{run.root}: the mix's rules cannot be evaluated again ({exc}); its per-rule samples are left out")
             continue
+        verdicts = RunVerdicts(report_verdicts, verdict_files(run.root, run.manifest) if verdict_files else {})
         for g in made:
-            groups.append(MixGroup(run.name, g.index, g.name, g.kind, g.rules, g.files, report_verdicts))
+            groups.append(MixGroup(run.name, g.index, g.name, g.kind, g.rules, g.files, verdicts))
     return groups
 
 

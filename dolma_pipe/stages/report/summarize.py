@@ -95,7 +95,7 @@ class RuleSet:
     rules: Any  # the mix's compiled rules (mixers.rules.StreamRules)
     labels: list[str] = field(default_factory=list)  # per bit of the match mask
     reads: dict[str, list[str]] = field(default_factory=dict)  # per label: attributes the rule reads
-    # (rules, path) -> (match mask per document id, documents per mask): the mix stage's own.
+    # (rules, path) -> (match mask per document line, documents per mask): the mix stage's own.
     verdicts: Any = None
 
     @staticmethod
@@ -273,7 +273,7 @@ def summarize_documents(
             col2[0].append(i)
             col2[1].append(top)
         for rs, (masks, _) in zip(rule_sets, verdicts):
-            mask = masks.get(doc_id)
+            mask = masks.get(line)
             if mask is None:
                 continue
             label = rs.decision(mask) or "kept"

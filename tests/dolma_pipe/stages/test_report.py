@@ -12,11 +12,13 @@ import shutil
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from dolma_pipe.documents import read_documents
 from dolma_pipe.manifest import read_manifest
 from dolma_pipe.stages.report.bins import bin_edges, value_bin
+from mixers import verdicts
 from tests.dolma_pipe.stages.report_support import build_pipeline, clusters_file, report, train_tiny
 from tests.helpers import skip_missing
 
@@ -155,6 +157,29 @@ def test_a_changed_attribute_file_redoes_its_file(made, tmp_path):
     manifest = read_manifest(str(dest))
     redone = [k for k, t in manifest.phase("documents").tasks.items() if not t.skipped]
     assert len(redone) == 1 and redone[0].endswith(str(attr.relative_to(root / "corpus" / "attributes" / "dd")))
+
+
+def test_kept_verdicts_give_what_the_rules_give_again(made, tmp_path):
+    """The report reads the verdicts the mix kept; without them it evaluates the rules again, to
+    the same numbers and samples."""
+    root, _, summary = made
+    kept = sorted(root.rglob("_verdicts/**/*.verdicts"))
+    assert kept, "the mix kept no verdicts"
+    mix = read_manifest(str(Path(*kept[0].parts[: kept[0].parts.index("_verdicts")])))
+    # One verdict per good document the mix read, in line order.
+    loaded = [verdicts.load(str(p)) for p in kept]
+    assert all(v is not None for v in loaded)
+    assert sum(len(lines) for lines, _ in loaded) == mix.phase("filter").totals()["docs_in"]
+    assert all(np.all(np.diff(lines.astype(np.int64)) > 0) for lines, _ in loaded)
+    aside = tmp_path / "aside"
+    for path in kept:
+        (aside / path.relative_to(root)).parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(path, aside / path.relative_to(root))
+    try:
+        assert report(root, tmp_path / "again") == summary
+    finally:
+        for path in kept:
+            shutil.move(aside / path.relative_to(root), path)
 
 
 @pytest.mark.ray
