@@ -45,10 +45,10 @@ import orjson
 from dolma_pipe import paths, storage
 from dolma_pipe.config import ConfigError
 from dolma_pipe.filters import BatchResult
+from dolma_pipe.lineblocks import read_lines
 from mixers import dolmino
 from mixers.attribute_keys import AttributeKeys
 from mixers.config import MixConfig, QualityConfig, SourceConfig
-from mixers.reading import read_lines
 from mixers.shorthand import Name, ShorthandError, resolver
 
 SOURCE_KEY = "source"  # quality.key naming the documents' own field, not an attribute prefix

@@ -1,11 +1,7 @@
 """One input file through a stream's rules: its lines and its attribute files' rows, in lockstep.
 
-Files are read as blocks of complete lines (a list per decompressed chunk, not a Python step per
-line: the rule engine does the per-document work). gzip is inflated by zlib-rs, zstd by
-zstandard; ``compression.input`` overrides what a file's name says. As in
-:func:`dolma_pipe.documents.iter_lines`, blank lines are skipped (they still count for line
-numbers), a UTF-8 byte-order mark is dropped, and a corrupt or truncated archive is raised after
-every line before it.
+Files are read as blocks of complete lines (:mod:`dolma_pipe.lineblocks`: the rule engine does
+the per-document work); ``compression.input`` overrides what a file's name says.
 
 Lines go to the rule engine in batches; the engine pairs each good document with the next row
 of every attribute file (a bad document line, quarantined with its file and line, takes no row,
@@ -18,95 +14,20 @@ and the line, as Dolma's mixer fails there.
 from __future__ import annotations
 
 import os
-from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 from dolma_pipe import paths, storage
 from dolma_pipe.attributes import AttributeMismatchError
-from dolma_pipe.documents import CHUNK, DocumentError, TruncatedArchive, chunks_after, compression_of
+from dolma_pipe.documents import DocumentError, TruncatedArchive
 from dolma_pipe.errors import DolmaPipeError
-from dolma_pipe.filters import BatchResult, GzipInflater, MixCounts
+from dolma_pipe.filters import BatchResult, MixCounts
+from dolma_pipe.lineblocks import line_blocks
 from dolma_pipe.quarantine import Quarantine
 from mixers.rules import StreamRules
-
-# Dolma's names for compressions (``compression.input``) -> documents.compression_of's names.
-_KINDS = {"gz": "gzip", "zst": "zstd", "zstd": "zstd", "": "none"}
-
-Block = tuple[list[int], list[bytes]]  # line numbers and lines (blank lines left out)
 
 
 class MixRuleError(DolmaPipeError, ValueError):
     """A rule failed on a document (e.g. a jq error); the message names the rule, file and line."""
-
-
-def _chunks(path: str, kind: str) -> Iterator[bytes]:
-    """Decompressed bytes of ``path`` read as ``kind`` (gzip, zstd or none)."""
-    with storage.open_read(path) as raw:
-        block = raw.read(CHUNK)
-        if kind == "gzip" and block.startswith(b"\x1f\x8b"):
-            inflater = GzipInflater()
-            fed = bool(block)
-            while block:
-                try:
-                    yield inflater.feed(block)
-                except ValueError as exc:
-                    raise DocumentError(f"{path}: corrupt gzip data ({exc})") from None
-                block = raw.read(CHUNK)
-            if fed:
-                try:
-                    yield inflater.finish()
-                except ValueError:
-                    raise TruncatedArchive(f"{path}: truncated gzip archive (stream ended early)") from None
-            return
-        # zstd frames, a zlib stream under a .gz name, plain text: the documents reader's rules.
-        yield from chunks_after(block, raw, path, kind)
-
-
-def _blank_free(linenos: list[int], lines: list[bytes], notes: Counter | None) -> Block:
-    if b"" in lines or any(map(bytes.isspace, lines)):
-        kept = [(n, line) for n, line in zip(linenos, lines) if line and not line.isspace()]
-        if notes is not None:
-            notes["blank_lines"] += len(lines) - len(kept)
-        return [n for n, _ in kept], [line for _, line in kept]
-    return linenos, lines
-
-
-def line_blocks(path: str, compression: str | None = None, notes: Counter | None = None) -> Iterator[Block]:
-    """(line numbers, lines) per decompressed chunk of a JSON-lines file, blank lines left out
-    (and counted in ``notes["blank_lines"]``, as the documents reader notes them)."""
-    kind = _KINDS[compression] if compression is not None else compression_of(path)
-    lineno = 0
-    pending = b""
-    first = True
-    failure: DocumentError | None = None
-    try:
-        for out in _chunks(path, kind):
-            if first and out:
-                first = False
-                if out.startswith(b"\xef\xbb\xbf"):
-                    out = out[3:]
-            lines = (pending + out).split(b"\n") if pending else out.split(b"\n")
-            pending = lines.pop()
-            if lines:
-                numbers = list(range(lineno + 1, lineno + 1 + len(lines)))
-                lineno += len(lines)
-                block = _blank_free(numbers, lines, notes)
-                if block[1]:
-                    yield block
-    except DocumentError as exc:
-        failure = exc
-    if pending and not pending.isspace():
-        yield [lineno + 1], [pending]
-    elif pending and notes is not None:
-        notes["blank_lines"] += 1
-    if failure is not None:
-        raise failure
-
-
-def read_lines(path: str, compression: str | None = None) -> Iterator[tuple[int, bytes]]:
-    """(line number, line) of the non-blank lines of a JSON-lines file."""
-    for numbers, lines in line_blocks(path, compression):
-        yield from zip(numbers, lines)
 
 
 class _Rows:
