@@ -12,6 +12,7 @@
 //!   per-bucket steps of `dolma-pipe dedup`;
 //! - `suffix`: suffix arrays (libsais) and their queries: counts, longest matches, repeated
 //!   windows across shards;
+//! - `report`: the report's per-document pass, document lines and attribute rows read into columns;
 //! - `workfile`: the checksum trailer of every work file (what one phase writes for the next).
 //!
 //! Everything but `python` is plain Rust with no pyo3 in it, so `cargo test` exercises the
@@ -22,6 +23,7 @@ pub mod dedup;
 pub mod filters;
 pub mod minhash;
 mod python;
+pub mod report;
 pub mod suffix;
 pub mod text;
 pub mod text_stats;

@@ -66,10 +66,22 @@ def length_codes(n: np.ndarray) -> np.ndarray:
     return out
 
 
+# Cells of (group, code) counted densely by weighted_bins; more are sorted instead.
+DENSE_CELLS = 1 << 20
+
+
 def weighted_bins(codes: np.ndarray, groups: np.ndarray, weights: list[np.ndarray]) -> list[tuple[int, int, list[int]]]:
     """(group, code, summed weights) for every (group, code) present: the bins of several groups at once."""
     if len(codes) == 0:
         return []
+    lo, span = int(codes.min()), int(codes.max()) - int(codes.min()) + 1
+    n_groups = int(groups.max()) + 1
+    if span * n_groups <= DENSE_CELLS:
+        # Few (group, code) cells (the usual case: bins of a few sources): counted in place, no sort.
+        cell = groups.astype(np.int64) * span + (codes.astype(np.int64) - lo)
+        seen = np.flatnonzero(np.bincount(cell, minlength=span * n_groups))
+        dense = [np.bincount(cell, weights=w, minlength=span * n_groups) for w in weights]
+        return [(int(j // span), int(j % span) + lo, [int(s[j]) for s in dense]) for j in seen]
     # One int64 per pair (codes stay below 2^36 and above -2, groups are few): a 1-d unique is a plain sort.
     joined = (groups.astype(np.int64) << 40) + (codes + 2)
     uniq, inverse = np.unique(joined, return_inverse=True)

@@ -19,14 +19,19 @@ from __future__ import annotations
 
 import hashlib
 import heapq
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import orjson
 
+from dolma_pipe import paths, storage
 from dolma_pipe.attributes import read_with_attributes
+from dolma_pipe.documents import DocumentError, compression_of
 from dolma_pipe.filters import RuleSyntax, rule_attributes
+from dolma_pipe.lineblocks import line_blocks
 from dolma_pipe.quarantine import Quarantine
 from dolma_pipe.stages.report.bins import add_nested, code_key, length_codes, length_key, value_codes, weighted_bins
 
@@ -142,16 +147,17 @@ class _Columns:
     """What a file's documents showed, kept as columns (document index, value) while reading, and
     binned per source with numpy at the end: a few list appends per attribute and document."""
 
+    # Columns are lists while the Python pass appends to them, numpy arrays from the Rust pass.
     def __init__(self) -> None:
-        self.src: list[int] = []
-        self.chars: list[int] = []
-        self.bytes: list[int] = []
+        self.src: Any = []
+        self.chars: Any = []
+        self.bytes: Any = []
         self.sources: dict[str, int] = {}
-        self.present: dict[str, list[int]] = {}
-        self.scores: dict[str, tuple[list[int], list[float]]] = {}
-        self.span_lengths: dict[str, tuple[list[int], list[int]]] = {}
-        self.span_covered: dict[str, tuple[list[int], list[int]]] = {}
-        self.languages: dict[str, tuple[list[int], list[str]]] = {}
+        self.present: dict[str, Any] = {}
+        self.scores: dict[str, tuple[Any, Any]] = {}
+        self.span_lengths: dict[str, tuple[Any, Any]] = {}
+        self.span_covered: dict[str, tuple[Any, Any]] = {}
+        self.languages: dict[str, tuple[Any, list[str]]] = {}
         self.rules: dict[str, tuple[list[int], list[str]]] = {}
 
     def binned(self) -> dict[str, Any]:
@@ -214,8 +220,38 @@ def summarize_documents(
     samples_per_rule: int,
     tokenizer: Any | None,
 ) -> dict[str, Any]:
-    """The summary of one document file (see the module's docstring); ``sets`` are its attribute sets."""
+    """The summary of one document file (see the module's docstring); ``sets`` are its attribute sets.
+
+    Read by the Rust pass (:class:`_ColumnPass`) when the file is as the stages write it (every line
+    a good document, every attribute row in line); else, or for Parquet, by the Python pass, which
+    quarantines and refuses as every stage does. Both give the same summary."""
     verdicts = [rs.verdicts(rs.rules, path) for rs in rule_sets]
+    args = (path, rel, sets, rule_sets, verdicts, wanted_texts, contamination, quarantine)
+    opts: dict[str, Any] = {"seed": seed, "sample_chars": sample_chars, "samples_per_rule": samples_per_rule, "tokenizer": tokenizer}
+    if compression_of(path) != "parquet":
+        try:
+            return _ColumnPass(*args, **opts).run()
+        except _NotThisPass:
+            pass
+    return _summarize_python(*args, **opts)
+
+
+def _summarize_python(
+    path: str,
+    rel: str,
+    sets: list[str],
+    rule_sets: list[RuleSet],
+    verdicts: list[tuple[dict[int, int], dict[str, int]]],
+    wanted_texts: set[str],
+    contamination: list[str],
+    quarantine: Quarantine,
+    *,
+    seed: int,
+    sample_chars: int,
+    samples_per_rule: int,
+    tokenizer: Any | None,
+) -> dict[str, Any]:
+    """The reference pass: every document and its attributes as Python objects."""
     cols = _Columns()
     samples: dict[str, dict[str, list]] = {"removed": {}, "contaminated": {}}
     texts: dict[str, str] = {}
@@ -281,25 +317,28 @@ def summarize_documents(
             col3[0].append(i)
             col3[1].append(label)
             if label != "kept" and samples_per_rule:
-                reads = rs.reads.get(label, [])
-                values = {name: _shown_value(attrs.get(name)) for name in reads}
-                marked = sorted(
-                    [int(s[0]), int(s[1])] for name in reads for s in (attrs.get(name) or []) if not _is_document_score([s], n_chars)
-                )
-                record = {"id": doc_id, "source": src, "file": rel, "line": line, "values": values, **_snippet(text, marked, sample_chars)}
+                record = _removed_record(rs, label, doc_id, src, rel, line, text, attrs, sample_chars)
                 bucket = samples["removed"].setdefault(f"{rs.key}\x00{label}", [])
                 _keep_smallest(bucket, [sample_key(seed, doc_id), record], samples_per_rule)
         if doc_id in wanted_texts:
             texts[doc_id] = text[: sample_chars * 4]
         for name in contamination:
-            spans = attrs.get(name) or []
-            if not spans:
-                continue
-            _add(contaminated.setdefault(name, {}), src, [1, len(spans), sum(int(e) - int(s) for s, e, *_ in spans)])
-            for s, e, *score in spans:
-                record = {"id": doc_id, "source": src, "file": rel, "line": line, "paragraph": text[int(s) : int(e)][:sample_chars]}
-                record["score"] = score[0] if score else None
-                _keep_smallest(samples["contaminated"].setdefault(name, []), [sample_key(seed, f"{doc_id}:{s}"), record], samples_per_rule)
+            _contaminated(
+                name, attrs.get(name) or [], doc_id, src, rel, line, text, contaminated, samples, seed, sample_chars, samples_per_rule
+            )
+    return _finish(cols, contaminated, rule_sets, verdicts, tokenizer, token_texts, samples, texts)
+
+
+def _finish(
+    cols: _Columns,
+    contaminated: dict[str, dict[str, list[int]]],
+    rule_sets: list[RuleSet],
+    verdicts: list[tuple[dict[int, int], dict[str, int]]],
+    tokenizer: Any | None,
+    token_texts: dict[str, list[str]],
+    samples: dict[str, dict[str, list]],
+    texts: dict[str, str],
+) -> dict[str, Any]:
     counts = cols.binned()
     counts["contamination"] = contaminated
     for rs, (_, overlap) in zip(rule_sets, verdicts):
@@ -310,6 +349,224 @@ def summarize_documents(
             n_tokens = sum(len(e.ids) for e in tokenizer.encode_batch(batch, add_special_tokens=False))
             per[src] = [sum(len(t.encode("utf-8", "surrogatepass")) for t in batch), n_tokens]
     return {"counts": counts, "samples": samples, "texts": texts}
+
+
+class _NotThisPass(Exception):
+    """The file holds something the Rust pass does not read; the Python pass reads it."""
+
+
+class _RowFeed:
+    """An attribute file's non-blank rows, handed out in the document file's batches."""
+
+    def __init__(self, path: str):
+        self.blocks = line_blocks(path)
+        self.lines: list[bytes] = []
+        self.done = False
+
+    def take(self, n: int) -> list[bytes]:
+        while len(self.lines) < n and not self.done:
+            block = next(self.blocks, None)
+            if block is None:
+                self.done = True
+            else:
+                self.lines += block[1]
+        out = self.lines[:n]
+        del self.lines[:n]
+        return out
+
+    def exhausted(self) -> bool:
+        return not self.take(1)
+
+
+class _ColumnPass:
+    """One document file read by the Rust pass (``dolma_pipe._rust.DocumentColumns``): the
+    documents and attribute rows become columns there; Python keeps what needs a document whole
+    (the sampled removed documents, the texts the page shows, contaminated paragraphs), parsing
+    only those lines again. Raises :class:`_NotThisPass` (before touching ``quarantine``) when the
+    file is not as the stages write it."""
+
+    def __init__(
+        self,
+        path: str,
+        rel: str,
+        sets: list[str],
+        rule_sets: list[RuleSet],
+        verdicts: list[tuple[dict[int, int], dict[str, int]]],
+        wanted_texts: set[str],
+        contamination: list[str],
+        quarantine: Quarantine,
+        *,
+        seed: int,
+        sample_chars: int,
+        samples_per_rule: int,
+        tokenizer: Any | None,
+    ):
+        self.path, self.rel, self.sets, self.rule_sets, self.verdicts = path, rel, sets, rule_sets, verdicts
+        self.wanted_texts, self.contamination, self.quarantine = wanted_texts, contamination, quarantine
+        self.seed, self.sample_chars, self.samples_per_rule, self.tokenizer = seed, sample_chars, samples_per_rule, tokenizer
+        self.samples: dict[str, dict[str, list]] = {"removed": {}, "contaminated": {}}
+        self.texts: dict[str, str] = {}
+        self.contaminated: dict[str, dict[str, list[int]]] = {}
+        self.rules: dict[str, tuple[list[int], list[str]]] = {}
+
+    def run(self) -> dict[str, Any]:
+        from dolma_pipe._rust import DocumentColumns
+
+        cols = DocumentColumns(TOKEN_SAMPLE_BYTES if self.tokenizer is not None else 0)
+        notes: Counter = Counter()
+        ids: list[str] = []
+        try:
+            feeds = [_RowFeed(paths.attribute_path(self.path, name)) for name in self.sets]
+            for numbers, lines in line_blocks(self.path, notes=notes):
+                rows = [feed.take(len(lines)) for feed in feeds]
+                start = cols.docs
+                try:
+                    batch_ids = cols.add(lines, rows)
+                except ValueError as exc:
+                    raise _NotThisPass(str(exc)) from None
+                self._batch(cols, start, numbers, lines, rows, batch_ids)
+                ids += batch_ids
+            if not ids or any(not feed.exhausted() for feed in feeds):
+                raise _NotThisPass("no documents, or attribute rows past the last document")
+        except (DocumentError, storage.StorageError) as exc:
+            raise _NotThisPass(str(exc)) from None
+        # The file is read: what the Python pass would have told the quarantine, told now.
+        for doc_id in ids:
+            self.quarantine.saw_document(doc_id)
+        self.quarantine.notes.update(notes)
+        return _finish(
+            self._columns(cols),
+            self.contaminated,
+            self.rule_sets,
+            self.verdicts,
+            self.tokenizer,
+            self._token_texts(cols),
+            self.samples,
+            self.texts,
+        )
+
+    def _doc(self, line: bytes, rows: list[list[bytes]], j: int) -> tuple[dict, dict]:
+        """Document ``j`` of a batch and its merged attributes, parsed as the Python pass parses them."""
+        doc = orjson.loads(line)
+        attrs: dict = {}
+        for set_rows in rows:
+            attrs.update(orjson.loads(set_rows[j]).get("attributes") or {})
+        return doc, attrs
+
+    def _batch(self, cols: Any, start: int, numbers: list[int], lines: list[bytes], rows: list[list[bytes]], ids: list[str]) -> None:
+        sources = cols.sources
+        src_of: np.ndarray | None = None
+        for rs, (masks, _) in zip(self.rule_sets, self.verdicts):
+            idx, labels = self.rules.setdefault(rs.key, ([], []))
+            decided: dict[int, str] = {}
+            bucket_key = f"{rs.key}\x00"
+            for j, line in enumerate(numbers):
+                mask = masks.get(line)
+                if mask is None:
+                    continue
+                label = decided.get(mask)
+                if label is None:
+                    label = decided[mask] = rs.decision(mask) or "kept"
+                idx.append(start + j)
+                labels.append(label)
+                if label == "kept" or not self.samples_per_rule:
+                    continue
+                key = sample_key(self.seed, ids[j])
+                bucket = self.samples["removed"].setdefault(bucket_key + label, [])
+                if len(bucket) >= self.samples_per_rule and (key, ids[j]) >= max(map(_sample_order, bucket)):
+                    continue  # would not be kept: not parsed
+                if src_of is None:
+                    src_of = np.frombuffer(cols.documents()["src"], dtype="<u4")
+                doc, attrs = self._doc(lines[j], rows, j)
+                record = _removed_record(
+                    rs, label, ids[j], sources[src_of[start + j]], self.rel, line, doc["text"], attrs, self.sample_chars
+                )
+                _keep_smallest(bucket, [key, record], self.samples_per_rule)
+        wanted = [j for j, doc_id in enumerate(ids) if doc_id in self.wanted_texts] if self.wanted_texts else []
+        for j in wanted:
+            self.texts[ids[j]] = orjson.loads(lines[j])["text"][: self.sample_chars * 4]
+        for name in self.contamination:
+            for d in cols.present_from(name, start):
+                j = d - start
+                doc, attrs = self._doc(lines[j], rows, j)
+                src = str(doc.get("source") or "(none)")
+                _contaminated(
+                    name, attrs.get(name) or [], ids[j], src, self.rel, numbers[j], doc["text"],
+                    self.contaminated, self.samples, self.seed, self.sample_chars, self.samples_per_rule,
+                )  # fmt: skip
+
+    def _columns(self, cols: Any) -> _Columns:
+        out = _Columns()
+        out.sources = {name: i for i, name in enumerate(cols.sources)}
+        d = cols.documents()
+        out.src = np.frombuffer(d["src"], dtype="<u4").astype(np.int64)
+        out.chars = np.frombuffer(d["chars"], dtype="<u8")
+        out.bytes = np.frombuffer(d["bytes"], dtype="<u8")
+        n = len(out.src)
+        best: dict[str, tuple[np.ndarray, np.ndarray, list[str]]] = {}  # prefix -> (best value, language code, languages)
+        for k, key in enumerate(cols.keys):
+            col = cols.column(k)
+            out.present[key] = np.frombuffer(col["present"], dtype="<u4")
+            score_docs = np.frombuffer(col["score_docs"], dtype="<u4")
+            if len(score_docs):
+                scores = np.frombuffer(col["scores"], dtype="<f8")
+                out.scores[key] = (score_docs, scores)
+                lang = _language_prefix(key)
+                if lang is not None:
+                    # The Python pass's rule: per document, the first language of the highest score above -1.
+                    value, code, langs = best.setdefault(lang[0], (np.full(n, -1.0), np.full(n, -1, dtype=np.int64), []))
+                    better = scores > value[score_docs]
+                    value[score_docs[better]] = scores[better]
+                    code[score_docs[better]] = len(langs)
+                    langs.append(lang[1])
+            covered_docs = np.frombuffer(col["covered_docs"], dtype="<u4")
+            if len(covered_docs):
+                out.span_lengths[key] = (np.frombuffer(col["span_docs"], dtype="<u4"), np.frombuffer(col["span_lengths"], dtype="<u8"))
+                out.span_covered[key] = (covered_docs, np.frombuffer(col["covered"], dtype="<u8"))
+        for prefix, (_, code, langs) in best.items():
+            docs = np.flatnonzero(code >= 0)
+            out.languages[prefix] = (docs, [langs[c] for c in code[docs]])
+        out.rules = self.rules
+        return out
+
+    def _token_texts(self, cols: Any) -> dict[str, list[str]]:
+        if self.tokenizer is None:
+            return {}
+        return {name: texts for name, texts in zip(cols.sources, cols.sample_texts) if texts}
+
+
+def _removed_record(rs: RuleSet, label: str, doc_id: str, src: str, rel: str, line: int, text: str, attrs: dict, sample_chars: int) -> dict:
+    """A removed document as the page shows it: the values of what the deciding rule reads, and
+    the text around the first span among them, highlighted."""
+    reads = rs.reads.get(label, [])
+    values = {name: _shown_value(attrs.get(name)) for name in reads}
+    n_chars = len(text)
+    marked = sorted([int(s[0]), int(s[1])] for name in reads for s in (attrs.get(name) or []) if not _is_document_score([s], n_chars))
+    return {"id": doc_id, "source": src, "file": rel, "line": line, "values": values, **_snippet(text, marked, sample_chars)}
+
+
+def _contaminated(
+    name: str,
+    spans: Any,
+    doc_id: str,
+    src: str,
+    rel: str,
+    line: int,
+    text: str,
+    contaminated: dict[str, dict[str, list[int]]],
+    samples: dict[str, dict[str, list]],
+    seed: int,
+    sample_chars: int,
+    samples_per_rule: int,
+) -> None:
+    """One document's spans of a contamination attribute: counted per source, paragraphs sampled."""
+    if not spans:
+        return
+    _add(contaminated.setdefault(name, {}), src, [1, len(spans), sum(int(e) - int(s) for s, e, *_ in spans)])
+    for s, e, *score in spans:
+        record = {"id": doc_id, "source": src, "file": rel, "line": line, "paragraph": text[int(s) : int(e)][:sample_chars]}
+        record["score"] = score[0] if score else None
+        _keep_smallest(samples["contaminated"].setdefault(name, []), [sample_key(seed, f"{doc_id}:{s}"), record], samples_per_rule)
 
 
 def _keep_smallest(bucket: list, row: list, k: int) -> None:

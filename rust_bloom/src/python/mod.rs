@@ -4,6 +4,7 @@ mod bloom;
 mod dedup;
 mod filters;
 mod minhash;
+mod report;
 mod suffix;
 mod text_stats;
 mod workfile;
@@ -16,6 +17,7 @@ fn _rust(m: &Bound<'_, PyModule>) -> PyResult<()> {
     dedup::register(m)?;
     filters::register(m)?;
     minhash::register(m)?;
+    report::register(m)?;
     suffix::register(m)?;
     text_stats::register(m)?;
     workfile::register(m)?;

@@ -50,6 +50,21 @@ def test_bins_cover_every_value():
         assert lo <= v <= hi or (v == 1.0 and hi == 1.0), (v, lo, hi)
 
 
+def test_bins_counted_in_place_equal_bins_sorted(monkeypatch):
+    from dolma_pipe.stages.report import bins
+
+    rng = np.random.default_rng(3)
+    for low, high in ((-1, 40), (0, 1), (-1, 5_000_000)):
+        codes = rng.integers(low, high, 20_000)
+        groups = rng.integers(0, 4, 20_000)
+        weights = [np.ones(20_000), rng.integers(0, 10_000, 20_000).astype(np.float64)]
+        got = bins.weighted_bins(codes, groups, weights)
+        monkeypatch.setattr(bins, "DENSE_CELLS", 0)
+        assert bins.weighted_bins(codes, groups, weights) == got
+        monkeypatch.undo()
+        assert sum(w[0] for _, _, w in got) == 20_000
+
+
 def test_numbers_match_their_sources(made, pipeline):
     root, dest, summary = made
     counts = summary["counts"]
@@ -180,6 +195,68 @@ def test_kept_verdicts_give_what_the_rules_give_again(made, tmp_path):
     finally:
         for path in kept:
             shutil.move(aside / path.relative_to(root), path)
+
+
+def test_the_rust_pass_gives_what_the_python_pass_gives(made, tmp_path, monkeypatch):
+    """Document files are read by the Rust column pass; the Python pass (the reference, for files
+    with bad records) gives the same summary. One process: the tasks run in this one."""
+    from dolma_pipe.stages.report import summarize
+
+    root, _, summary = made
+    read_by_rust: list[str] = []
+    rust_run = summarize._ColumnPass.run
+
+    def spied(self):
+        out = rust_run(self)
+        read_by_rust.append(self.path)
+        return out
+
+    monkeypatch.setattr(summarize._ColumnPass, "run", spied)
+    assert report(root, tmp_path / "rust", processes=1) == summary
+    assert len(read_by_rust) >= 4, read_by_rust
+
+    def refused(self):
+        raise summarize._NotThisPass("the test reads every file with the Python pass")
+
+    monkeypatch.setattr(summarize._ColumnPass, "run", refused)
+    assert report(root, tmp_path / "python", processes=1) == summary
+
+
+def test_a_file_with_bad_records_takes_the_python_pass(tmp_path, monkeypatch):
+    """A malformed line (quarantined, counted) sends its file to the Python pass; a clean file of
+    the same runs takes the Rust pass; both passes give the report the same numbers."""
+    from dolma_pipe.stages.report import summarize
+    from taggers.stage import TagConfig, TagStage
+    from tests.dolma_pipe.stages.report_support import run
+
+    docs = tmp_path / "runs" / "corpus" / "documents" / "s"
+    docs.mkdir(parents=True)
+    rows = [json.dumps({"id": f"d{i}", "text": f"document {i} " + "word " * (i % 50), "source": "s"}) for i in range(3000)]
+    with gzip.open(docs / "clean.jsonl.gz", "wt") as fh:
+        fh.write("\n".join(rows[:1500]) + "\n")
+    with gzip.open(docs / "bad.jsonl.gz", "wt") as fh:
+        fh.write("\n".join(rows[1500:2000]) + "\n{not json\n\n" + "\n".join(rows[2000:]) + "\n")
+    run(TagStage, TagConfig, {"documents": [str(docs / "*.jsonl.gz")], "experiment": "t", "taggers": ["lengths_v1", "gopher"]})
+    read_by_rust: list[str] = []
+    rust_run = summarize._ColumnPass.run
+
+    def spied(self):
+        out = rust_run(self)
+        read_by_rust.append(Path(self.path).name)
+        return out
+
+    monkeypatch.setattr(summarize._ColumnPass, "run", spied)
+    summary = report(tmp_path / "runs", tmp_path / "report")
+    assert read_by_rust == ["clean.jsonl.gz"]
+    assert sum(cells[0] for cells in summary["counts"]["sources"].values()) == 3000
+    manifest = read_manifest(str(tmp_path / "report"))
+    assert manifest.phase("documents").errors()["malformed_json"] == 1
+
+    def refused(self):
+        raise summarize._NotThisPass("every file by the Python pass")
+
+    monkeypatch.setattr(summarize._ColumnPass, "run", refused)
+    assert report(tmp_path / "runs", tmp_path / "python") == summary
 
 
 @pytest.mark.ray
