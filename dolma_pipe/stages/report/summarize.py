@@ -10,9 +10,13 @@ A document file's summary holds, per source: documents, characters and bytes; th
 length histogram; per attribute, a histogram of document scores or of span lengths (each bin
 ``[documents, characters, bytes]``); the top language per document for each language tagger; the
 bytes per token of a sample of its texts (token weights); and, for each mix stream or source that
-reads the file, what each filter rule removed (every rule re-evaluated by the mix's own engine)
-with sampled removed documents and the values that removed them. It also picks up the texts of
-the near-duplicate cluster members and contaminated paragraphs the page shows.
+reads the file, what each filter rule removed (the verdicts the mix kept, or its rules evaluated
+again by its own engine) with sampled removed documents and the values that removed them. It also
+picks up the texts of the near-duplicate cluster members and contaminated paragraphs the page shows.
+
+Two passes read a document file to the same summary: the Rust column pass (``DocumentColumns``,
+``rust_bloom/src/report.rs``), for files as the stages write them, and the Python pass, the
+reference, for the rest (bad records are quarantined there, as every stage quarantines them).
 """
 
 from __future__ import annotations
