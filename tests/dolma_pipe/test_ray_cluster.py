@@ -19,9 +19,11 @@ from tests.helpers import free_port, kill_processes_under, make_docs
 RAY = Path(sys.executable).with_name("ray")
 
 
-@pytest.fixture
-def two_node_cluster(tmp_path):
-    """Head (no CPUs, so every task runs on the second node) plus a node, each in its own directory."""
+@pytest.fixture(scope="module")
+def two_node_cluster(tmp_path_factory):
+    """Head (no CPUs, so every task runs on the second node) plus a node, each in its own directory;
+    one cluster for the module's tests (starting one takes about 13 s)."""
+    tmp_path = tmp_path_factory.mktemp("cluster")
     base = tempfile.mkdtemp(prefix="dpr", dir="/tmp")  # short: Ray's socket paths must fit in 107 bytes
     port = free_port()
     env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(16), "RAY_USAGE_STATS_ENABLED": "0"}
@@ -62,7 +64,7 @@ def two_node_cluster(tmp_path):
             capture_output=True,
             timeout=120,
         )
-        yield f"127.0.0.1:{port}", env
+        yield f"127.0.0.1:{port}", env, node_dir
     finally:
         kill_processes_under(base, rounds=3)
         shutil.rmtree(base, ignore_errors=True)
@@ -75,7 +77,7 @@ def _tree(root: Path) -> dict[str, bytes]:
 @pytest.mark.ray
 @pytest.mark.slow
 def test_relative_paths_on_a_two_node_cluster_match_a_local_run(two_node_cluster, tmp_path):
-    address, env = two_node_cluster
+    address, env, node_dir = two_node_cluster
     work = tmp_path / "work"
     for f in range(6):
         write_documents(str(work / "data" / "documents" / f"p{f}.jsonl.gz"), make_docs(50, seed=f))
@@ -99,13 +101,13 @@ def test_relative_paths_on_a_two_node_cluster_match_a_local_run(two_node_cluster
     assert manifest.status == "complete" and manifest.executor.name == "ray"
     assert manifest.totals["docs_out"] == 301 and manifest.errors == {"malformed_json": 1}
     # Nothing landed beside the second node's working directory.
-    assert not any((tmp_path / "node").iterdir())
+    assert not any(node_dir.iterdir())
 
 
 @pytest.mark.ray
 @pytest.mark.slow
 def test_joining_without_the_token_is_one_clear_line(two_node_cluster, tmp_path, make_corpus):
-    address, env = two_node_cluster
+    address, env, _ = two_node_cluster
     root = make_corpus(files=1, docs=2)
     no_token = {k: v for k, v in env.items() if not k.startswith("RAY_AUTH")}
     proc = subprocess.run(
