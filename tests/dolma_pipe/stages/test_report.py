@@ -259,6 +259,46 @@ def test_a_file_with_bad_records_takes_the_python_pass(tmp_path, monkeypatch):
     assert report(tmp_path / "runs", tmp_path / "python") == summary
 
 
+def test_zstd_and_plain_files_and_documents_larger_than_a_chunk_take_the_rust_pass(tmp_path, monkeypatch):
+    """zstd and uncompressed document files, with documents past the reader's 1 MiB chunk and
+    non-ASCII text, are read by the Rust pass to what the Python pass gives."""
+    import zstandard
+
+    from dolma_pipe.stages.report import summarize
+    from taggers.stage import TagConfig, TagStage
+    from tests.dolma_pipe.stages.report_support import run
+
+    docs = tmp_path / "runs" / "corpus" / "documents" / "s"
+    docs.mkdir(parents=True)
+    rows = [
+        {"id": f"d{i}", "text": ("Größe \u00e9t\u00e9 " * (i % 7 + 1) + "word ") * (40_000 if i % 40 == 0 else 20), "source": f"s{i % 3}"}
+        for i in range(200)
+    ]
+    lines = [json.dumps(r, ensure_ascii=i % 2 == 0) for i, r in enumerate(rows)]
+    (docs / "a.jsonl.zst").write_bytes(zstandard.ZstdCompressor().compress(("\n".join(lines[:100]) + "\n").encode()))
+    (docs / "b.jsonl").write_text("\n".join(lines[100:]) + "\n", encoding="utf-8")
+    assert max(len(line) for line in lines) > 1 << 20
+    run(TagStage, TagConfig, {"documents": [str(docs / "*")], "experiment": "t", "taggers": ["lengths_v1", "pii_regex_with_counts"]})
+    read_by_rust: list[str] = []
+    rust_run = summarize._ColumnPass.run
+
+    def spied(self):
+        out = rust_run(self)
+        read_by_rust.append(Path(self.path).name)
+        return out
+
+    monkeypatch.setattr(summarize._ColumnPass, "run", spied)
+    summary = report(tmp_path / "runs", tmp_path / "report")
+    assert sorted(read_by_rust) == ["a.jsonl.zst", "b.jsonl"]
+    assert sum(cells[0] for cells in summary["counts"]["sources"].values()) == 200
+
+    def refused(self):
+        raise summarize._NotThisPass("every file by the Python pass")
+
+    monkeypatch.setattr(summarize._ColumnPass, "run", refused)
+    assert report(tmp_path / "runs", tmp_path / "python") == summary
+
+
 @pytest.mark.ray
 def test_same_data_on_ray(made, tmp_path, ray_address):
     from dolma_pipe.executors import RayExecutor
