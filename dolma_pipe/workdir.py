@@ -22,6 +22,7 @@ import contextlib
 import io
 import mmap
 import os
+import tempfile
 from collections.abc import Callable, Iterator
 from typing import IO, TYPE_CHECKING, Any
 
@@ -269,9 +270,21 @@ def load_array(path: str, dtype: np.dtype) -> np.ndarray:
 
 
 def load_blob(path: str) -> bytes | mmap.mmap:
-    """A work file's content, checked: memory-mapped when local (slices are bytes), else read."""
+    """A work file's content, checked, memory-mapped (slices are bytes).
+
+    A remote file is first copied, checked chunk by chunk, into an anonymous temporary file of the
+    node's own scratch space (``TMPDIR``), which is mapped: its pages are the kernel's to drop, as
+    a local file's are, so a task reading many large work files (tokenize's write phase maps every
+    token run its bucket draws from) needs disk there, not that much memory. The file has no name
+    once made; its space is freed when the map is."""
     if storage.is_remote(path):
-        return read(path)
+        with Reader(path) as r, tempfile.TemporaryFile(prefix="dolma-pipe-work-") as tmp:
+            for chunk in r.chunks():
+                tmp.write(chunk)
+            tmp.flush()
+            if r.content_len == 0:
+                return b""
+            return mmap.mmap(tmp.fileno(), r.content_len, access=mmap.ACCESS_READ)
     n = check(path)
     if n == 0:
         return b""

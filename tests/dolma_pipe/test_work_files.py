@@ -6,8 +6,10 @@ are the uninterrupted run's. Covers dolma_pipe.workdir and the runner's redo, on
 from __future__ import annotations
 
 import io
+import mmap
 import random
 import re
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -51,6 +53,33 @@ def test_content_round_trips_whole_in_ranges_and_as_a_stream(tmp_path, size):
     arr = np.arange(size // 8, dtype=np.uint64)
     workdir.write_array(path, arr)
     assert (workdir.load_array(path, np.dtype(np.uint64)) == arr).all()
+
+
+def test_a_remote_work_file_is_mapped_from_a_nameless_local_copy(s3_bucket, tmp_path, monkeypatch):
+    """On S3 a work file is checked into a temporary file of the node's scratch space and mapped:
+    the same bytes, no file left behind, and damage found as for a local file."""
+    import boto3
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "scratch"))
+    (tmp_path / "scratch").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    data = random.Random(7).randbytes(300_001)
+    path = f"s3://{s3_bucket}/work/f.bin"
+    with workdir.open_write(path) as w:
+        w.write(data)
+    blob = workdir.load_blob(path)
+    assert isinstance(blob, mmap.mmap) and bytes(blob) == data
+    arr = np.arange(40_000, dtype=np.uint64)
+    workdir.write_array(path, arr)
+    assert (workdir.load_array(path, np.dtype(np.uint64)) == arr).all()
+    assert list((tmp_path / "scratch").iterdir()) == []
+    s3 = boto3.client("s3")
+    raw = bytearray(s3.get_object(Bucket=s3_bucket, Key="work/f.bin")["Body"].read())
+    raw[1000] ^= 0x5A
+    s3.put_object(Bucket=s3_bucket, Key="work/f.bin", Body=bytes(raw))
+    with pytest.raises(workdir.WorkFileError) as err:
+        workdir.load_blob(path)
+    assert err.value.problem == "damaged" and list((tmp_path / "scratch").iterdir()) == []
 
 
 def _flip(path: Path, at: int, n: int = 64) -> None:
