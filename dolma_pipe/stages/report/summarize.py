@@ -458,8 +458,6 @@ class _ColumnPass:
         return doc, attrs
 
     def _batch(self, cols: Any, start: int, numbers: list[int], lines: list[bytes], rows: list[list[bytes]], ids: list[str]) -> None:
-        sources = cols.sources
-        src_of: np.ndarray | None = None
         for rs, (masks, _) in zip(self.rule_sets, self.verdicts):
             idx, labels = self.rules.setdefault(rs.key, ([], []))
             decided: dict[int, str] = {}
@@ -479,12 +477,9 @@ class _ColumnPass:
                 bucket = self.samples["removed"].setdefault(bucket_key + label, [])
                 if len(bucket) >= self.samples_per_rule and (key, ids[j]) >= max(map(_sample_order, bucket)):
                     continue  # would not be kept: not parsed
-                if src_of is None:
-                    src_of = np.frombuffer(cols.documents()["src"], dtype="<u4")
                 doc, attrs = self._doc(lines[j], rows, j)
-                record = _removed_record(
-                    rs, label, ids[j], sources[src_of[start + j]], self.rel, line, doc["text"], attrs, self.sample_chars
-                )
+                src = str(doc.get("source") or "(none)")
+                record = _removed_record(rs, label, ids[j], src, self.rel, line, doc["text"], attrs, self.sample_chars)
                 _keep_smallest(bucket, [key, record], self.samples_per_rule)
         wanted = [j for j, doc_id in enumerate(ids) if doc_id in self.wanted_texts] if self.wanted_texts else []
         for j in wanted:
