@@ -15,7 +15,7 @@ again by its own engine) with sampled removed documents and the values that remo
 picks up the texts of the near-duplicate cluster members and contaminated paragraphs the page shows.
 
 Two passes read a document file to the same summary: the Rust column pass (``DocumentColumns``,
-``rust_bloom/src/report.rs``), for files as the stages write them, and the Python pass, the
+``rust_bloom/src/report/``), for files as the stages write them, and the Python pass, the
 reference, for the rest (bad records are quarantined there, as every stage quarantines them).
 """
 
