@@ -110,6 +110,8 @@ def test_joining_without_the_token_is_one_clear_line(two_node_cluster, tmp_path,
     address, env, _ = two_node_cluster
     root = make_corpus(files=1, docs=2)
     no_token = {k: v for k, v in env.items() if not k.startswith("RAY_AUTH")}
+    # Ray retries a refused join for about 20 s (a head may still be starting); two tries show it.
+    no_token["RAY_gcs_server_port_wait_time_s"] = "2"
     proc = subprocess.run(
         [
             sys.executable,
