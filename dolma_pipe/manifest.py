@@ -37,6 +37,18 @@ class InputFile(BaseModel, frozen=True):
     mtime: float
 
 
+def relative_to_root(root: str, path: str) -> str:
+    """``path`` as task records keep it: relative to the output root where it is under it (records
+    stay valid if the root moves), else as it is."""
+    prefix = root.rstrip("/") + "/"
+    return path[len(prefix) :] if path.startswith(prefix) else path
+
+
+def under_root(root: str, rel: str) -> str:
+    """A path a task record keeps (:func:`relative_to_root`) as a full path again."""
+    return rel if rel.startswith("/") or "://" in rel else storage.join(root, rel)
+
+
 class TaskRecord(BaseModel):
     """One finished task: what it read, what it counted, what it quarantined, how long it took.
 

@@ -57,7 +57,18 @@ from dolma_pipe import __version__, storage, workdir
 from dolma_pipe.errors import DolmaPipeError
 from dolma_pipe.executors import Executor, make_executor, refuse_local_paths
 from dolma_pipe.lock import RunLock, command_line
-from dolma_pipe.manifest import MANIFEST, ExecutorInfo, Manifest, ManifestError, PhaseRecord, Redo, TaskRecord, read_manifest
+from dolma_pipe.manifest import (
+    MANIFEST,
+    ExecutorInfo,
+    Manifest,
+    ManifestError,
+    PhaseRecord,
+    Redo,
+    TaskRecord,
+    read_manifest,
+    relative_to_root,
+    under_root,
+)
 from dolma_pipe.paths import PathError
 from dolma_pipe.progress import progress
 from dolma_pipe.quarantine import FILE_KINDS, Quarantine
@@ -202,23 +213,13 @@ def execute_task(stage: Stage, phase_index: int, ctx: RunContext, fingerprint: s
     return record
 
 
-def _rel(root: str, path: str) -> str:
-    """``path`` relative to the output root where it is under it (records stay valid if the root moves)."""
-    prefix = root.rstrip("/") + "/"
-    return path[len(prefix) :] if path.startswith(prefix) else path
-
-
-def _abs(root: str, rel: str) -> str:
-    return rel if rel.startswith("/") or "://" in rel else storage.join(root, rel)
-
-
 def _written(root: str, outputs: list[str]) -> dict[str, int]:
     """The sizes of the declared outputs a task wrote (one it did not write is left out). One stat
     each: a task writes a few files, into folders that may hold many others' (no listing)."""
     out = {}
     for path in outputs:
         try:
-            out[_rel(root, path)] = storage.stat(path).size
+            out[relative_to_root(root, path)] = storage.stat(path).size
         except storage.StorageError:
             continue
     return out
@@ -229,14 +230,14 @@ def _changed_outputs(root: str, records: list[TaskRecord], skip: workdir.WorkDir
 
     Files under ``skip`` (a work directory its complete run removed on purpose) are not looked for.
     """
-    wanted = {_abs(root, rel): size for r in records for rel, size in r.outputs.items()}
+    wanted = {under_root(root, rel): size for r in records for rel, size in r.outputs.items()}
     if skip is not None:
         wanted = {p: n for p, n in wanted.items() if not skip.contains(p)}
     found = storage.sizes(list(wanted))
     out: dict[str, tuple[str, str]] = {}
     for r in records:
         for rel, size in r.outputs.items():
-            path = _abs(root, rel)
+            path = under_root(root, rel)
             if path not in wanted or r.key in out:
                 continue
             now = found.get(path)
@@ -454,7 +455,7 @@ class _Redo:
         """The phase and record of the finished task that wrote ``path`` (phases up to ``upto``)."""
         for j in range(upto, -1, -1):
             for r in self.manifest.phases[j].tasks.values():
-                if path in {_abs(self.root, rel) for rel in r.outputs} or (r.ids_file and path == _abs(self.root, r.ids_file)):
+                if path in {under_root(self.root, rel) for rel in r.outputs} or (r.ids_file and path == under_root(self.root, r.ids_file)):
                     return j, r
         return None
 
@@ -471,7 +472,7 @@ class _Redo:
         """Removes what a finished task wrote, to redo it: a cache or a resumable writer must not
         reuse what is left of it."""
         for rel in record.outputs:
-            storage.remove(_abs(self.root, rel))
+            storage.remove(under_root(self.root, rel))
         self.note(phase, record.key, path, problem)
 
     def plan(self, index: int, damaged: list[WorkFileError]) -> int:

@@ -19,7 +19,7 @@ from typing import Any
 
 from dolma_pipe import storage
 from dolma_pipe.config import ConfigError
-from dolma_pipe.manifest import InputFile, TaskRecord
+from dolma_pipe.manifest import InputFile, TaskRecord, relative_to_root, under_root
 from dolma_pipe.quarantine import Quarantine
 from dolma_pipe.stage import RunContext, Task, TaskOutput, remove_stale
 from dolma_pipe.workdir import WorkDir
@@ -123,11 +123,10 @@ class MixLayout:
 
     def rel(self, path: str) -> str:
         """A path as task records keep it: relative to the root when under it (else as it is)."""
-        root = self.root.rstrip("/") + "/"
-        return path[len(root) :] if path.startswith(root) else path
+        return relative_to_root(self.root, path)
 
     def abs(self, rel: str) -> str:
-        return rel if rel.startswith("/") or "://" in rel else storage.join(self.root, rel)
+        return under_root(self.root, rel)
 
     def in_input_order(self, records: list[TaskRecord], ctx: RunContext) -> list[TaskRecord]:
         order = {f.rel: i for i, f in enumerate(ctx.inputs)}

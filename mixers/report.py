@@ -15,6 +15,7 @@ import numpy as np
 
 from dolma_pipe import storage
 from dolma_pipe.filters import BatchResult
+from dolma_pipe.manifest import under_root
 from dolma_pipe.quarantine import Quarantine
 from mixers import verdicts as mix_verdicts
 from mixers.config import MixConfig
@@ -56,7 +57,7 @@ def stored_verdicts(root: str, manifest: Any) -> dict[str, str]:
         for record in phase.tasks.values():
             rel = record.data.get("verdicts")
             if rel and record.inputs:
-                out[record.inputs[0].path] = rel if rel.startswith("/") or "://" in rel else storage.join(root, rel)
+                out[record.inputs[0].path] = under_root(root, rel)
     return out
 
 
