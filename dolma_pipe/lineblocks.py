@@ -5,7 +5,8 @@ engine, the report's Rust columns).
 gzip is inflated by zlib-rs, zstd by zstandard; ``compression`` (Dolma's names: gz, zst, zstd)
 overrides what a file's name says. As in :func:`dolma_pipe.documents.iter_lines`, blank lines are
 skipped (they still count for line numbers), a UTF-8 byte-order mark is dropped, and a corrupt or
-truncated archive is raised after every line before it.
+truncated archive is raised after every line before it. :class:`AttributeRows` hands out an
+attribute file's rows in the batches of the document file they belong to.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections import Counter
 from collections.abc import Iterator
 
 from dolma_pipe import storage
+from dolma_pipe.attributes import AttributeMismatchError
 from dolma_pipe.documents import CHUNK, DocumentError, TruncatedArchive, chunks_after, compression_of
 from dolma_pipe.filters import GzipInflater
 
@@ -91,3 +93,33 @@ def read_lines(path: str, compression: str | None = None) -> Iterator[tuple[int,
     """(line number, line) of the non-blank lines of a JSON-lines file."""
     for numbers, lines in line_blocks(path, compression):
         yield from zip(numbers, lines)
+
+
+class AttributeRows:
+    """The rows of one attribute file, topped up block by block as a document file's batches ask
+    for them (a reader pairs each document with the next row); a read error names the file."""
+
+    def __init__(self, path: str, compression: str | None = None):
+        self.path = path
+        self.blocks = line_blocks(path, compression)
+        self.numbers: list[int] = []  # the line numbers of ``lines``, for messages
+        self.lines: list[bytes] = []
+        self.done = False
+
+    def top_up(self, n: int) -> None:
+        """Read blocks until ``n`` rows are at hand or the file ends."""
+        while len(self.lines) < n and not self.done:
+            try:
+                block = next(self.blocks, None)
+            except (DocumentError, storage.StorageError) as exc:
+                raise AttributeMismatchError(f"attribute file {self.path} cannot be read: {exc}") from None
+            if block is None:
+                self.done = True
+            else:
+                self.numbers += block[0]
+                self.lines += block[1]
+
+    def take(self, n: int) -> None:
+        """Drop the first ``n`` rows (used)."""
+        del self.numbers[:n]
+        del self.lines[:n]

@@ -21,40 +21,13 @@ from dolma_pipe.attributes import AttributeMismatchError
 from dolma_pipe.documents import DocumentError, TruncatedArchive
 from dolma_pipe.errors import DolmaPipeError
 from dolma_pipe.filters import BatchResult, MixCounts
-from dolma_pipe.lineblocks import line_blocks
+from dolma_pipe.lineblocks import AttributeRows, line_blocks
 from dolma_pipe.quarantine import Quarantine
 from mixers.rules import StreamRules
 
 
 class MixRuleError(DolmaPipeError, ValueError):
     """A rule failed on a document (e.g. a jq error); the message names the rule, file and line."""
-
-
-class _Rows:
-    """The rows of one attribute file, topped up block by block; a read error names the file."""
-
-    def __init__(self, path: str, compression: str | None):
-        self.path = path
-        self.blocks = line_blocks(path, compression)
-        self.numbers: list[int] = []
-        self.lines: list[bytes] = []
-        self.done = False
-
-    def top_up(self, n: int) -> None:
-        while len(self.lines) < n and not self.done:
-            try:
-                block = next(self.blocks, None)
-            except (DocumentError, storage.StorageError) as exc:
-                raise AttributeMismatchError(f"attribute file {self.path} cannot be read: {exc}") from None
-            if block is None:
-                self.done = True
-            else:
-                self.numbers += block[0]
-                self.lines += block[1]
-
-    def take(self, n: int) -> None:
-        del self.numbers[:n]
-        del self.lines[:n]
 
 
 def mix_file(
@@ -72,7 +45,7 @@ def mix_file(
     (without ``write``, the rules' decisions and counts only: no output lines)."""
     mixer = rules.mixer(collect, write)
     attr_paths = [paths.attribute_path(doc_path, name) for name in rules.attribute_sets]
-    rows = [_Rows(p, compression) for p in attr_paths]
+    rows = [AttributeRows(p, compression) for p in attr_paths]
     file_name = os.path.basename(doc_path.rstrip("/"))
     counts = MixCounts(
         files=1,
@@ -137,7 +110,7 @@ def mix_file(
     return counts
 
 
-def _batch_error(error: tuple[str, int, int, int, str], numbers: list[int], rows: list[_Rows], doc_path: str) -> DolmaPipeError:
+def _batch_error(error: tuple[str, int, int, int, str], numbers: list[int], rows: list[AttributeRows], doc_path: str) -> DolmaPipeError:
     kind, doc, set_index, row, message = error
     doc_line = numbers[doc] if doc < len(numbers) else 0
     if kind == "rule":

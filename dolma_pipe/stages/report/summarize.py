@@ -32,10 +32,10 @@ import numpy as np
 import orjson
 
 from dolma_pipe import paths, storage
-from dolma_pipe.attributes import read_with_attributes
+from dolma_pipe.attributes import AttributeMismatchError, read_with_attributes
 from dolma_pipe.documents import DocumentError, compression_of
 from dolma_pipe.filters import RuleSyntax, rule_attributes
-from dolma_pipe.lineblocks import line_blocks
+from dolma_pipe.lineblocks import AttributeRows, line_blocks
 from dolma_pipe.quarantine import Quarantine
 from dolma_pipe.stages.report.bins import add_nested, code_key, length_codes, length_key, value_codes, weighted_bins
 
@@ -359,29 +359,6 @@ class _NotThisPass(Exception):
     """The file holds something the Rust pass does not read; the Python pass reads it."""
 
 
-class _RowFeed:
-    """An attribute file's non-blank rows, handed out in the document file's batches."""
-
-    def __init__(self, path: str):
-        self.blocks = line_blocks(path)
-        self.lines: list[bytes] = []
-        self.done = False
-
-    def take(self, n: int) -> list[bytes]:
-        while len(self.lines) < n and not self.done:
-            block = next(self.blocks, None)
-            if block is None:
-                self.done = True
-            else:
-                self.lines += block[1]
-        out = self.lines[:n]
-        del self.lines[:n]
-        return out
-
-    def exhausted(self) -> bool:
-        return not self.take(1)
-
-
 class _ColumnPass:
     """One document file read by the Rust pass (``dolma_pipe._rust.DocumentColumns``): the
     documents and attribute rows become columns there; Python keeps what needs a document whole
@@ -420,9 +397,13 @@ class _ColumnPass:
         notes: Counter = Counter()
         ids: list[str] = []
         try:
-            feeds = [_RowFeed(paths.attribute_path(self.path, name)) for name in self.sets]
+            feeds = [AttributeRows(paths.attribute_path(self.path, name)) for name in self.sets]
             for numbers, lines in line_blocks(self.path, notes=notes):
-                rows = [feed.take(len(lines)) for feed in feeds]
+                rows = []
+                for feed in feeds:
+                    feed.top_up(len(lines))
+                    rows.append(feed.lines[: len(lines)])
+                    feed.take(len(lines))
                 start = cols.docs
                 try:
                     batch_ids = cols.add(lines, rows)
@@ -430,9 +411,11 @@ class _ColumnPass:
                     raise _NotThisPass(str(exc)) from None
                 self._batch(cols, start, numbers, lines, rows, batch_ids)
                 ids += batch_ids
-            if not ids or any(not feed.exhausted() for feed in feeds):
+            for feed in feeds:
+                feed.top_up(1)
+            if not ids or any(feed.lines for feed in feeds):
                 raise _NotThisPass("no documents, or attribute rows past the last document")
-        except (DocumentError, storage.StorageError) as exc:
+        except (DocumentError, storage.StorageError, AttributeMismatchError) as exc:
             raise _NotThisPass(str(exc)) from None
         # The file is read: what the Python pass would have told the quarantine, told now.
         for doc_id in ids:
