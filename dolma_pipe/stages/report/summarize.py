@@ -230,32 +230,40 @@ def summarize_documents(
     a good document, every attribute row in line); else, or for Parquet, by the Python pass, which
     quarantines and refuses as every stage does. Both give the same summary."""
     verdicts = [rs.verdicts(rs.rules, path) for rs in rule_sets]
-    args = (path, rel, sets, rule_sets, verdicts, wanted_texts, contamination, quarantine)
-    opts: dict[str, Any] = {"seed": seed, "sample_chars": sample_chars, "samples_per_rule": samples_per_rule, "tokenizer": tokenizer}
+    job = _FileJob(
+        path, rel, sets, rule_sets, verdicts, wanted_texts, contamination, quarantine, seed, sample_chars, samples_per_rule, tokenizer
+    )
     if compression_of(path) != "parquet":
         try:
-            return _ColumnPass(*args, **opts).run()
+            return _ColumnPass(job).run()
         except _NotThisPass:
             pass
-    return _summarize_python(*args, **opts)
+    return _summarize_python(job)
 
 
-def _summarize_python(
-    path: str,
-    rel: str,
-    sets: list[str],
-    rule_sets: list[RuleSet],
-    verdicts: list[tuple[dict[int, int], dict[str, int]]],
-    wanted_texts: set[str],
-    contamination: list[str],
-    quarantine: Quarantine,
-    *,
-    seed: int,
-    sample_chars: int,
-    samples_per_rule: int,
-    tokenizer: Any | None,
-) -> dict[str, Any]:
+@dataclass
+class _FileJob:
+    """What summarizing one document file takes (see :func:`summarize_documents`), for either pass."""
+
+    path: str
+    rel: str
+    sets: list[str]
+    rule_sets: list[RuleSet]
+    verdicts: list[tuple[dict[int, int], dict[str, int]]]  # per rule set: masks by line, overlap
+    wanted_texts: set[str]
+    contamination: list[str]
+    quarantine: Quarantine
+    seed: int
+    sample_chars: int
+    samples_per_rule: int
+    tokenizer: Any | None
+
+
+def _summarize_python(job: _FileJob) -> dict[str, Any]:
     """The reference pass: every document and its attributes as Python objects."""
+    path, rel, sets, rule_sets, verdicts = job.path, job.rel, job.sets, job.rule_sets, job.verdicts
+    wanted_texts, contamination, quarantine, tokenizer = job.wanted_texts, job.contamination, job.quarantine, job.tokenizer
+    seed, sample_chars, samples_per_rule = job.seed, job.sample_chars, job.samples_per_rule
     cols = _Columns()
     samples: dict[str, dict[str, list]] = {"removed": {}, "contaminated": {}}
     texts: dict[str, str] = {}
@@ -330,22 +338,22 @@ def _summarize_python(
             _contaminated(
                 name, attrs.get(name) or [], doc_id, src, rel, line, text, contaminated, samples, seed, sample_chars, samples_per_rule
             )
-    return _finish(cols, contaminated, rule_sets, verdicts, tokenizer, token_texts, samples, texts)
+    return _finish(job, cols, contaminated, token_texts, samples, texts)
 
 
 def _finish(
+    job: _FileJob,
     cols: _Columns,
     contaminated: dict[str, dict[str, list[int]]],
-    rule_sets: list[RuleSet],
-    verdicts: list[tuple[dict[int, int], dict[str, int]]],
-    tokenizer: Any | None,
     token_texts: dict[str, list[str]],
     samples: dict[str, dict[str, list]],
     texts: dict[str, str],
 ) -> dict[str, Any]:
+    """A pass's summary of the file: its columns binned, the rules' overlap, bytes per token."""
+    tokenizer = job.tokenizer
     counts = cols.binned()
     counts["contamination"] = contaminated
-    for rs, (_, overlap) in zip(rule_sets, verdicts):
+    for rs, (_, overlap) in zip(job.rule_sets, job.verdicts):
         counts["rules"].setdefault(rs.key, {})["overlap"] = overlap
     if tokenizer is not None:
         per = counts.setdefault("bytes_per_token", {})
@@ -366,25 +374,8 @@ class _ColumnPass:
     only those lines again. Raises :class:`_NotThisPass` (before touching ``quarantine``) when the
     file is not as the stages write it."""
 
-    def __init__(
-        self,
-        path: str,
-        rel: str,
-        sets: list[str],
-        rule_sets: list[RuleSet],
-        verdicts: list[tuple[dict[int, int], dict[str, int]]],
-        wanted_texts: set[str],
-        contamination: list[str],
-        quarantine: Quarantine,
-        *,
-        seed: int,
-        sample_chars: int,
-        samples_per_rule: int,
-        tokenizer: Any | None,
-    ):
-        self.path, self.rel, self.sets, self.rule_sets, self.verdicts = path, rel, sets, rule_sets, verdicts
-        self.wanted_texts, self.contamination, self.quarantine = wanted_texts, contamination, quarantine
-        self.seed, self.sample_chars, self.samples_per_rule, self.tokenizer = seed, sample_chars, samples_per_rule, tokenizer
+    def __init__(self, job: _FileJob):
+        self.job = job
         self.samples: dict[str, dict[str, list]] = {"removed": {}, "contaminated": {}}
         self.texts: dict[str, str] = {}
         self.contaminated: dict[str, dict[str, list[int]]] = {}
@@ -393,12 +384,12 @@ class _ColumnPass:
     def run(self) -> dict[str, Any]:
         from dolma_pipe._rust import DocumentColumns
 
-        cols = DocumentColumns(TOKEN_SAMPLE_BYTES if self.tokenizer is not None else 0)
+        cols = DocumentColumns(TOKEN_SAMPLE_BYTES if self.job.tokenizer is not None else 0)
         notes: Counter = Counter()
         ids: list[str] = []
         try:
-            feeds = [AttributeRows(paths.attribute_path(self.path, name)) for name in self.sets]
-            for numbers, lines in line_blocks(self.path, notes=notes):
+            feeds = [AttributeRows(paths.attribute_path(self.job.path, name)) for name in self.job.sets]
+            for numbers, lines in line_blocks(self.job.path, notes=notes):
                 rows = []
                 for feed in feeds:
                     feed.top_up(len(lines))
@@ -419,18 +410,9 @@ class _ColumnPass:
             raise _NotThisPass(str(exc)) from None
         # The file is read: what the Python pass would have told the quarantine, told now.
         for doc_id in ids:
-            self.quarantine.saw_document(doc_id)
-        self.quarantine.notes.update(notes)
-        return _finish(
-            self._columns(cols),
-            self.contaminated,
-            self.rule_sets,
-            self.verdicts,
-            self.tokenizer,
-            self._token_texts(cols),
-            self.samples,
-            self.texts,
-        )
+            self.job.quarantine.saw_document(doc_id)
+        self.job.quarantine.notes.update(notes)
+        return _finish(self.job, self._columns(cols), self.contaminated, self._token_texts(cols), self.samples, self.texts)
 
     def _doc(self, line: bytes, rows: list[list[bytes]], j: int) -> tuple[dict, dict]:
         """Document ``j`` of a batch and its merged attributes, parsed as the Python pass parses them."""
@@ -441,7 +423,7 @@ class _ColumnPass:
         return doc, attrs
 
     def _batch(self, cols: Any, start: int, numbers: list[int], lines: list[bytes], rows: list[list[bytes]], ids: list[str]) -> None:
-        for rs, (masks, _) in zip(self.rule_sets, self.verdicts):
+        for rs, (masks, _) in zip(self.job.rule_sets, self.job.verdicts):
             idx, labels = self.rules.setdefault(rs.key, ([], []))
             decided: dict[int, str] = {}
             bucket_key = f"{rs.key}\x00"
@@ -454,27 +436,27 @@ class _ColumnPass:
                     label = decided[mask] = rs.decision(mask) or "kept"
                 idx.append(start + j)
                 labels.append(label)
-                if label == "kept" or not self.samples_per_rule:
+                if label == "kept" or not self.job.samples_per_rule:
                     continue
-                key = sample_key(self.seed, ids[j])
+                key = sample_key(self.job.seed, ids[j])
                 bucket = self.samples["removed"].setdefault(bucket_key + label, [])
-                if len(bucket) >= self.samples_per_rule and (key, ids[j]) >= max(map(_sample_order, bucket)):
+                if len(bucket) >= self.job.samples_per_rule and (key, ids[j]) >= max(map(_sample_order, bucket)):
                     continue  # would not be kept: not parsed
                 doc, attrs = self._doc(lines[j], rows, j)
                 src = str(doc.get("source") or "(none)")
-                record = _removed_record(rs, label, ids[j], src, self.rel, line, doc["text"], attrs, self.sample_chars)
-                _keep_smallest(bucket, [key, record], self.samples_per_rule)
-        wanted = [j for j, doc_id in enumerate(ids) if doc_id in self.wanted_texts] if self.wanted_texts else []
+                record = _removed_record(rs, label, ids[j], src, self.job.rel, line, doc["text"], attrs, self.job.sample_chars)
+                _keep_smallest(bucket, [key, record], self.job.samples_per_rule)
+        wanted = [j for j, doc_id in enumerate(ids) if doc_id in self.job.wanted_texts] if self.job.wanted_texts else []
         for j in wanted:
-            self.texts[ids[j]] = orjson.loads(lines[j])["text"][: self.sample_chars * 4]
-        for name in self.contamination:
+            self.texts[ids[j]] = orjson.loads(lines[j])["text"][: self.job.sample_chars * 4]
+        for name in self.job.contamination:
             for d in cols.present_from(name, start):
                 j = d - start
                 doc, attrs = self._doc(lines[j], rows, j)
                 src = str(doc.get("source") or "(none)")
                 _contaminated(
-                    name, attrs.get(name) or [], ids[j], src, self.rel, numbers[j], doc["text"],
-                    self.contaminated, self.samples, self.seed, self.sample_chars, self.samples_per_rule,
+                    name, attrs.get(name) or [], ids[j], src, self.job.rel, numbers[j], doc["text"],
+                    self.contaminated, self.samples, self.job.seed, self.job.sample_chars, self.job.samples_per_rule,
                 )  # fmt: skip
 
     def _columns(self, cols: Any) -> _Columns:
@@ -512,7 +494,7 @@ class _ColumnPass:
         return out
 
     def _token_texts(self, cols: Any) -> dict[str, list[str]]:
-        if self.tokenizer is None:
+        if self.job.tokenizer is None:
             return {}
         return {name: texts for name, texts in zip(cols.sources, cols.sample_texts) if texts}
 

@@ -197,65 +197,71 @@ def test_kept_verdicts_give_what_the_rules_give_again(made, tmp_path):
             shutil.move(aside / path.relative_to(root), path)
 
 
-def test_the_rust_pass_gives_what_the_python_pass_gives(made, tmp_path, monkeypatch):
-    """Document files are read by the Rust column pass; the Python pass (the reference, for files
-    with bad records) gives the same summary. One process: the tasks run in this one."""
+def _spy_on_the_rust_pass(monkeypatch) -> list[str]:
+    """The names of the files the Rust column pass reads from now on, in the order it reads them
+    (the report's tasks must run in this process: one process)."""
     from dolma_pipe.stages.report import summarize
 
-    root, _, summary = made
-    read_by_rust: list[str] = []
+    read: list[str] = []
     rust_run = summarize._ColumnPass.run
 
     def spied(self):
         out = rust_run(self)
-        read_by_rust.append(self.path)
+        read.append(Path(self.job.path).name)
         return out
 
     monkeypatch.setattr(summarize._ColumnPass, "run", spied)
-    assert report(root, tmp_path / "rust", processes=1) == summary
-    assert len(read_by_rust) >= 4, read_by_rust
+    return read
+
+
+def _python_pass_only(monkeypatch) -> None:
+    """Every file from now on is read by the Python pass."""
+    from dolma_pipe.stages.report import summarize
 
     def refused(self):
         raise summarize._NotThisPass("the test reads every file with the Python pass")
 
     monkeypatch.setattr(summarize._ColumnPass, "run", refused)
+
+
+def _tagged_corpus(root: Path, files: dict[str, bytes], taggers: list[str]) -> None:
+    """Document files (name -> raw bytes) under ``root/runs/corpus/documents/s/``, tagged."""
+    from taggers.stage import TagConfig, TagStage
+    from tests.dolma_pipe.stages.report_support import run
+
+    docs = root / "runs" / "corpus" / "documents" / "s"
+    docs.mkdir(parents=True)
+    for name, data in files.items():
+        (docs / name).write_bytes(data)
+    run(TagStage, TagConfig, {"documents": [str(docs / "*")], "experiment": "t", "taggers": taggers})
+
+
+def test_the_rust_pass_gives_what_the_python_pass_gives(made, tmp_path, monkeypatch):
+    """Document files are read by the Rust column pass; the Python pass (the reference, for files
+    with bad records) gives the same summary."""
+    root, _, summary = made
+    read_by_rust = _spy_on_the_rust_pass(monkeypatch)
+    assert report(root, tmp_path / "rust", processes=1) == summary
+    assert len(read_by_rust) >= 4, read_by_rust
+    _python_pass_only(monkeypatch)
     assert report(root, tmp_path / "python", processes=1) == summary
 
 
 def test_a_file_with_bad_records_takes_the_python_pass(tmp_path, monkeypatch):
     """A malformed line (quarantined, counted) sends its file to the Python pass; a clean file of
     the same runs takes the Rust pass; both passes give the report the same numbers."""
-    from dolma_pipe.stages.report import summarize
-    from taggers.stage import TagConfig, TagStage
-    from tests.dolma_pipe.stages.report_support import run
-
-    docs = tmp_path / "runs" / "corpus" / "documents" / "s"
-    docs.mkdir(parents=True)
     rows = [json.dumps({"id": f"d{i}", "text": f"document {i} " + "word " * (i % 50), "source": "s"}) for i in range(3000)]
-    with gzip.open(docs / "clean.jsonl.gz", "wt") as fh:
-        fh.write("\n".join(rows[:1500]) + "\n")
-    with gzip.open(docs / "bad.jsonl.gz", "wt") as fh:
-        fh.write("\n".join(rows[1500:2000]) + "\n{not json\n\n" + "\n".join(rows[2000:]) + "\n")
-    run(TagStage, TagConfig, {"documents": [str(docs / "*.jsonl.gz")], "experiment": "t", "taggers": ["lengths_v1", "gopher"]})
-    read_by_rust: list[str] = []
-    rust_run = summarize._ColumnPass.run
-
-    def spied(self):
-        out = rust_run(self)
-        read_by_rust.append(Path(self.path).name)
-        return out
-
-    monkeypatch.setattr(summarize._ColumnPass, "run", spied)
+    clean = "\n".join(rows[:1500]) + "\n"
+    bad = "\n".join(rows[1500:2000]) + "\n{not json\n\n" + "\n".join(rows[2000:]) + "\n"
+    files = {"clean.jsonl.gz": gzip.compress(clean.encode()), "bad.jsonl.gz": gzip.compress(bad.encode())}
+    _tagged_corpus(tmp_path, files, ["lengths_v1", "gopher"])
+    read_by_rust = _spy_on_the_rust_pass(monkeypatch)
     summary = report(tmp_path / "runs", tmp_path / "report")
     assert read_by_rust == ["clean.jsonl.gz"]
     assert sum(cells[0] for cells in summary["counts"]["sources"].values()) == 3000
     manifest = read_manifest(str(tmp_path / "report"))
     assert manifest.phase("documents").errors()["malformed_json"] == 1
-
-    def refused(self):
-        raise summarize._NotThisPass("every file by the Python pass")
-
-    monkeypatch.setattr(summarize._ColumnPass, "run", refused)
+    _python_pass_only(monkeypatch)
     assert report(tmp_path / "runs", tmp_path / "python") == summary
 
 
@@ -264,38 +270,22 @@ def test_zstd_and_plain_files_and_documents_larger_than_a_chunk_take_the_rust_pa
     non-ASCII text, are read by the Rust pass to what the Python pass gives."""
     import zstandard
 
-    from dolma_pipe.stages.report import summarize
-    from taggers.stage import TagConfig, TagStage
-    from tests.dolma_pipe.stages.report_support import run
-
-    docs = tmp_path / "runs" / "corpus" / "documents" / "s"
-    docs.mkdir(parents=True)
     rows = [
         {"id": f"d{i}", "text": ("Größe \u00e9t\u00e9 " * (i % 7 + 1) + "word ") * (40_000 if i % 40 == 0 else 20), "source": f"s{i % 3}"}
         for i in range(200)
     ]
     lines = [json.dumps(r, ensure_ascii=i % 2 == 0) for i, r in enumerate(rows)]
-    (docs / "a.jsonl.zst").write_bytes(zstandard.ZstdCompressor().compress(("\n".join(lines[:100]) + "\n").encode()))
-    (docs / "b.jsonl").write_text("\n".join(lines[100:]) + "\n", encoding="utf-8")
     assert max(len(line) for line in lines) > 1 << 20
-    run(TagStage, TagConfig, {"documents": [str(docs / "*")], "experiment": "t", "taggers": ["lengths_v1", "pii_regex_with_counts"]})
-    read_by_rust: list[str] = []
-    rust_run = summarize._ColumnPass.run
-
-    def spied(self):
-        out = rust_run(self)
-        read_by_rust.append(Path(self.path).name)
-        return out
-
-    monkeypatch.setattr(summarize._ColumnPass, "run", spied)
+    files = {
+        "a.jsonl.zst": zstandard.ZstdCompressor().compress(("\n".join(lines[:100]) + "\n").encode()),
+        "b.jsonl": ("\n".join(lines[100:]) + "\n").encode("utf-8"),
+    }
+    _tagged_corpus(tmp_path, files, ["lengths_v1", "pii_regex_with_counts"])
+    read_by_rust = _spy_on_the_rust_pass(monkeypatch)
     summary = report(tmp_path / "runs", tmp_path / "report")
     assert sorted(read_by_rust) == ["a.jsonl.zst", "b.jsonl"]
     assert sum(cells[0] for cells in summary["counts"]["sources"].values()) == 200
-
-    def refused(self):
-        raise summarize._NotThisPass("every file by the Python pass")
-
-    monkeypatch.setattr(summarize._ColumnPass, "run", refused)
+    _python_pass_only(monkeypatch)
     assert report(tmp_path / "runs", tmp_path / "python") == summary
 
 
