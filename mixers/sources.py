@@ -50,8 +50,10 @@ CACHE_FORMAT = 3
 # Raw bytes per member of the cached (zstd) documents of a count task.
 CACHE_MEMBER_BYTES = 64 << 20
 CACHE_READ = 8 << 20
-# A count task's cache: kept documents, their (id hash, tokens), ids read, and what it counted.
-CACHE_FILES = ("docs.jsonl.zst", "counts.npz", "ids.bin", "verdicts" + SUFFIX, "meta.json")
+# A count task's cache: kept documents, their (id hash, tokens), ids read, what its rules decided
+# for each document (mixers.verdicts), and what it counted.
+VERDICTS = "verdicts" + SUFFIX
+CACHE_FILES = ("docs.jsonl.zst", "counts.npz", "ids.bin", VERDICTS, "meta.json")
 
 
 class Sources:
@@ -129,7 +131,7 @@ class Sources:
         return TaskOutput(
             docs_in=c["docs"],
             counts={"docs_kept": c["kept"], "docs_removed": c["docs"] - c["kept"], "tokens_kept": c["tokens"]},
-            data={"counts": c, "cache": self.layout.rel(cache), "verdicts": self.layout.rel(storage.join(cache, "verdicts" + SUFFIX))},
+            data={"counts": c, "cache": self.layout.rel(cache), "verdicts": self.layout.rel(storage.join(cache, VERDICTS))},
         )
 
     def _count_into(self, task: Task, cache: str, quarantine: Quarantine) -> dict[str, Any]:
@@ -159,7 +161,7 @@ class Sources:
                 g.rules, task.path, quarantine, sink, batch_size=self.config.batch_size, compression=g.compression_in, collect=True
             )
         counts.tokens = int(sum(counts_per_doc))
-        verdicts.save(storage.join(cache, "verdicts" + SUFFIX))
+        verdicts.save(storage.join(cache, VERDICTS))
         dolmino.save_counts(
             cache,
             np.array(keys, dtype=np.uint64),
