@@ -275,6 +275,12 @@ class Stage(ABC, Generic[C]):
         not even a manifest, which would replace a finished run's."""
         return False
 
+    def damaged_outputs(self, phase: str, records: list[TaskRecord]) -> dict[str, tuple[str, str]]:
+        """Finished tasks of ``phase`` whose outputs are damaged in a way their recorded sizes do not
+        show (a checksum the task recorded no longer matches): ``{key: (path, problem)}``. A rerun
+        redoes them, as it does a task whose file is missing or changed size. By default none."""
+        return {}
+
     def keeps_work_file(self, path: str) -> bool:
         """Whether a complete run keeps this work file when its work directory is removed."""
         return False
