@@ -54,6 +54,7 @@ import orjson
 from pydantic import ValidationError
 
 from dolma_pipe import __version__, storage, workdir
+from dolma_pipe.destinations import check_destination
 from dolma_pipe.errors import DolmaPipeError
 from dolma_pipe.executors import Executor, make_executor, refuse_local_paths
 from dolma_pipe.lock import RunLock, command_line
@@ -509,6 +510,7 @@ def run_stage(stage: Stage, executor: Executor | None = None, stream: TextIO | N
     stream = sys.stderr if stream is None else stream  # looked up per call: pytest and others swap it
     root = stage.output_root
     _check_output_root(root)
+    check_destination(stage.name, root, stage.destination_key)
     work = stage.work
     folders = [root] if work is None or work.root.startswith(root.rstrip("/") + "/") else [root, work.root]
     with RunLock(folders, stage.name, stream):

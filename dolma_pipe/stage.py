@@ -196,6 +196,13 @@ class Stage(ABC, Generic[C]):
         """Directory (or prefix) holding this run's outputs, markers, errors and manifest."""
         raise NotImplementedError
 
+    @property
+    def destination_key(self) -> str:
+        """The config key that chose :attr:`output_root`, named when the runner refuses it
+        (:mod:`dolma_pipe.destinations`)."""
+        fields = type(self.config).model_fields
+        return "destination" if "destination" in fields else "output"
+
     # ---- inputs -------------------------------------------------------------------------
 
     def input_patterns(self) -> list[str]:

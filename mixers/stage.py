@@ -100,6 +100,10 @@ class MixStage(Stage[MixConfig]):
         return self.layout.root
 
     @property
+    def destination_key(self) -> str:
+        return "output" if self.config.sources else "destination"
+
+    @property
     def work(self) -> WorkDir:
         return self.layout.work
 

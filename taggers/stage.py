@@ -160,6 +160,10 @@ class TagStage(Stage[TagConfig]):
     def output_root(self) -> str:
         return self._root
 
+    @property
+    def destination_key(self) -> str:
+        return "experiment"
+
     def output_name(self, rel: str) -> str:
         return paths.attribute_file_name(rel)
 

@@ -32,6 +32,7 @@ from typing import Any
 
 from dolma_pipe import paths, storage
 from dolma_pipe.bloom import BloomFilter
+from dolma_pipe.config import ConfigError
 from dolma_pipe.manifest import InputFile, TaskRecord
 from dolma_pipe.quarantine import Quarantine
 from dolma_pipe.stage import Phase, RunContext, Stage, StepResult, Task, TaskOutput
@@ -68,6 +69,14 @@ class DedupStage(Stage[DedupConfig]):
         # Under Dolma's work_dir.output, a folder per attribute set: configs often share one work_dir.
         work_out = config.work_dir.output if config.work_dir is not None else None
         work = storage.join(work_out, self.set_name) if work_out else storage.join(self._root, "_work")
+        if config.substrings is not None and storage.is_remote(work):
+            # Its suffix arrays are built and merged over memory-mapped work files: refused now,
+            # not after the whole scan phase has run.
+            found = f"{work_out} is on S3" if work_out else f"without work_dir.output it would be {work}, on S3"
+            raise ConfigError(
+                f"config key 'work_dir.output': substring dedup needs a local work directory, and {found}; "
+                "give work_dir.output a local folder (the documents and attributes may stay on S3)"
+            )
         self.layout = Layout(WorkDir(work))
         self._filter: bloommode.FilterState | None = None
 
@@ -79,6 +88,10 @@ class DedupStage(Stage[DedupConfig]):
     @property
     def output_root(self) -> str:
         return self._root
+
+    @property
+    def destination_key(self) -> str:
+        return "dedupe.name"
 
     @property
     def work(self) -> WorkDir:
