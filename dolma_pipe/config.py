@@ -178,8 +178,20 @@ def validation_error_lines(model: type[BaseModel], exc: ValidationError, prefix:
         elif err["type"] == "missing":
             lines.append(f"config key '{key}' is required")
         else:
-            lines.append(f"config key '{key}': {err['msg']} (got {err.get('input')!r})")
+            msg = str(err["msg"]).removeprefix("Value error, ").removeprefix("Assertion failed, ")
+            if not key:
+                # A check across keys (a model's validator): the message names them; the input is
+                # the whole config, which the user just wrote.
+                lines.append(msg)
+            else:
+                lines.append(f"config key '{key}': {msg} (got {_shown(err.get('input'))})")
     return lines
+
+
+def _shown(value: Any, limit: int = 120) -> str:
+    """A value as an error shows it: its repr, cut short when long (a whole section, a long list)."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]} ... ({len(text):,} characters)"
 
 
 def format_validation_error(model: type[BaseModel], exc: ValidationError, source: str) -> str:

@@ -46,6 +46,21 @@ def test_mistyped_value_names_the_key():
         load_config(ConvertConfig, None, {"documents": ["x"]})
 
 
+def test_a_check_across_keys_says_only_its_message_and_long_values_are_cut():
+    """A model's own check has no key: no "config key ''" and no copy of the whole config; a long
+    value is cut short (issue 27, finding 11)."""
+    from dolma_pipe.stages.index import IndexConfig
+
+    with pytest.raises(ConfigError) as err:
+        load_config(IndexConfig, None, {"destination": "out", "memory_per_task": 1 << 21, "contamination": None})
+    assert str(err.value) == "invalid configuration: give either 'shards' (token shards) or 'documents' (document files) to index"
+    with pytest.raises(ConfigError) as err:
+        load_config(ConvertConfig, None, {"documents": ["x"], "destination": "o", "format": "csv" * 200})
+    message = str(err.value)
+    assert message.startswith("invalid configuration: config key 'format': ") and len(message) < 400
+    assert message.endswith("... (602 characters))")
+
+
 def test_yaml_syntax_error_names_file_and_line(tmp_path):
     cfg_file = tmp_path / "broken.yaml"
     cfg_file.write_text("documents: [x]\ndestination: [unclosed\n")

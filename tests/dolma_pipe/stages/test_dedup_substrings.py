@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from dolma_pipe.config import load_config
-from dolma_pipe.documents import read_documents, write_documents
+from dolma_pipe.documents import read_attribute_rows, read_documents, write_documents
 from dolma_pipe.runner import run_stage
 from dolma_pipe.stages.dedup import DedupConfig, DedupStage, substrings
 from mixers.config import MixConfig
@@ -193,3 +193,32 @@ def test_same_attributes_on_ray(corpus, tmp_path, ray_address):
     with RayExecutor(2, ray_address) as ex:
         run(config(root, destination=str(on_ray), buckets=2, processes=2, ray_address=ray_address), executor=ex)
     assert stage_outputs(local / "ss") == stage_outputs(on_ray / "ss")
+
+
+@pytest.mark.slow
+def test_s3_documents_need_a_local_work_directory_and_get_the_same_spans(corpus, tmp_path, s3_bucket):
+    """Refused when the config loads (not after the scan), naming work_dir.output; with a local
+    work directory, S3 documents get the spans a local run gives (issue 27, finding 8)."""
+    import boto3
+
+    from dolma_pipe.config import ConfigError
+
+    root, files = corpus
+    client = boto3.client("s3")
+    for f in sorted((root / "documents").glob("*.gz")):
+        client.upload_file(str(f), s3_bucket, f"corpus/documents/{f.name}")
+    remote = f"s3://{s3_bucket}/corpus"
+    cfg = config(root)
+    cfg["documents"] = [f"{remote}/documents/*.gz"]
+    with pytest.raises(ConfigError, match=rf"config key 'work_dir.output': .* it would be {remote}/attributes/ss/_work, on S3"):
+        DedupStage(load_config(DedupConfig, None, cfg))
+    with pytest.raises(ConfigError, match=r"config key 'work_dir.output': .* s3://.* is on S3"):
+        DedupStage(load_config(DedupConfig, None, {**cfg, "work_dir": {"output": f"s3://{s3_bucket}/work"}}))
+    run({**cfg, "work_dir": {"output": str(tmp_path / "work")}})
+    local = tmp_path / "local"
+    run({**config(root), "destination": str(local)})
+    got = {}
+    for f in sorted((root / "documents").glob("*.gz")):
+        for _, row in read_attribute_rows(f"{remote}/attributes/ss/{f.name}"):
+            got[row["id"]] = [s[:2] for s in row["attributes"].get("substring_duplicate", [])]
+    assert got == spans_of(root, local) == brute_force(files, L, keep_first=True)
