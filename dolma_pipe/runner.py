@@ -312,7 +312,10 @@ class RunSummary:
         rows: list[tuple[str, str]] = []
         single = len(m.phases) == 1
         idle = 0
+        never = [p.name for p in m.phases if p.status == "pending"]
         for p in m.phases:
+            if p.status == "pending":
+                continue  # a stopped run never reached it: said once below, not as idle
             done = sum(1 for r in p.tasks.values() if not r.skipped)
             skipped = len(p.tasks) - done
             label = "files" if single and p.name == "files" else f"{p.name} tasks"
@@ -326,6 +329,9 @@ class RunSummary:
             rows.append((label, f"{total:,} ({done:,} processed, {skipped:,} already done, {len(p.failures):,} failed{not_run})"))
         if idle:
             rows.append(("idle phases", f"{idle:,} planned no task (listed in the manifest)"))
+        if never:
+            shown = ", ".join(never[:3]) + (f" and {len(never) - 3:,} more" if len(never) > 3 else "")
+            rows.append(("not reached", f"{len(never):,} phase(s) after the stop ({shown})"))
         if self.table is None:
             # A stage's own table says what it did; without one, the counts it summed say it.
             # (Either way they are all in the manifest's totals.)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import time
 from pathlib import Path
 
@@ -235,3 +236,21 @@ def test_one_fingerprint_rule_and_what_a_run_resolved_is_in_its_manifest(tmp_pat
     # Other numbers for the run (more hash ranges than the input asks for): another fingerprint.
     other = DedupStage(load_config(DedupConfig, None, {**cfg, "buckets": 3}))
     assert other.prepare(stage.plan_inputs()) != summary.manifest.fingerprint
+
+
+def test_a_stopped_runs_summary_says_which_phases_it_never_reached(corpus, tmp_path, monkeypatch):
+    """Phases after a failure are "not reached", not "idle phases" (issue 27, finding 11)."""
+    from dolma_pipe.runner import RunFailed
+    from tests.dolma_pipe.phased_stage import PhasedStage
+
+    def broken(self, task, quarantine, ctx):
+        raise RuntimeError("a bucket task fails")
+
+    monkeypatch.setattr(PhasedStage, "_bucket", broken)
+    stream = io.StringIO()
+    with pytest.raises(RunFailed):
+        run_stage(make_stage(_overrides(corpus, tmp_path / "out", processes=1)), stream=stream)
+    summary = stream.getvalue()
+    assert "idle phases" not in summary
+    assert re.search(r"\n  not reached +1 phase\(s\) after the stop \(mark\)\n", summary)
+    assert re.search(rf"\n  bucket tasks +{BUCKETS} \(0 processed, 0 already done, {BUCKETS} failed\)\n", summary)
