@@ -134,6 +134,11 @@ class MixSearchConfig(RunOptions):
         for i, n in enumerate(names):
             if names.index(n) != i:
                 raise ValueError(f"sources.{i}.name: {n!r} is used twice")
+        for d in self.eval.domains:
+            if d in names and self.sources[names.index(d)].val:
+                raise ValueError(
+                    f"eval.domains.{d}: {d!r} is already the domain of sources.{names.index(d)}.val: give this domain another name"
+                )
         domains = self.domain_paths
         if not domains:
             raise ValueError("eval.domains: no evaluation domain: give sources val shards or eval.domains")
@@ -167,6 +172,13 @@ class MixSearchConfig(RunOptions):
         """Every evaluation domain: each source with val shards, then ``eval.domains``."""
         out = {s.name: list(s.val) for s in self.sources if s.val}
         out.update({k: list(v) for k, v in self.eval.domains.items()})
+        return out
+
+    @property
+    def domain_keys(self) -> dict[str, str]:
+        """The config key that names each domain's shards: ``sources.N.val`` or ``eval.domains.<name>``."""
+        out = {s.name: f"sources.{i}.val" for i, s in enumerate(self.sources) if s.val}
+        out.update({k: f"eval.domains.{k}" for k in self.eval.domains})
         return out
 
     @property

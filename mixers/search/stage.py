@@ -29,7 +29,7 @@ from dolma_pipe.quarantine import Quarantine
 from dolma_pipe.stage import Phase, RunContext, Stage, StepResult, Task, TaskOutput
 from dolma_pipe.workdir import WorkDir
 from mixers import olmix
-from mixers.search import mixtures, regression
+from mixers.search import mixtures, regression, tokenizers
 from mixers.search.config import MixSearchConfig
 from mixers.search.pools import PoolError, load_pool, read_pool, save_pool
 from mixers.search.proxy import ProxyRun, run_proxy, train_settings
@@ -47,6 +47,16 @@ class MixSearchStage(Stage[MixSearchConfig]):
     def __init__(self, config: MixSearchConfig):
         super().__init__(config)
         self.settings = train_settings(config.proxy.config, config.proxy.set)
+        # Every source and domain tokenized alike, and as the proxy reads them: refused now, not at training.
+        keys = config.domain_keys
+        tokenizers.check(
+            [(f"sources.{i}.paths", s.paths) for i, s in enumerate(config.sources)]
+            + [(keys[d], p) for d, p in config.domain_paths.items()],
+            vocab_size=self.settings.vocab_size,
+            eos_id=self.settings.eos_id,
+            proxy=f"proxy.config {config.proxy.config}",
+            eval_tokenizer=config.eval.tokenizer,
+        )
         self.names = [s.name for s in config.sources]
         self._work = WorkDir(storage.join(config.output, "_work"))
         if config.microanneal is not None and not storage.exists(storage.join(config.microanneal.checkpoint, "trainer_state.json")):
@@ -75,8 +85,9 @@ class MixSearchStage(Stage[MixSearchConfig]):
         found: list[tuple[str, str]] = []
         for i, s in enumerate(self.config.sources):
             found += [(p, f"{s.name}/{rel}") for p, rel in self._shards(f"sources.{i}.paths", s.paths)]
+        keys = self.config.domain_keys
         for d, shard_paths in self.config.domain_paths.items():
-            found += [(p, f"eval/{d}/{rel}") for p, rel in self._shards(f"eval.domains.{d}", shard_paths)]
+            found += [(p, f"eval/{d}/{rel}") for p, rel in self._shards(keys[d], shard_paths)]
         out = []
         for p, rel in found:
             info = storage.stat(p)
