@@ -166,6 +166,36 @@ def open_write_atomic(path: str) -> Iterator[IO[bytes]]:
         raise
 
 
+class ScratchFull(StorageError):
+    """The node's local scratch space (``TMPDIR``) has no room for what a task copies there."""
+
+
+@contextlib.contextmanager
+def local_scratch(what: str, need: int | None = None) -> Iterator[None]:
+    """A block that copies remote files into the node's local scratch space (``TMPDIR``: S3 work
+    files mapped, shards staged before upload). A full or read-only scratch becomes one line
+    saying it is the local scratch, where, how much ``what`` needs there and what to do."""
+    try:
+        yield
+    except OSError as exc:
+        cause = exc.__cause__ if isinstance(exc, StorageError) else exc
+        if not isinstance(cause, OSError) or cause.errno not in _WRITE_ERRNOS:
+            raise
+        import shutil
+        import tempfile
+
+        where = tempfile.gettempdir()
+        try:
+            free = f", {shutil.disk_usage(where).free:,} bytes free"
+        except OSError:
+            free = ""
+        needs = f" needs about {need:,} bytes there{free}" if need else f" needs more room there{free}"
+        raise ScratchFull(
+            f"the local scratch space {where} (TMPDIR) cannot hold what {what} copies there ({cause.strerror or cause}): "
+            f"it{needs}; set TMPDIR to a local folder with room and rerun"
+        ) from exc
+
+
 def write_bytes(path: str, data: bytes) -> None:
     with open_write_atomic(path) as fh:
         fh.write(data)

@@ -218,5 +218,6 @@ def local_copy(work: WorkDir, path: str, sha256: str) -> str:
         data = workdir.read(_shipped(work, sha256))
         if hashlib.sha256(data).hexdigest() != sha256:
             raise workdir.WorkFileError(_shipped(work, sha256), "damaged", "damaged (not the tokenizer the run resolved)")
-        storage.write_bytes(local, data)
+        with storage.local_scratch("the tokenizer's copy on this machine", len(data)):
+            storage.write_bytes(local, data)
     return local

