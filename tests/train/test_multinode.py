@@ -144,8 +144,11 @@ def _env() -> dict[str, str]:
 def _node_script(cmd: list[str], listing: Path, prepare: str = "") -> str:
     """A node: a private tmpfs on /tmp, a working directory on it, then the command; what the
     run left in the node's /tmp is listed (into shared storage) after it."""
-    # The checkout and the environment, kept visible when they lie under /tmp, are not the run's.
-    skip = " ".join(f"-not -path {shlex.quote('./' + os.path.relpath(p, '/tmp') + '*')}" for p in kept_under_tmp())
+    # The checkout and the environment, kept visible when they lie under /tmp, are not the run's,
+    # nor the folders above them that private_tmp made to hold them (a clone at /tmp/a/b/clone).
+    kept = [os.path.relpath(p, "/tmp") for p in kept_under_tmp()]
+    above = sorted({str(q) for k in kept for q in Path(k).parents if str(q) != "."})
+    skip = " ".join([*(f"-not -path {shlex.quote('./' + k + '*')}" for k in kept), *(f"-not -path {shlex.quote('./' + a)}" for a in above)])
     return f"""set -u
 {private_tmp()}
 mkdir /tmp/node && cd /tmp/node
