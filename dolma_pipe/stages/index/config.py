@@ -7,6 +7,12 @@ from pydantic import Field, model_validator
 
 from dolma_pipe.config import PathStr, RunOptions, StrictModel
 
+# Peak memory of a build per symbol of its text, as measured (resident set size, the text's mapped
+# pages included): the text (1, 2 or 4 bytes), the array as 32-bit positions (4), and the
+# library's working space: none for bytes, 2 bytes a symbol for 16-bit tokens, a 32-bit copy of a
+# 32-bit text. A part is cut to fit ``memory_per_task`` by these.
+MEMORY_PER_SYMBOL = {"u8": 5, "u16": 8, "u32": 12}
+
 
 class ContaminationConfig(StrictModel):
     """Evaluation sets whose n-grams are looked up in the index once it is built (exact counts)."""
@@ -29,7 +35,13 @@ class IndexConfig(RunOptions):
         None, ge=0, description="token shards: the token ending every document, where no match runs on (default: what tokenize recorded)"
     )
     memory_per_task: int = Field(
-        4 << 30, ge=1 << 20, description="bytes a build task may use: a larger shard is indexed in parts (about 6 bytes a symbol)"
+        4 << 30,
+        ge=1 << 20,
+        description=(
+            "bytes a build task may use: a larger shard is indexed in parts (a build takes about "
+            f"{MEMORY_PER_SYMBOL['u16']} bytes a 16-bit token, {MEMORY_PER_SYMBOL['u32']} a 32-bit token, "
+            f"{MEMORY_PER_SYMBOL['u8']} a byte of documents)"
+        ),
     )
     contamination: ContaminationConfig | None = Field(None, description="evaluation sets whose n-grams are counted in the index")
 

@@ -36,6 +36,8 @@ from train.shards import read_sidecar
 
 from .format import INFO, IndexInfo, Part, part_path
 
+SYMBOL_BYTES = {"u8": 1, "u16": 2, "u32": 4}
+
 
 class IndexQueryError(DolmaPipeError, ValueError):
     """An index cannot answer as asked (missing, changed since it was built, a text for an index
@@ -113,7 +115,7 @@ class Index:
 
     def _open(self, part: Part) -> _OpenPart:
         source = self.info.sources[part.source]
-        size = {"u8": 1, "u16": 2, "u32": 4}[self.info.symbol]
+        size = SYMBOL_BYTES[self.info.symbol]
         text = source.path if self.info.kind == "tokens" else part_path(self.root, part.name, ".text")
         try:
             index = suffix.SuffixIndex(
@@ -161,7 +163,23 @@ class Index:
             return list(self.tokenizer.encode(text, add_special_tokens=False).ids)
         if isinstance(text, bytes):
             raise IndexQueryError("a token index is asked with text or token ids, not bytes")
-        return [int(t) for t in text]
+        ids = [int(t) for t in text]
+        top = self.vocabulary - 1
+        bad = next((t for t in ids if not 0 <= t <= top), None)
+        if bad is not None:
+            raise IndexQueryError(f"token id {bad} is outside this index's vocabulary: ids are 0 to {top:,} ({self._vocabulary_is()})")
+        return ids
+
+    @property
+    def vocabulary(self) -> int:
+        """Token ids this index can hold: its tokenizer's vocabulary, else what its symbols hold."""
+        recorded = (self.info.tokenizer or {}).get("vocab_size")
+        return int(recorded) if recorded else 1 << (8 * SYMBOL_BYTES[self.info.symbol])
+
+    def _vocabulary_is(self) -> str:
+        dtype = {"u8": "bytes", "u16": "uint16 tokens", "u32": "uint32 tokens"}[self.info.symbol]
+        recorded = (self.info.tokenizer or {}).get("vocab_size")
+        return f"its tokenizer's {int(recorded):,} entries, {dtype}" if recorded else dtype
 
     def decode(self, symbols: bytes | Sequence[int]) -> str:
         if isinstance(symbols, bytes):
@@ -169,6 +187,12 @@ class Index:
         return self.tokenizer.decode(list(symbols), skip_special_tokens=False)
 
     # ---- queries --------------------------------------------------------------------------------
+
+    def _pattern(self, ngram: str | bytes | Sequence[int]) -> bytes | list[int]:
+        pattern = self.encode(ngram)
+        if not pattern:
+            raise IndexQueryError("an empty n-gram matches nothing; give at least one token (a byte for a document index)")
+        return pattern
 
     def _within_a_document(self, pattern: bytes | list[int]) -> bool:
         """Whether ``pattern`` can occur inside one document: not empty, and no document end
@@ -181,14 +205,14 @@ class Index:
     def count(self, ngram: str | bytes | Sequence[int]) -> int:
         """Occurrences of ``ngram`` in the corpus's documents (all parts; none that runs from one
         document into the next)."""
-        pattern = self.encode(ngram)
+        pattern = self._pattern(ngram)
         if not self._within_a_document(pattern):
             return 0
         return sum(p.index.count(pattern) for p in self.parts)
 
     def find(self, ngram: str | bytes | Sequence[int], limit: int = 10, context: int = 24) -> list[Hit]:
         """Up to ``limit`` documents' occurrences of ``ngram``, in the corpus's order of parts."""
-        pattern = self.encode(ngram)
+        pattern = self._pattern(ngram)
         hits: list[Hit] = []
         for p in self.parts:
             if len(hits) >= limit or not self._within_a_document(pattern):

@@ -38,12 +38,9 @@ from dolma_pipe.quarantine import Quarantine
 from dolma_pipe.stage import Phase, RunContext, Stage, StepResult, Task, TaskOutput
 from train.shards import SIDECAR_SUFFIX, TOKENS_SUFFIX, ShardError, check_sidecar, find_shards, read_sidecar, token_count
 
-from .config import IndexConfig
+from .config import MEMORY_PER_SYMBOL, IndexConfig
 from .format import INFO, IndexInfo, Part, Source, part_path
 
-# Bytes of memory a build needs per symbol beyond the text (mapped): the array as 32-bit
-# positions, the library's working space, and a 32-bit copy of a 32-bit text.
-MEMORY_PER_SYMBOL = {"u8": 5, "u16": 5, "u32": 9}
 PART_SUFFIXES = (".sa", ".starts.npy", ".text", ".docs.jsonl.gz")
 
 
