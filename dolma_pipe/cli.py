@@ -265,6 +265,13 @@ def _terminate(signum: int, frame: Any) -> None:
     raise Terminated("SIGTERM")
 
 
+def _reader_gone() -> int:
+    """``dolma-pipe query ... | head``: the reader has what it wanted. What is left to print goes
+    nowhere (Python's flush at exit would fail on the closed pipe again)."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _terminate)
@@ -285,15 +292,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if ns.command == "list":
         try:
             return _list(sys.stdout, ns.tagger_modules, ns.tagger)
-        except BrokenPipeError:  # `dolma-pipe list | head`: the reader has what it wanted
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-            return 0
+        except BrokenPipeError:
+            return _reader_gone()
         except DolmaPipeError as exc:
             print(f"dolma-pipe list: error: {exc}", file=sys.stderr)
             return 1
     assert cmd is not None
     try:
         return run_command(cmd, ns)
+    except BrokenPipeError:
+        return _reader_gone()
     except DolmaPipeError as exc:
         print(f"dolma-pipe {cmd.name}: error: {exc}", file=sys.stderr)
         return 1

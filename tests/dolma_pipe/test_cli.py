@@ -96,3 +96,19 @@ def test_a_stage_with_its_own_table_prints_one_summary_of_each_thing(tmp_path, m
     assert "scan tasks" in proc.stderr and "bad records" in proc.stderr
     proc = run_cli("tag", "--documents", f"{root}/documents/*", "--experiment", "t", "--taggers", "lengths_v1")
     assert proc.returncode == 0 and "docs out" in proc.stderr, proc.stderr
+
+
+def test_output_into_a_closed_pipe_is_no_traceback(tmp_path):
+    """`dolma-pipe query ... | head`: the reader leaves early, and no BrokenPipeError is printed
+    (issue 27, finding 10)."""
+    import subprocess
+    import sys
+
+    from tests.helpers import REPO_ROOT
+
+    docs = str(REPO_ROOT / "examples" / "sample" / "documents" / "python-doc" / "*")
+    run_cli("index", "--documents", docs, "--destination", str(tmp_path / "index"), "--no-progress", check=True)
+    query = f"{sys.executable} -m dolma_pipe query --index {tmp_path / 'index'} --find 'the' --limit 2000"
+    proc = subprocess.run(["bash", "-c", f"set -o pipefail; {query} | head -1"], capture_output=True, text=True, cwd=REPO_ROOT)
+    assert proc.returncode == 0 and len(proc.stdout.splitlines()) == 1, proc.stderr
+    assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr, proc.stderr
