@@ -182,6 +182,14 @@ def _mix_groups(found: RunSet) -> list[MixGroup]:
     return groups
 
 
+def task_key(path: str) -> str:
+    """A document file's path as the report's task key and quarantine name: the key names the
+    task's marker and errors file under the report's destination, so an ``s3://bucket/key`` path
+    becomes ``s3/bucket/key`` (a folder name, not a URL inside a local path)."""
+    scheme, sep, rest = path.partition("://")
+    return f"{scheme}/{rest}" if sep else path
+
+
 def corpus_files(found: RunSet) -> list[InputFile]:
     """The documents the corpus readers read, once each, in path order (files gone since are noted)."""
     files: dict[str, InputFile] = {}
@@ -195,7 +203,7 @@ def corpus_files(found: RunSet) -> list[InputFile]:
         except storage.StorageError:
             found.problems.append(f"{path}: read by a run but gone since; left out")
             continue
-        out.append(InputFile(path=path, rel=path, size=info.size, mtime=info.mtime))
+        out.append(InputFile(path=path, rel=task_key(path), size=info.size, mtime=info.mtime))
     return out
 
 

@@ -126,7 +126,7 @@ class ReportStage(Stage[ReportConfig]):
                 info = storage.stat(paths.attribute_path(f.path, name))
                 attribute_files.append([name, info.size, info.mtime])
             params = {"sets": names, "attribute_files": attribute_files, "rules": groups.get(f.path, []), "texts": ids}
-            tasks.append(Task(key=f.path, inputs=(f,), params=params))
+            tasks.append(Task(key=f.rel, inputs=(f,), params=params))
         return tasks
 
     def _documents(self, task: Task, quarantine: Quarantine, ctx: RunContext) -> TaskOutput:

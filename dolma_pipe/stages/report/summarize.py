@@ -23,6 +23,9 @@ from __future__ import annotations
 
 import hashlib
 import heapq
+import os
+import shutil
+import tempfile
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -542,13 +545,26 @@ def _keep_smallest(bucket: list, row: list, k: int) -> None:
 
 def summarize_tokens(run: str, split: str, path: str) -> dict[str, Any]:
     """Per source of one token shard's metadata: documents, tokens and the document length histogram (tokens)."""
-    from train.shards import iter_sidecar
-
     lengths: dict[str, list[int]] = {}
-    for row in iter_sidecar(path):
+    for row in _sidecar_rows(path):
         lengths.setdefault(row.src or "(none)", []).append(row.end - row.start)
     per: dict[str, Any] = {}
     for src, ns in lengths.items():
         codes, counts = np.unique(length_codes(np.array(ns)), return_counts=True)
         per[src] = {"docs": len(ns), "tokens": int(sum(ns)), "lengths": {length_key(int(c)): int(n) for c, n in zip(codes, counts)}}
     return {"counts": {"tokens": {run: {split: per}}}}
+
+
+def _sidecar_rows(path: str) -> list[Any]:
+    """The rows of a token shard's metadata file, local or remote: ``train.shards`` (the format's
+    one owner) reads local files, so a remote one is copied to a temporary folder first, under
+    its own name (the format's errors name the file)."""
+    from train.shards import iter_sidecar
+
+    if not storage.is_remote(path):
+        return list(iter_sidecar(path))
+    with tempfile.TemporaryDirectory(prefix="dolma-pipe-report-") as tmp:
+        local = os.path.join(tmp, path.rsplit("/", 1)[-1])
+        with storage.open_read(path) as src, open(local, "wb") as dst:
+            shutil.copyfileobj(src, dst, 1 << 20)
+        return list(iter_sidecar(local))

@@ -188,7 +188,7 @@ def train_tiny(root: Path, tokens: Path, steps: int = 6) -> Path:
     return out
 
 
-def report(root: Path, dest: Path, executor=None, **extra) -> dict:
+def report(root: Path | str, dest: Path, executor=None, **extra) -> dict:
     cfg = {"processes": 1, "progress": False, "runs": [str(root)], "destination": str(dest), **extra}
     run_stage(ReportStage(load_config(ReportConfig, None, cfg)), executor=executor, stream=io.StringIO())
     return json.loads((dest / "report_data" / "summary.json").read_bytes())
@@ -197,3 +197,61 @@ def report(root: Path, dest: Path, executor=None, **extra) -> dict:
 def clusters_file(path: Path) -> list[dict]:
     with gzip.open(path, "rt") as fh:
         return [json.loads(line) for line in fh]
+
+
+def build_chain(root: str, tokenizer: str, index: str) -> None:
+    """A small chain below ``root`` (a local folder or ``s3://bucket/prefix``): made-up documents
+    in two files with planted copies, tagged, deduplicated (exact and MinHash), mixed with rules
+    (and ``min_text_length``), tokenized, and the mix indexed into ``index`` (a local folder: an
+    index is memory-mapped where it is); the same runs wherever ``root`` is."""
+    from dolma_pipe.stages.index import IndexStage
+    from dolma_pipe.stages.index.config import IndexConfig
+    from tests.helpers import make_docs
+
+    for f in range(2):
+        # 30 words: removed by a rule; 50 (about 215 characters): by min_text_length; 90: kept.
+        docs = [dict(d, id=f"{words}-{d['id']}") for words in (30, 50, 90) for d in make_docs(15, seed=f, words=words, source=f"src{f}")]
+        docs += [dict(d, id=f"copy{f}-{i}") for i, d in enumerate(docs[-3:])]
+        write_documents(f"{root}/corpus/documents/p{f}.jsonl.gz", docs)
+    pattern = f"{root}/corpus/documents/*.jsonl.gz"
+    run(TagStage, TagConfig, {"documents": [pattern], "experiment": "t", "taggers": ["gopher", "lengths_v1", "c4_v1"]})
+    dedupe = {"name": "dd", "documents": {"attribute_name": "bff_duplicate_docs", "key": "$.text"}}
+    run(DedupStage, DedupConfig, {"documents": [pattern], "dedupe": dedupe})
+    run(DedupStage, DedupConfig, {"documents": [pattern], "dedupe": {"name": "near"}, "minhash": {"threshold": 0.7}})
+    stream = {
+        "name": "m",
+        "documents": [pattern],
+        "attributes": ["t", "dd", "near"],
+        "filter": {"syntax": "shorthand", "exclude": ["bff_duplicate_docs", "t__gopher__word_count < 35"]},
+        "output": {"path": f"{root}/mix", "min_text_length": 250},
+    }
+    run(MixStage, MixConfig, {"streams": [stream]})
+    tokenize = {"documents": [f"{root}/mix/*.jsonl.gz"], "destination": f"{root}/tokens", "validation": {"fraction": 0.2}}
+    run(TokenizeStage, TokenizeConfig, {**tokenize, "tokenizer": {"name_or_path": tokenizer, "eos_token_id": 0}})
+    run(IndexStage, IndexConfig, {"documents": [f"{root}/mix/*.jsonl.gz"], "destination": index})
+
+
+def write_train_run(save_dir: str, steps: int, checkpoints: tuple[int, ...], max_steps: int | None = None) -> None:
+    """A training run's ``save_dir`` (local or ``s3://``) as ``train`` leaves it, without training:
+    ``config.yaml``, ``metrics.jsonl`` (a row per step, an evaluation every 4 steps) and a
+    complete checkpoint folder (``trainer_state.json`` and DCP's ``.metadata``) per step in
+    ``checkpoints``; ``max_steps`` (default ``steps``) is what the config asked for."""
+    import yaml
+
+    from dolma_pipe import storage
+
+    seq, batch = 64, 8
+    config = {"run_name": "tiny", "train": {"max_steps": max_steps or steps, "stop_at_step": None, "global_batch_size": batch}}
+    config["data"] = {"seq_len": seq}
+    storage.write_bytes(f"{save_dir}/config.yaml", yaml.safe_dump(config).encode())
+    rows = []
+    for step in range(1, steps + 1):
+        rows.append({"loss": 8.0 - step * 0.25, "grad_norm": 1.0, "step": step, "tokens": step * batch * seq, "lr": 1e-3, "step_time": 0.5,
+                     "tokens_per_s": batch * seq / 0.5})  # fmt: skip
+        if step % 4 == 0:
+            rows.append({"step": step, "eval/loss": 8.5 - step * 0.25, "eval/ppl": 100.0})
+    storage.write_bytes(f"{save_dir}/metrics.jsonl", b"".join(json.dumps(r).encode() + b"\n" for r in rows))
+    for step in checkpoints:
+        state = {"step": step, "tokens_seen": step * batch * seq, "time": 1_790_000_000.0 + step, "run_name": "tiny"}
+        storage.write_bytes(f"{save_dir}/step{step}/trainer_state.json", json.dumps(state).encode())
+        storage.write_bytes(f"{save_dir}/step{step}/.metadata", b"\x00" * 16)
