@@ -35,7 +35,7 @@ import io
 import json
 import os
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,6 +49,7 @@ __all__ = [
     "ShardWriter",
     "TOKENS_SUFFIX",
     "SIDECAR_SUFFIX",
+    "check_shard_runs",
     "check_sidecar",
     "dtype_for_vocab",
     "find_shards",
@@ -57,6 +58,7 @@ __all__ = [
     "open_tokens",
     "read_shard",
     "read_sidecar",
+    "select_shards",
     "shard_name",
     "sidecar_path",
     "token_count",
@@ -371,61 +373,139 @@ class ShardSetWriter:
 # -- reading -------------------------------------------------------------------------------
 
 
+# The one kind of run whose folders hold token shards; any other run's folder holds its own files.
+SHARD_RUN = "tokenize"
+# Path components that are bookkeeping, never data: hidden files (a writer's temporaries) and the
+# runner's ``_done/``, ``_errors/``, ``_work``-style folders and ``_``-files.
+SKIPPED_PREFIXES = (".", "_")
+
+
 def find_shards(paths: Iterable[str | Path]) -> list[tuple[Path, str]]:
     """The shards named by ``paths`` (``.npy`` files, or folders searched recursively), as
-    ``(file, name relative to the path it was found under)``, each folder's sorted by name.
-    Hidden files (a writer's temporaries) are skipped.  Shards whose folder, or its parent, holds
-    the ``_manifest.json`` of a run that did not complete (a killed ``tokenize``) are refused."""
+    ``(file, name relative to the path it was found under)``, each folder's sorted by name, by the
+    rule of :func:`select_shards` (hidden and ``_`` names skipped, another run's folder skipped) and
+    :func:`check_shard_runs` (shards of an unfinished run, or another run's files, refused)."""
     found: list[tuple[Path, str]] = []
     paths = list(paths)
     for p in paths:
         root = Path(p)
         if root.is_dir():
-            files = sorted(
-                f for f in root.rglob("*" + TOKENS_SUFFIX) if not any(part.startswith(".") for part in f.relative_to(root).parts)
-            )
-            found += [(f, str(f.relative_to(root))) for f in files]
+            listing = [os.path.join(d, f) for d, dirs, files in os.walk(root) for f in files]
+            for f in select_shards(str(root), listing, _read_local):
+                found.append((Path(f), os.path.relpath(f, root)))
         elif root.is_file():
             found.append((root, root.name))
         else:
             raise ShardError(f"data path {str(p)!r} does not exist")
     if not found:
         raise ShardError(f"no {TOKENS_SUFFIX} token shards under {[str(p) for p in paths]}")
-    checked: set[Path] = set()
-    for f, _ in found:
-        # ``tokenize`` writes ``<destination>/{train,val}/part-*.npy`` and its manifest in ``<destination>``.
-        for folder in (f.parent, f.parent.parent):
-            if folder not in checked:
-                checked.add(folder)
-                _check_run_finished(folder)
+    check_shard_runs([str(f) for f, _ in found], _read_local)
     return found
 
 
-def _check_run_finished(folder: Path) -> None:
-    """Refuse shards a killed or failed run left: its ``_manifest.json`` (if any) must say ``complete``.
+def _read_local(path: str) -> bytes | None:
+    """A local file's bytes, None when there is none."""
+    try:
+        with open(path, "rb") as fh:
+            return fh.read()
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+        return None
+    except OSError as e:
+        raise ShardError(f"{path}: cannot read the manifest of the run that wrote these shards ({e})") from None
+
+
+def select_shards(root: str, files: Iterable[str], read: Callable[[str], bytes | None]) -> list[str]:
+    """The token shards among ``files`` (every file under the folder ``root``, as ``/``-joined
+    paths: local ones or a URL's keys), sorted, by one rule for every reader of shards:
+
+    - a ``.npy`` file is a shard unless a component of its path below ``root`` starts with ``.``
+      (a writer's temporaries) or ``_`` (a run's ``_done/``, ``_errors/``, ``_work``...);
+    - a folder holding the ``_manifest.json`` of a dolma-pipe run other than ``tokenize`` (an
+      index, a tag or dedup run written there) is that run's: nothing under it is a shard. A given
+      ``root`` that is one is refused, as is such a folder that holds a shard with its sidecar
+      beside that run's files (whose files are whose, nothing can tell).
+
+    ``read(path)`` returns a file's bytes (None when there is none): how manifests are read.
+    Plain ``.npy`` shards with no manifest anywhere (OLMo's) are shards."""
+    root = root.rstrip("/")
+    files = sorted(set(files))
+    present = set(files)
+    runs = {f.rsplit("/", 1)[0] for f in files if f.rsplit("/", 1)[-1] == MANIFEST} | {root}
+    foreign = {}
+    for folder in runs:
+        run = _run_at(folder, read)
+        if run is not None and run[0] != SHARD_RUN:
+            foreign[folder] = run[0]
+    out = []
+    for f in files:
+        parts = f[len(root) + 1 :].split("/")
+        if not parts[-1].endswith(TOKENS_SUFFIX) or any(part.startswith(SKIPPED_PREFIXES) for part in parts):
+            continue
+        owner = next((d for d in foreign if f.startswith(d + "/")), None)
+        if owner is None:
+            out.append(f)
+        elif owner == f.rsplit("/", 1)[0] and f[: -len(TOKENS_SUFFIX)] + SIDECAR_SUFFIX in present:
+            raise ShardError(_mixed(owner, foreign[owner]))
+    if root in foreign:
+        raise ShardError(_foreign(root, foreign[root]))
+    return out
+
+
+def check_shard_runs(shards: Iterable[str], read: Callable[[str], bytes | None]) -> None:
+    """Refuse shards whose folder, or the folder above (where ``tokenize`` keeps its manifest:
+    ``<destination>/{train,val}/part-*.npy``), holds the manifest of a run that did not complete
+    (a killed ``tokenize``), or of a run other than ``tokenize`` (its files are not shards)."""
+    checked: set[str] = set()
+    for f in shards:
+        folder = f.rsplit("/", 1)[0]
+        for up in (folder, folder.rsplit("/", 1)[0]):
+            if up and up not in checked:
+                checked.add(up)
+                run = _run_at(up, read)
+                if run is None:
+                    continue
+                stage, status = run
+                if stage != SHARD_RUN:
+                    raise ShardError(_mixed(up, stage) if up == folder else _foreign(up, stage))
+                if status != "complete":
+                    raise ShardError(
+                        f"{up}/{MANIFEST}: the shards under {up} are the output of an unfinished {stage} run (status {status}); "
+                        f"rerun that {stage} to finish it"
+                    )
+
+
+def _a(stage: str) -> str:
+    return f"{'an' if stage[:1] in 'aeiou' else 'a'} {stage}"
+
+
+def _foreign(folder: str, stage: str) -> str:
+    return f"{folder} holds the output of {_a(stage)} run (its {MANIFEST}), not token shards; give the folder tokenize wrote them to"
+
+
+def _mixed(folder: str, stage: str) -> str:
+    return (
+        f"{folder} holds token shards and the output of {_a(stage)} run (its {MANIFEST}) side by side; whose files are whose "
+        f"cannot be told: move that run's files out (an index goes in a folder of its own)"
+    )
+
+
+def _run_at(folder: str, read: Callable[[str], bytes | None]) -> tuple[str, str] | None:
+    """(stage, status) of the dolma-pipe run whose manifest ``folder`` holds; None for none (or a
+    file of that name that is no run's manifest).
 
     Shards are written under their final names one by one, so a killed ``tokenize`` leaves a
     partial set that looks whole; only the run's manifest (status ``running`` or ``failed``) tells.
     """
-    path = folder / MANIFEST
-    if not path.is_file():
-        return
-    try:
-        raw = path.read_bytes()
-    except OSError as e:
-        raise ShardError(f"{path}: cannot read the manifest of the run that wrote these shards ({e})") from None
+    raw = read(f"{folder}/{MANIFEST}")
+    if raw is None:
+        return None
     try:
         data = json.loads(raw)
     except ValueError:
-        return  # not a dolma-pipe run's manifest (those are written whole, by rename)
+        return None  # not a dolma-pipe run's manifest (those are written whole, by rename)
     if not isinstance(data, dict) or not isinstance(data.get("stage"), str) or "status" not in data:
-        return
-    if data["status"] != "complete":
-        stage = data["stage"]
-        raise ShardError(
-            f"{path}: the shards under {folder} are the output of an unfinished {stage} run (status {data['status']}); "
-            f"rerun that {stage} to finish it"
-        )
+        return None
+    return data["stage"], str(data["status"])
 
 
 def token_count(path: str | Path, dtype) -> int:

@@ -167,6 +167,60 @@ def test_find_shards_refuses_the_shards_of_an_unfinished_run(tmp_path, status):
     assert len(find_shards([dest])) == 3
 
 
+def _write_shards(folder: Path, n: int = 2) -> None:
+    with ShardSetWriter(folder, vocab_size=512, eos_id=0, max_tokens=4) as w:
+        for i in range(n):
+            w.add([1, 2, 3], id=str(i), src="s", loc=i)
+
+
+def _run(folder: Path, stage: str, status: str = "complete") -> None:
+    import json
+
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "_manifest.json").write_text(json.dumps({"stage": stage, "status": status, "inputs": []}))
+
+
+def test_find_shards_takes_no_other_run_files_and_no_bookkeeping(tmp_path):
+    """An index (or any run but tokenize) written under the folder given is not read as shards,
+    nor are the runner's ``_``-folders; plain OLMo shards with no manifest still are."""
+    dest = tmp_path / "tokens"
+    _write_shards(dest / "train", 2)
+    _write_shards(dest / "val", 1)
+    _run(dest, "tokenize")
+    want = sorted(str(p.relative_to(dest)) for p in dest.rglob("part-*.npy"))
+    assert [rel for _, rel in find_shards([dest])] == want
+    # An index built inside the shards' folders: its manifest says whose files they are.
+    index = dest / "train" / "index"
+    (index / "shards").mkdir(parents=True)
+    np.zeros(4, dtype=np.int64).tofile(index / "shards" / "part-00000.starts.npy")
+    _run(index, "index")
+    # The runner's own folders, and a tokenize run's work files.
+    for junk in ("_done/write/part-00000.npy", "_work/pack/runs.npy", "train/_errors/x.npy"):
+        (dest / junk).parent.mkdir(parents=True, exist_ok=True)
+        (dest / junk).write_bytes(b"\0\0")
+    assert [rel for _, rel in find_shards([dest])] == want
+    assert [rel for _, rel in find_shards([dest / "train"])] == [r.split("/", 1)[1] for r in want if r.startswith("train/")]
+    # Another run's folder given as data is refused, naming it.
+    for given in (index, index / "shards", index / "shards" / "part-00000.starts.npy"):
+        with pytest.raises(ShardError, match=rf"^{index} holds the output of an index run \(its _manifest.json\), not token shards"):
+            find_shards([given])
+    # Plain shards with no manifest anywhere (OLMo's) are shards.
+    plain = tmp_path / "olmo"
+    _write_shards(plain, 2)
+    assert len(find_shards([plain])) == 2
+
+
+def test_find_shards_refuses_shards_beside_another_run_files(tmp_path):
+    """Shards whose own folder is another run's output: whose files are whose cannot be told."""
+    dest = tmp_path / "tokens"
+    _write_shards(dest / "train", 2)
+    _run(dest, "tokenize")
+    _run(dest / "train", "index", status="failed")
+    for given in (dest, dest / "train", dest / "train" / "part-00000.npy"):
+        with pytest.raises(ShardError, match=rf"^{dest / 'train'} holds token shards and the output of an index run .* side by side"):
+            find_shards([given])
+
+
 def test_no_empty_shard_and_temporary_names_until_close(tmp_path):
     w = ShardWriter(tmp_path / "part-00000.npy", vocab_size=512, eos_id=0)
     assert w.close() is None

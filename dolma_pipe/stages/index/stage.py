@@ -21,7 +21,6 @@ from __future__ import annotations
 import os
 import re
 import uuid
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -36,7 +35,17 @@ from dolma_pipe.filters import gzip_member
 from dolma_pipe.manifest import MANIFEST, InputFile, TaskRecord, read_manifest
 from dolma_pipe.quarantine import Quarantine
 from dolma_pipe.stage import Phase, RunContext, Stage, StepResult, Task, TaskOutput
-from train.shards import SIDECAR_SUFFIX, TOKENS_SUFFIX, ShardError, check_sidecar, find_shards, read_sidecar, token_count
+from train.shards import (
+    SIDECAR_SUFFIX,
+    TOKENS_SUFFIX,
+    ShardError,
+    check_shard_runs,
+    check_sidecar,
+    find_shards,
+    read_sidecar,
+    select_shards,
+    token_count,
+)
 
 from .config import MEMORY_PER_SYMBOL, IndexConfig
 from .format import INFO, IndexInfo, Part, Source, part_path
@@ -67,6 +76,62 @@ def _save_array(path: str, array: np.ndarray) -> None:
             np.save(fh, array)
 
     _write_atomic_local(path, write)
+
+
+def _shard_folders(given: list[str]) -> list[str]:
+    """The folder of each path given as shards: itself, or a shard file's folder."""
+    return [_parent(p) if p.endswith(TOKENS_SUFFIX) else p.rstrip("/") for p in given]
+
+
+def _parent(path: str) -> str:
+    return path.rstrip("/").rsplit("/", 1)[0]
+
+
+def _normalized(path: str) -> str:
+    """A path to compare: a local one with its links resolved; a URL as it is."""
+    return path.rstrip("/") if storage.is_remote(path) else os.path.realpath(storage.local_path(path))
+
+
+def _within(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def _common_folder(folders: list[str]) -> str:
+    """The longest folder holding all of ``folders`` (``/``-joined components; a URL's too)."""
+    split = [f.rstrip("/").split("/") for f in folders]
+    n = 0
+    while all(len(s) > n and s[n] == split[0][n] for s in split):
+        n += 1
+    return "/".join(split[0][:n])
+
+
+def _list_shards(given: list[str]) -> list[storage.FileInfo]:
+    """Every shard under the paths given (local or remote), each once, by ``train.shards``' rule."""
+    found: dict[str, storage.FileInfo] = {}
+    local = [p for p in given if not storage.is_remote(p)]
+    if local:
+        for path, _ in find_shards(local):
+            found.setdefault(str(path), storage.stat(str(path)))
+    remote = []
+    for p in (p for p in given if storage.is_remote(p)):
+        if p.endswith(TOKENS_SUFFIX):
+            if not storage.exists(p):
+                raise ShardError(f"data path {p!r} does not exist")
+            remote.append(storage.stat(p))
+            continue
+        listing = {f.path: f for f in storage.glob_info(storage.join(p, "**"))}
+        selected = select_shards(p, list(listing), _read_remote)
+        if not selected:
+            raise ShardError(f"no {TOKENS_SUFFIX} token shards under {p}")
+        remote += [listing[f] for f in selected]
+    check_shard_runs([f.path for f in remote], _read_remote)
+    for info in remote:
+        found.setdefault(info.path, info)
+    return list(found.values())
+
+
+def _read_remote(path: str) -> bytes | None:
+    return storage.read_bytes(path) if storage.exists(path) else None
 
 
 def _digest(path: str) -> str:
@@ -108,23 +173,27 @@ class IndexStage(Stage[IndexConfig]):
         self.kind = "tokens" if config.shards is not None else "documents"
         self.tokenizer: dict | None = None
         if self.kind == "tokens":
-            self.dtype, self.tokenizer = self._token_settings()
+            self.dtype, self.tokenizer, runs = self._token_settings()
             self.symbol = suffix.symbol_for(self.dtype)
+            self._refuse_destination_among_shards(runs)
         else:
             self.dtype, self.symbol = np.dtype(np.uint8), "u8"
         self.max_symbols = max(1, config.memory_per_task // MEMORY_PER_SYMBOL[self.symbol])
 
-    def _token_settings(self) -> tuple[np.dtype, dict | None]:
-        """The shards' dtype and tokenizer: given, or as the tokenize run that wrote them recorded."""
+    def _token_settings(self) -> tuple[np.dtype, dict | None, list[str]]:
+        """The shards' dtype and tokenizer: given, or as the tokenize run that wrote them recorded;
+        and the folders of the tokenize runs found beside them."""
         cfg = self.config
         assert cfg.shards is not None
         recorded: dict[str, Any] = {}
-        for folder in {str(Path(p).parent) if p.endswith(TOKENS_SUFFIX) else p for p in cfg.shards}:
-            for up in (Path(folder), Path(folder).parent):
-                if (up / MANIFEST).exists():
-                    m = read_manifest(str(up))
+        runs = []
+        for folder in sorted(set(_shard_folders(cfg.shards))):
+            for up in (folder, _parent(folder)):
+                if storage.exists(storage.join(up, MANIFEST)):
+                    m = read_manifest(up)
                     if m.stage == "tokenize" and m.results:
-                        recorded = m.results
+                        recorded = recorded or m.results
+                        runs.append(up)
                         break
         dtype = cfg.dtype or recorded.get("dtype")
         if dtype is None:
@@ -150,7 +219,28 @@ class IndexStage(Stage[IndexConfig]):
             raise ConfigError(
                 "config key 'eos_token_id': the token ending every document (no match runs past it); no tokenize manifest beside the shards says it"
             )
-        return np.dtype(dtype), tok
+        return np.dtype(dtype), tok, runs
+
+    def _refuse_destination_among_shards(self, runs: list[str]) -> None:
+        """An index in the folder of the shards it indexes (or of the run that wrote them), or
+        holding them, would put its files where readers of shards look, and its manifest over the
+        tokenize run's: refused before anything is written."""
+        dest = _normalized(self.config.destination)
+        assert self.config.shards is not None
+        named = [(f, "of the shards it indexes") for f in _shard_folders(self.config.shards)]
+        folders = [*named, *((r, "of the tokenize run that wrote the shards") for r in runs)]
+        relations = (
+            ("is", lambda where: dest == where),
+            ("is inside", lambda where: _within(dest, where)),
+            ("holds", lambda where: _within(where, dest)),
+        )
+        for how, holds in relations:  # the closest relation named first
+            for folder, what in folders:
+                if holds(_normalized(folder)):
+                    raise ConfigError(
+                        f"config key 'destination': {self.config.destination} {how} the folder {folder} {what}; "
+                        "an index goes in a folder of its own, outside the shards' folders"
+                    )
 
     @property
     def output_root(self) -> str:
@@ -160,17 +250,22 @@ class IndexStage(Stage[IndexConfig]):
         return list(self.config.documents or [])
 
     def plan_inputs(self) -> list[InputFile]:
+        """Documents: the files the patterns match. Token shards: every shard of the paths given
+        (``train.shards``' rule: no hidden or ``_`` names, nothing of another run), named by its
+        path below the folder the given paths share, so shards of equal names in two folders
+        (``tok/train`` and ``tok/val``) are ``train/part-00000.npy`` and ``val/part-00000.npy``;
+        one folder's shards keep their own names."""
         if self.kind == "documents":
             return super().plan_inputs()
         assert self.config.shards is not None
         try:
-            found = find_shards(self.config.shards)
+            found = _list_shards(self.config.shards)
         except ShardError as exc:
             raise paths.PathError(str(exc)) from None
+        common = _common_folder(_shard_folders(self.config.shards))
         out = []
-        for path, rel in found:
-            info = storage.stat(str(path))
-            out.append(InputFile(path=str(path), rel=rel, size=info.size, mtime=info.mtime))
+        for info in found:
+            out.append(InputFile(path=info.path, rel=info.path[len(common) :].lstrip("/"), size=info.size, mtime=info.mtime))
         return sorted(out, key=lambda f: f.rel)
 
     def resolve(self, inputs: list[InputFile]) -> dict[str, Any]:

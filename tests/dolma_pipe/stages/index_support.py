@@ -63,8 +63,9 @@ def write_corpus(root: Path, files: list[list[dict]]) -> None:
         write_documents(str(root / "documents" / f"part-{f}.jsonl.gz"), rows)
 
 
-def tokenize_corpus(root: Path, files: list[list[dict]]) -> Path:
-    """``tokenize`` of the corpus: several train shards of uint16 tokens, with their manifest."""
+def tokenize_corpus(root: Path, files: list[list[dict]], **extra) -> Path:
+    """``tokenize`` of the corpus: several train shards of uint16 tokens, with their manifest
+    (``extra`` config keys: a ``validation`` split, say)."""
     write_corpus(root, files)
     tok = train_tokenizer(root / "tokenizer.json", [d["text"] for rows in files for d in rows], vocab_size=300)
     out = root / "tokens"
@@ -75,6 +76,7 @@ def tokenize_corpus(root: Path, files: list[list[dict]]) -> Path:
         "max_tokens": 1500,
         "processes": 1,
         "progress": False,
+        **extra,
     }
     run_stage(TokenizeStage(load_config(TokenizeConfig, None, cfg)), stream=io.StringIO())
     return out

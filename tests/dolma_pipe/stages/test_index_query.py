@@ -115,10 +115,6 @@ def test_index_help_and_docs_state_the_memory_the_build_counts():
     assert said == [str(MEMORY_PER_SYMBOL["u16"])], said
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the CLI prints an action's report (dolma_pipe/cli.py run_command): a closed pipe must be caught there (issue 27 #10)",
-)
 def test_query_into_a_closed_pipe_prints_no_traceback(built):
     index, _ = built
     cmd = [sys.executable, "-m", "dolma_pipe", "query", "--index", str(index), "--find", "the"]
