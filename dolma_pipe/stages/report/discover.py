@@ -11,6 +11,7 @@ near-duplicate clusters files, and the token shards' metadata files.
 from __future__ import annotations
 
 import math
+import os
 import sys
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,6 +21,7 @@ import orjson
 from dolma_pipe import storage
 from dolma_pipe.config import ConfigError
 from dolma_pipe.errors import DolmaPipeError
+from dolma_pipe.lock import LOCK, RunLock
 from dolma_pipe.manifest import MANIFEST, InputFile, Manifest, ManifestError, read_manifest
 
 # Stages whose inputs are the corpus's documents (their outputs are attributes or counts).
@@ -28,19 +30,52 @@ CORPUS_READERS = ("tag", "dedup", "stats", "mix")
 
 @dataclass
 class Run:
-    """One run: the folder its manifest is in, a short name for the page, and the manifest."""
+    """One run: the folder its manifest is in, a short name for the page, and the manifest.
+
+    ``gone``: why a run whose manifest still says ``running`` is not running any more (its lock's
+    holder is gone, or it left no lock), else None; such a run is ``killed``."""
 
     root: str
     name: str
     manifest: Manifest
+    gone: str | None = None
 
     @property
     def stage(self) -> str:
         return self.manifest.stage
 
     @property
+    def status(self) -> str:
+        """``complete``, ``failed``, ``running``, or ``killed`` (its manifest says running, its process is gone)."""
+        return "killed" if self.gone else self.manifest.status
+
+    @property
+    def finished(self) -> str | None:
+        """When the run ended (None for a run that is running or was killed: it never wrote an end)."""
+        return self.manifest.finished if self.manifest.status != "running" else None
+
+    @property
     def complete(self) -> bool:
         return self.manifest.status == "complete"
+
+
+def holder_gone(root: str) -> str | None:
+    """For a run whose manifest says ``running``: why its process is gone, or None while it runs.
+
+    A run holds ``<root>/_lock.json`` while it runs and removes it however it ends, so a manifest
+    that says ``running`` beside no lock was left by a process that was killed (SIGKILL, the OOM
+    killer, a lost node); a lock is judged by the lock's own rule (:mod:`dolma_pipe.lock`: its pid
+    gone on this host, or a heartbeat too old from another host)."""
+    path = storage.join(root, LOCK)
+    try:
+        current = orjson.loads(storage.read_bytes(path))
+    except (storage.StorageError, FileNotFoundError):
+        return "it left no lock: its process ended without finishing its manifest"
+    except orjson.JSONDecodeError:
+        return f"its lock {path} is cut short"
+    # The lock module's own rule of a gone holder (a RunLock that takes nothing).
+    why = RunLock([], "report", sys.stderr)._stale(current if isinstance(current, dict) else {})
+    return None if why is None else why.replace("its run", "its process", 1)
 
 
 @dataclass
@@ -73,6 +108,7 @@ class RunSet:
     train_runs: list[str] = field(default_factory=list)  # folders holding metrics.jsonl
     evaluations: list[str] = field(default_factory=list)  # train.evaluate JSON files
     problems: list[str] = field(default_factory=list)  # what could not be read, for the page
+    unreadable: list[str] = field(default_factory=list)  # manifests that are not one (also in problems)
     groups: list[MixGroup] = field(default_factory=list)
 
     folders: list[str] = field(default_factory=list)
@@ -131,8 +167,12 @@ def discover(folders: list[str], exclude: str) -> RunSet:
     found = RunSet(folders=list(folders))
     seen: set[str] = set()
     for folder in folders:
+        if not storage.is_remote(folder) and not os.path.exists(storage.local_path(folder)):
+            raise ConfigError(f"config key 'runs': {folder} does not exist")
         if not storage.glob(storage.join(folder, "**", "*")):
-            raise ConfigError(f"config key 'runs': {folder} holds no files")
+            where = "no objects under that prefix" if storage.is_remote(folder) else "an empty folder"
+            raise ConfigError(f"config key 'runs': {folder} holds no files ({where}); give the folders your runs wrote")
+        before = (len(found.runs), len(found.problems), len(found.train_runs), len(found.evaluations))
         for path in storage.glob(storage.join(folder, "**", MANIFEST)):
             root = path[: -len(MANIFEST) - 1]
             if root in seen or root == exclude or root.startswith(exclude.rstrip("/") + "/"):
@@ -141,7 +181,8 @@ def discover(folders: list[str], exclude: str) -> RunSet:
             try:
                 manifest = read_manifest(root)
             except ManifestError as exc:
-                found.problems.append(str(exc))
+                found.unreadable.append(path)
+                found.problems.append(f"{exc}; left out")
                 continue
             found.runs.append(Run(root, _name(root, folders), manifest))
         for path in storage.glob(storage.join(folder, "**", "metrics.jsonl")):
@@ -151,9 +192,18 @@ def discover(folders: list[str], exclude: str) -> RunSet:
         for path in storage.glob(storage.join(folder, "**", "*.json")):
             if path.rsplit("/", 1)[-1] != MANIFEST and "evaluat" in path.rsplit("/", 1)[-1] and _is_evaluation(path):
                 found.evaluations.append(path)
+        if (len(found.runs), len(found.problems), len(found.train_runs), len(found.evaluations)) == before:
+            raise ConfigError(
+                f"config key 'runs': no runs below {folder} (no {MANIFEST} of a stage, no metrics.jsonl of a training run, "
+                "no train.evaluate table); give the folders your runs wrote"
+            )
     found.runs.sort(key=lambda r: r.root)
     for r in found.runs:
-        if not r.complete:
+        if r.manifest.status == "running":
+            r.gone = holder_gone(r.root)
+        if r.gone:
+            found.problems.append(f"{r.root}: {r.stage} run was killed ({r.gone}); its numbers are left out (rerun it to finish)")
+        elif not r.complete:
             found.problems.append(f"{r.root}: {r.stage} run is {r.manifest.status}; its numbers are left out")
     found.groups = _mix_groups(found)
     return found

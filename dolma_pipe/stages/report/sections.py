@@ -103,13 +103,14 @@ def overview(found: RunSet, counts: dict[str, Any], weigh: Weigher) -> dict[str,
         docs = m.totals.get("docs_in", 0)
         secs = sum(p.seconds for p in m.phases)
         bad = sum(m.errors.values())
-        rows.append([run.name, m.stage, m.status, docs, bad, round(secs, 2), (m.finished or m.started)[:19]])
+        rows.append([run.name, m.stage, run.status, docs, bad, round(secs, 2), (run.finished or "")[:19]])
     for t in found.train_runs:
         rows.append([found.name_of(t), "train", "metrics.jsonl", "", "", "", ""])
     summary = chart(
         "table",
         "Runs",
-        "Every run found: its stage, status, documents read, bad records quarantined and task seconds.",
+        "Every run found: its stage, status (killed: its manifest says running but its process is gone), documents read, "
+        "bad records quarantined, task seconds and when it finished.",
         columns=["run", "stage", "status", "documents", "bad records", "task seconds", "finished"],
         rows=rows,
     )

@@ -18,6 +18,7 @@ but write the page again.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from typing import Any
 
 from dolma_pipe import paths, storage
@@ -91,7 +92,7 @@ class ReportStage(Stage[ReportConfig]):
         return {
             # Not when a run finished: a rerun that redid nothing rewrites its manifest. What a task
             # reads beside its document file (attribute files) is in its params.
-            "runs": [[r.root, r.stage, r.manifest.status, r.manifest.fingerprint] for r in self.found.runs],
+            "runs": [[r.root, r.stage, r.status, r.manifest.fingerprint] for r in self.found.runs],
             "rules": {k: rs.rules.digest() for k, rs in sorted(self.rule_sets.items())},
             "tokenizer": tokenizer,
             "clusters": clusters,
@@ -193,14 +194,28 @@ class ReportStage(Stage[ReportConfig]):
         )
         data = {"title": cfg.title, "subtitle": subtitle, "has_tokens": weigh.has_tokens, "sections": parts}
         runs = [
-            {"root": r.root, "name": r.name, "stage": r.stage, "status": r.manifest.status, "totals": r.manifest.totals}
+            {"root": r.root, "name": r.name, "stage": r.stage, "status": r.status, "finished": r.finished, "totals": r.manifest.totals}
             for r in self.found.runs
         ]
         written = page.write(self.output_root, data, {"counts": counts, "samples": samples}, runs)
         path = storage.join(self.output_root, page.PAGE)
         charts = sum(len(p["charts"]) for p in parts)
         table = f"report: {path} ({written[page.PAGE] / 1e6:.2f} MB, {charts} charts in {len(parts)} sections)\n  data: {storage.join(self.output_root, page.DATA_DIR)}/"
+        table += "".join(f"\n{line}" for line in self._left_out_lines())
         return StepResult(data={"page": path, "bytes": written, "charts": {p["id"]: len(p["charts"]) for p in parts}}, table=table)
+
+    def _left_out_lines(self) -> list[str]:
+        """What the summary says of the runs it left out and what it could not read (the page's Notes)."""
+        problems = self.found.problems
+        if not problems:
+            return []
+        statuses = Counter(r.status for r in self.found.runs if not r.complete)
+        unreadable = len(self.found.unreadable)
+        parts = [f"{n:,} {status} run{'s' if n > 1 else ''}" for status, n in sorted(statuses.items())]
+        if unreadable:
+            parts.append(f"{unreadable:,} unreadable manifest{'s' if unreadable > 1 else ''}")
+        head = f"  left out: {', '.join(parts)} (the page's Notes list them)" if parts else "  notes (also on the page):"
+        return [head, *(f"    {p}" for p in problems)]
 
     def _match_evaluation(self, contaminated: dict[str, list]) -> None:
         """Beside each sampled contaminated paragraph, the evaluation document it shares words with."""

@@ -1,0 +1,97 @@
+"""Which runs the report reads and how it tells about the others: a killed run is shown killed
+(with no finish time), a running one running; the command's summary names every run it left out
+and every manifest it could not read; a folder that does not exist, or that holds no run, is an
+error naming it."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import orjson
+
+from dolma_pipe.documents import write_documents
+from dolma_pipe.lock import RunLock
+from dolma_pipe.manifest import read_manifest
+from tests.dolma_pipe.stages.report_support import report, run
+from tests.helpers import kill_when, make_docs, run_cli
+
+
+def _corpus(root: Path, files: int = 2, docs: int = 30) -> str:
+    for f in range(files):
+        write_documents(str(root / "corpus" / "documents" / f"p{f}.jsonl.gz"), make_docs(docs, seed=f, words=40))
+    return str(root / "corpus" / "documents" / "*.jsonl.gz")
+
+
+def _tag(pattern: str, experiment: str, **extra) -> None:
+    from taggers.stage import TagConfig, TagStage
+
+    run(TagStage, TagConfig, {"documents": [pattern], "experiment": experiment, "taggers": ["lengths_v1"], **extra})
+
+
+def _overview_rows(dest: Path) -> dict[str, list]:
+    overview = json.loads((dest / "report_data" / "sections" / "overview.json").read_bytes())
+    runs = next(c for c in overview["charts"] if c["title"] == "Runs")
+    return {r[0]: dict(zip(runs["columns"], r)) for r in runs["rows"]}
+
+
+def test_a_killed_run_is_killed_and_a_running_one_running(tmp_path):
+    root = tmp_path / "runs"
+    pattern = _corpus(root, files=6, docs=400)
+    _tag(pattern, "done")
+    killed = root / "corpus" / "attributes" / "killed"
+    args = ["tag", "--documents", pattern, "--experiment", "killed", "--taggers", "gopher", "--processes", "1", "--no-progress"]
+    kill_when("dolma_pipe", args, lambda: (killed / "_manifest.json").exists())
+    assert read_manifest(str(killed)).status == "running" and (killed / "_lock.json").exists()
+    # A run that is running: its manifest says so and its lock's holder (this process) is alive.
+    live = root / "corpus" / "attributes" / "live"
+    manifest = orjson.loads((root / "corpus" / "attributes" / "done" / "_manifest.json").read_bytes())
+    live.mkdir()
+    (live / "_manifest.json").write_bytes(orjson.dumps({**manifest, "status": "running", "finished": None}))
+    with RunLock([str(live)], "tag", io.StringIO()):
+        report(root, tmp_path / "report")
+    rows = _overview_rows(tmp_path / "report")
+    assert rows["corpus/attributes/killed"]["status"] == "killed" and rows["corpus/attributes/killed"]["finished"] == ""
+    assert rows["corpus/attributes/live"]["status"] == "running" and rows["corpus/attributes/live"]["finished"] == ""
+    assert rows["corpus/attributes/done"]["status"] == "complete" and rows["corpus/attributes/done"]["finished"]
+    runs = {Path(r["root"]).name: r for r in json.loads((tmp_path / "report" / "report_data" / "runs.json").read_bytes())}
+    assert runs["killed"]["status"] == "killed" and runs["killed"]["finished"] is None
+    # Without its lock (a run of the same kind killed before it took one, or its lock removed by hand).
+    (killed / "_lock.json").unlink()
+    report(root, tmp_path / "report2")
+    assert _overview_rows(tmp_path / "report2")["corpus/attributes/killed"]["status"] == "killed"
+
+
+def test_the_summary_names_the_runs_left_out_and_the_manifests_not_read(tmp_path):
+    root = tmp_path / "runs"
+    pattern = _corpus(root)
+    _tag(pattern, "done")
+    # A failed run: a bad line over --max-errors 0.
+    (root / "corpus" / "documents" / "p9.jsonl").write_text('{"id": "x", "text": "one"}\n{not json\n')
+    try:
+        _tag(str(root / "corpus" / "documents" / "p9.jsonl"), "failed", max_errors=0)
+    except Exception:
+        pass
+    assert read_manifest(str(root / "corpus" / "attributes" / "failed")).status == "failed"
+    (root / "broken").mkdir()
+    (root / "broken" / "_manifest.json").write_text("{not json")
+    proc = run_cli("report", "--runs", str(root), "--destination", str(tmp_path / "report"), "--processes", "1", "--no-progress")
+    assert proc.returncode == 0, proc.stderr
+    assert "left out: 1 failed run, 1 unreadable manifest" in proc.stdout
+    assert f"{root / 'corpus' / 'attributes' / 'failed'}: tag run is failed" in proc.stdout
+    assert f"{root / 'broken' / '_manifest.json'}: not JSON" in proc.stdout
+
+
+def test_a_runs_folder_that_does_not_exist_or_holds_no_run_is_an_error(tmp_path):
+    missing = tmp_path / "no" / "such" / "dir"
+    proc = run_cli("report", "--runs", str(missing), "--destination", str(tmp_path / "r1"), "--no-progress")
+    assert proc.returncode == 1 and f"{missing} does not exist" in proc.stderr and "Traceback" not in proc.stderr
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    proc = run_cli("report", "--runs", str(empty), "--destination", str(tmp_path / "r2"), "--no-progress")
+    assert proc.returncode == 1 and f"{empty} holds no files" in proc.stderr
+    (empty / "notes.txt").write_text("not a run")
+    proc = run_cli("report", "--runs", str(empty), "--destination", str(tmp_path / "r3"), "--no-progress")
+    assert proc.returncode == 1 and f"no runs below {empty}" in proc.stderr
+    assert not (tmp_path / "r3" / "report.html").exists()
