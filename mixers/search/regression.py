@@ -20,10 +20,12 @@ measured.
 
 from __future__ import annotations
 
+import itertools
+import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import spearmanr
+from scipy.stats import rankdata, spearmanr
 from sklearn.ensemble import GradientBoostingRegressor
 from sklearn.linear_model import Ridge
 from sklearn.model_selection import KFold
@@ -62,6 +64,34 @@ def _spearman(a: np.ndarray, b: np.ndarray) -> float | None:
     return float(spearmanr(a, b).statistic)
 
 
+# Up to this many runs the p-value of a Spearman correlation is exact (every permutation: 8! = 40,320).
+EXACT_UP_TO = 8
+# A cross-validation is trusted when its Spearman could hardly be chance: below this p-value.
+SIGNIFICANT = 0.05
+
+
+def spearman_p(predicted: np.ndarray, measured: np.ndarray) -> float:
+    """One-sided p-value of the Spearman correlation of ``predicted`` with ``measured``: the chance
+    that a ranking unrelated to the measured one agrees with it at least as well. Exact (every
+    permutation) up to ``EXACT_UP_TO`` runs, the t approximation above. 1.0 where there is no
+    correlation to test (fewer than 3 runs, or constant values)."""
+    n = len(predicted)
+    if n < 3 or np.ptp(predicted) == 0 or np.ptp(measured) == 0:
+        return 1.0
+    if n > EXACT_UP_TO:
+        return float(spearmanr(predicted, measured, alternative="greater").pvalue)
+    a = rankdata(predicted) - (n + 1) / 2
+    b = rankdata(measured) - (n + 1) / 2
+    perms = np.array(list(itertools.permutations(range(n))))
+    scores = b[perms] @ a  # the covariance of the ranks, up to a constant factor, per permutation
+    return float(np.mean(scores >= b @ a - 1e-9))
+
+
+def best_p(n: int) -> float:
+    """The smallest one-sided p-value a Spearman over ``n`` runs can have (a perfect ranking)."""
+    return 1.0 / math.factorial(n) if n <= 20 else 0.0
+
+
 @dataclass
 class Fit:
     domains: list[str]
@@ -69,6 +99,7 @@ class Fit:
     cv_predictions: np.ndarray  # runs x domains, each from a model that did not see the run
     spearman: dict[str, float | None]  # per domain, and "objective"
     mae: dict[str, float]
+    p_objective: float  # spearman_p of the objective's cross-validated predictions
 
     def predict(self, x: np.ndarray) -> np.ndarray:
         """Rows of weights -> rows of predicted losses, one column per domain."""
@@ -86,7 +117,7 @@ def fit(kind: str, x: np.ndarray, y: np.ndarray, domains: list[str], objective: 
     spearman["objective"] = _spearman(cv @ objective, y @ objective)
     mae = {d: float(np.mean(np.abs(cv[:, j] - y[:, j]))) for j, d in enumerate(domains)}
     models = {d: Model(kind, seed).fit(x, y[:, j]) for j, d in enumerate(domains)}
-    return Fit(domains, models, cv, spearman, mae)
+    return Fit(domains, models, cv, spearman, mae, spearman_p(cv @ objective, y @ objective))
 
 
 def kl(w: np.ndarray, prior: np.ndarray) -> np.ndarray:

@@ -23,7 +23,7 @@ import numpy as np
 import yaml
 
 from dolma_pipe import paths, storage
-from dolma_pipe.config import ConfigError, read_config_file
+from dolma_pipe.config import ConfigError
 from dolma_pipe.manifest import InputFile, TaskRecord
 from dolma_pipe.quarantine import Quarantine
 from dolma_pipe.stage import Phase, RunContext, Stage, StepResult, Task, TaskOutput
@@ -33,6 +33,7 @@ from mixers.search import mixtures, regression, tokenizers
 from mixers.search.config import MixSearchConfig
 from mixers.search.pools import PoolError, load_pool, read_pool, save_pool
 from mixers.search.proxy import ProxyRun, run_proxy, train_settings
+from mixers.search.target import SpecMix, Target
 from train.shards import ShardError, find_shards
 
 
@@ -58,6 +59,8 @@ class MixSearchStage(Stage[MixSearchConfig]):
             eval_tokenizer=config.eval.tokenizer,
         )
         self.names = [s.name for s in config.sources]
+        # The mix the proposal is written as, checked by mix itself now rather than after the runs.
+        self.spec = SpecMix(config.fit.spec, self.names) if config.fit.spec is not None else None
         self._work = WorkDir(storage.join(config.output, "_work"))
         if config.microanneal is not None and not storage.exists(storage.join(config.microanneal.checkpoint, "trainer_state.json")):
             raise ConfigError(
@@ -245,6 +248,30 @@ class MixSearchStage(Stage[MixSearchConfig]):
             return self._microanneal_table(self._results(records))
         return self._fit(self._results(records), ctx)
 
+    def _target(self, ctx: RunContext) -> Target:
+        """The size, caps and tokens the proposal must be feasible at (:mod:`.target`)."""
+        cfg = self.config
+        reps = self._max_repetition()
+        keys = [f"sources.{i}.max_repetition" for i in range(len(self.names))]
+        if self.spec is None:
+            tokens, where = (cfg.fit.target_tokens, "fit.target_tokens") if cfg.fit.target_tokens else (cfg.proxy.tokens, "proxy.tokens")
+            return Target(tokens, where, "tokens of the search's shards", self._available(ctx), reps, keys)
+        spec = self.spec
+        counted = spec.count(storage.join(self.output_root, "spec-counts.json"))
+        spec_reps = np.array([spec.max_repetition(n) for n in self.names])
+        for i, n in enumerate(self.names):
+            spec_key = f"sources.{spec.index[n]}.max_repetition of fit.spec"
+            keys[i] = spec_key if spec_reps[i] < reps[i] else keys[i] if reps[i] < spec_reps[i] else f"{keys[i]} and {spec_key}"
+        tokens, where = (cfg.fit.target_tokens, "fit.target_tokens") if cfg.fit.target_tokens else (spec.target_tokens, "fit.spec")
+        return Target(
+            tokens,
+            where,
+            f"tokens of fit.spec's sources after its filters ({spec.config.tokenizer})",
+            np.array([counted[n] for n in self.names], dtype=np.float64),
+            np.minimum(reps, spec_reps),
+            keys,
+        )
+
     def _fit(self, results: list[dict[str, Any]], ctx: RunContext) -> StepResult:
         cfg, fc = self.config, self.config.fit
         domains = list(cfg.domain_paths)
@@ -252,16 +279,28 @@ class MixSearchStage(Stage[MixSearchConfig]):
         x = np.array([mixtures.normalise(r["weights"], self.names) for r in results])
         y = self._losses(results, domains)
         f = regression.fit(fc.regression, x, y, domains, objective, fc.folds, cfg.swarm.seed)
-        target = fc.target_tokens or cfg.proxy.tokens
+        target = self._target(ctx)
+        cap = target.caps()
         available = self._available(ctx)
-        cap = mixtures.caps(available, self._max_repetition(), target)
         prior = mixtures.prior(cfg.swarm.prior, self.names, available)
         uniform = np.full(len(self.names), 1.0 / len(self.names))
+        key = "fit.target_tokens" if target.source == "proxy.tokens" else target.source
+        if cap.sum() < 1.0:
+            most = ", ".join(f"{n} {c:.3f} ({k})" for n, c, k in zip(self.names, cap, target.cap_keys))
+            raise ConfigError(
+                f"config key '{key}': no mixture of {target.tokens:,} tokens keeps every source within its max_repetition: "
+                f"their largest weights add up to {cap.sum():.3f}: {most}; raise those caps or lower the target"
+            )
         try:
             best = regression.propose(f, objective, prior, cap, fc.candidates, fc.top_k, cfg.swarm.seed, fc.max_kl)
         except ValueError as e:
-            key = "fit.max_kl" if "max_kl" in str(e) else "fit.target_tokens"
-            raise ConfigError(f"config key '{key}': {e} at {target:,} tokens") from None
+            key = "fit.max_kl" if "max_kl" in str(e) else key
+            raise ConfigError(f"config key '{key}': {e} at {target.tokens:,} tokens") from None
+        # What the fit would take without the caps: the sources it wants more of than they allow.
+        unconstrained = regression.propose(
+            f, objective, prior, np.ones(len(self.names)), fc.candidates, fc.top_k, cfg.swarm.seed, fc.max_kl
+        )
+        binding = target.binding(unconstrained)
         proposal = mixtures.as_dict(best, self.names)
         named = {"proposal": mixtures.normalise(proposal, self.names), "uniform": uniform, "prior": prior}
         predicted = {}
@@ -276,14 +315,17 @@ class MixSearchStage(Stage[MixSearchConfig]):
             "domains": domains,
             "objective": cfg.objective,
             "available_tokens": dict(zip(self.names, map(int, available))),
-            "target_tokens": target,
-            "max_repetition": dict(zip(self.names, map(float, self._max_repetition()))),
+            "target_tokens": target.tokens,
+            "max_repetition": dict(zip(self.names, map(float, target.max_repetition))),
+            "target": target.as_json(self.names, binding),
             "runs": [{k: r[k] for k in ("key", "weights", "tokens", "steps", "domains")} for r in results],
             "fit": {
                 "regression": fc.regression,
                 "folds": min(fc.folds, len(results)),
                 "spearman": f.spearman,
                 "mae": f.mae,
+                # One-sided p-value of the objective's Spearman: above regression.SIGNIFICANT it could be chance.
+                "spearman_p": f.p_objective,
                 "cv_predictions": {r["key"]: dict(zip(domains, map(float, row))) for r, row in zip(results, f.cv_predictions)},
             },
             "proposal": proposal,
@@ -292,71 +334,83 @@ class MixSearchStage(Stage[MixSearchConfig]):
             "predicted": predicted,
             "feasible_at_target": feasible,
             "kl_from_prior": {k: float(regression.kl(w, prior)) for k, w in named.items()},
+            # Where the fit was measured: the farthest run from the prior.
+            "kl_runs_max": float(regression.kl(x, prior).max()),
             "best_run": results[best_run]["key"],
         }
-        written = self._write_proposal(summary)
+        written = self._write_proposal(summary, target)
         summary["written"] = written
         storage.write_bytes(storage.join(self.output_root, "search.json"), json.dumps(summary, indent=1).encode())
-        return StepResult(data=summary, table=self._fit_table(summary, y @ objective, results))
+        return StepResult(data=summary, table=self._fit_table(summary, y @ objective, results, target))
 
-    def _write_proposal(self, summary: dict[str, Any]) -> list[str]:
-        cfg = self.config
+    def _write_proposal(self, summary: dict[str, Any], target: Target) -> list[str]:
+        """``proposal.olmix.yaml`` (with ``target_tokens`` when the search knows the mix's size) and,
+        with ``fit.spec``, ``proposal.mix.yaml``: both checked by mix's own planning rules first."""
         reps = summary["max_repetition"]
         domains = {olmix.source_to_domain(n): (w, reps[n]) for n, w in summary["proposal"].items() if w > 0}
-        mix = olmix.OlmixMix(target_tokens=summary["target_tokens"], domains=domains)
+        mix = olmix.OlmixMix(target_tokens=None if target.source == "proxy.tokens" else target.tokens, domains=domains)
         olmix_path = storage.join(self.output_root, "proposal.olmix.yaml")
+        spec_path = storage.join(self.output_root, "proposal.mix.yaml")
+        raw = None
+        if self.spec is not None:
+            available = {n: int(a) for n, a in zip(self.names, target.available)}
+            raw = self.spec.proposal(summary["proposal"], target.tokens, storage.join(self.output_root, "mix"))
+            self.spec.check("the proposal", raw, available)
+            self.spec.check("the proposal's olmix file", olmix.to_mix_sources(mix, self.spec.config), available)
         olmix.write_olmix(olmix_path, mix)
         written = [olmix_path]
-        if cfg.fit.spec is not None:
-            written.append(self._write_spec(summary["proposal"], summary["target_tokens"]))
+        if raw is None:
+            if storage.exists(spec_path):  # an earlier run's, for a fit.spec this one has not
+                storage.remove(spec_path)
+        else:
+            header = f"# written by dolma-pipe mix-search from {self.config.fit.spec}: the sources' ratios are the proposed mixture\n"
+            storage.write_bytes(spec_path, (header + yaml.safe_dump(raw, sort_keys=False)).encode())
+            written.append(spec_path)
         return written
 
-    def _write_spec(self, proposal: dict[str, float], target: int) -> str:
-        """``fit.spec`` with each source's ``ratio`` the proposed weight (sources weighted 0 left out),
-        its output ``<output>/mix``."""
-        spec_path = self.config.fit.spec
-        assert spec_path is not None
-        raw = read_config_file(spec_path)
-        sources = raw.get("sources")
-        if not isinstance(sources, list) or not sources:
-            raise ConfigError(f"config key 'fit.spec': {spec_path} is not a mix of sources (no 'sources' list)")
-        by = {s.get("name"): s for s in sources if isinstance(s, dict)}
-        missing = [n for n in self.names if n not in by]
-        if missing:
-            raise ConfigError(f"config key 'fit.spec': {spec_path} has no source named {', '.join(map(repr, missing))}")
-        kept = []
-        for n in self.names:
-            if proposal[n] > 0:
-                s = dict(by[n])
-                s.pop("tokens", None)
-                s["ratio"] = proposal[n]
-                kept.append(s)
-        raw["sources"] = kept
-        raw["target_tokens"] = raw.get("target_tokens") or target
-        # Its own output: running the proposal must not overwrite the mix the spec makes.
-        raw["output"] = storage.join(self.output_root, "mix")
-        out = storage.join(self.output_root, "proposal.mix.yaml")
-        header = f"# written by dolma-pipe mix-search from {spec_path}: the sources' ratios are the proposed mixture\n"
-        storage.write_bytes(out, (header + yaml.safe_dump(raw, sort_keys=False)).encode())
-        return out
-
-    def _fit_table(self, s: dict[str, Any], measured: np.ndarray, results: list[dict[str, Any]]) -> str:
+    def _fit_table(self, s: dict[str, Any], measured: np.ndarray, results: list[dict[str, Any]], target: Target) -> str:
         names, domains = s["sources"], s["domains"]
         width = max(len(n) for n in [*names, "objective", *domains, "source"])
+        t = s["target"]
         lines = [f"swarm: {len(results)} proxy runs; regression {s['fit']['regression']} ({s['fit']['folds']}-fold cross-validation)"]
-        lines.append(f"  {'source':<{width}}  {'prior':>8}  {'uniform':>8}  {'proposal':>8}")
+        lines.append(f"  {'source':<{width}}  {'prior':>8}  {'uniform':>8}  {'proposal':>8}  {'cap':>8}")
         for n in names:
-            lines.append(f"  {n:<{width}}  {s['prior'][n]:8.4f}  {s['uniform'][n]:8.4f}  {s['proposal'][n]:8.4f}")
+            cap = f"{t['caps'][n]:8.4f}" + (" binding" if n in t["binding"] else "")
+            lines.append(f"  {n:<{width}}  {s['prior'][n]:8.4f}  {s['uniform'][n]:8.4f}  {s['proposal'][n]:8.4f}  {cap}")
         lines.append(
             f"  predicted loss ({'feasible' if s['feasible_at_target']['proposal'] else 'INFEASIBLE'} at {s['target_tokens']:,} tokens):"
         )
         for d in [*domains, "objective"]:
             p = s["predicted"]
             lines.append(f"  {d:<{width}}  {p['prior'][d]:8.4f}  {p['uniform'][d]:8.4f}  {p['proposal'][d]:8.4f}")
-        lines.append(f"  KL from the prior: proposal {s['kl_from_prior']['proposal']:.3f}, uniform {s['kl_from_prior']['uniform']:.3f}")
+        lines.append(
+            f"  cap: a source's largest weight in a mix of {target.tokens:,} tokens ({target.source}) within its max_repetition, "
+            f"from the {target.counted}"
+        )
+        if target.source == "proxy.tokens":
+            lines.append(
+                "  (no mix named: the caps hold at the proxies' size only; set fit.spec or fit.target_tokens to the mix you will make)"
+            )
+        binding = [names.index(n) for n in t["binding"]]
+        if binding:
+            lines.append(
+                "  binding (the fit wants more of it than its cap allows): "
+                + "; ".join(f"{names[i]} (raise {target.cap_keys[i]} for more)" for i in binding)
+            )
+        else:
+            lines.append("  binding: none (no source is at its cap)")
+        kl, runs_kl = s["kl_from_prior"]["proposal"], s["kl_runs_max"]
+        lines.append(f"  KL from the prior: proposal {kl:.3f}, uniform {s['kl_from_prior']['uniform']:.3f}, runs up to {runs_kl:.3f} nats")
+        if kl > runs_kl + 1e-9:
+            lines.append(
+                f"  WARNING: the proposal is {kl:.3f} nats from the prior, farther than every run ({runs_kl:.3f}): the fit "
+                f"extrapolates there. fit.max_kl keeps the proposal within that KL divergence of the prior "
+                f"(max_kl: {max(runs_kl, 1e-3):.3g} keeps it where the runs were); or sample wider runs (a lower swarm.concentration)"
+            )
         sp = s["fit"]["spearman"]
         fmt = {k: ("n/a" if v is None else f"{v:.3f}") for k, v in sp.items()}
         lines.append("  held-out Spearman (cross-validated): " + ", ".join(f"{k} {v}" for k, v in fmt.items()))
+        lines += self._cv_warning(sp["objective"], s["fit"]["spearman_p"], len(results))
         secs = [r["seconds"] for r in results if "seconds" in r]
         speeds = [r["tokens_per_s"] for r in results if "tokens_per_s" in r]
         if secs:
@@ -369,6 +423,23 @@ class MixSearchStage(Stage[MixSearchConfig]):
         )
         lines.append("  written: " + ", ".join(s["written"]))
         return "\n".join(lines)
+
+    @staticmethod
+    def _cv_warning(rho: float | None, p: float, runs: int) -> list[str]:
+        """A warning when the objective's cross-validated Spearman could be chance (p >= 0.05)."""
+        if p < regression.SIGNIFICANT:
+            return []
+        shown = "n/a" if rho is None else f"{rho:.3f}"
+        best = regression.best_p(runs)
+        why = (
+            f"with {runs} runs even a perfect ranking (1.000) happens by chance with p = {best:.3f}"
+            if best >= regression.SIGNIFICANT
+            else f"one-sided p = {p:.2f}: an unrelated ranking does as well that often"
+        )
+        return [
+            f"  WARNING: the cross-validated Spearman of the objective ({shown} over {runs} runs) says nothing ({why}): "
+            "the proposal is not backed by the fit; train more runs (swarm.runs; 8 runs or more can show a real fit)"
+        ]
 
     def _microanneal_table(self, results: list[dict[str, Any]]) -> StepResult:
         cfg = self.config
