@@ -23,6 +23,7 @@ import orjson
 from dolma_pipe import storage
 from dolma_pipe.stages.report.bins import bin_edges, length_edges, sorted_bins
 from dolma_pipe.stages.report.discover import RunSet, evaluation_table
+from dolma_pipe.stages.report.training import TrainRun
 
 WEIGHTS = ("docs", "chars", "tokens")
 TOKEN_SHARDS = "token shards (all sources)"
@@ -96,7 +97,28 @@ def chart(kind: str, title: str, caption: str, **data: Any) -> dict[str, Any]:
 # ---- overview --------------------------------------------------------------------------------
 
 
-def overview(found: RunSet, counts: dict[str, Any], weigh: Weigher) -> dict[str, Any]:
+def _training_table(found: RunSet, trains: list[TrainRun]) -> dict[str, Any]:
+    rows = []
+    for t in trains:
+        steps = "" if t.step is None else f"{t.step:,}" + ("" if t.end is None else f" of {t.end:,}")
+        ckpts = f"{len(t.checkpoints):,} (newest: step {t.checkpoints[-1]:,})" if t.checkpoints else "none"
+        loss = "" if t.loss is None else round(t.loss, 4)
+        val = "" if t.eval_loss is None else round(t.eval_loss, 4)
+        rows.append(
+            [found.name_of(t.folder), t.status, steps, "" if t.tokens is None else t.tokens, loss, val, ckpts, (t.finished or "")[:19]]
+        )
+    return chart(
+        "table",
+        "Training runs",
+        "Every training run found (a save_dir with metrics.jsonl): complete (a checkpoint at its last step), unfinished (its "
+        "newest checkpoint is earlier: running, preempted or killed; a rerun resumes there) or no checkpoint; the last step "
+        "logged of the steps it asks for, tokens seen, the last training and validation losses, its complete checkpoints.",
+        columns=["run", "status", "steps", "tokens", "loss", "validation loss", "checkpoints", "finished"],
+        rows=rows,
+    )
+
+
+def overview(found: RunSet, counts: dict[str, Any], weigh: Weigher, trains: list[TrainRun]) -> dict[str, Any]:
     rows = []
     for run in found.runs:
         m = run.manifest
@@ -104,8 +126,6 @@ def overview(found: RunSet, counts: dict[str, Any], weigh: Weigher) -> dict[str,
         secs = sum(p.seconds for p in m.phases)
         bad = sum(m.errors.values())
         rows.append([run.name, m.stage, run.status, docs, bad, round(secs, 2), (run.finished or "")[:19]])
-    for t in found.train_runs:
-        rows.append([found.name_of(t), "train", "metrics.jsonl", "", "", "", ""])
     summary = chart(
         "table",
         "Runs",
@@ -146,7 +166,7 @@ def overview(found: RunSet, counts: dict[str, Any], weigh: Weigher) -> dict[str,
         stacked=True,
         weighted=True,
     )
-    charts = [summary, funnel]
+    charts = [summary, *([_training_table(found, trains)] if trains else []), funnel]
     if found.problems:
         charts.append(
             chart("table", "Notes", "What the report could not read, and left out.", columns=["note"], rows=[[p] for p in found.problems])
@@ -528,13 +548,13 @@ def _thin(rows: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:
     return picked if picked[-1] is rows[-1] else [*picked[:-1], rows[-1]]
 
 
-def train(found: RunSet, points: int) -> dict[str, Any]:
+def train(found: RunSet, trains: list[TrainRun], points: int) -> dict[str, Any]:
     charts = []
     runs: dict[str, list[dict[str, Any]]] = {}
     evals: dict[str, list[dict[str, Any]]] = {}
-    for folder in found.train_runs:
-        rows = [orjson.loads(line) for line in storage.read_bytes(storage.join(folder, "metrics.jsonl")).splitlines() if line.strip()]
-        name = found.name_of(folder)
+    for t in trains:
+        rows = t.rows
+        name = found.name_of(t.folder)
         runs[name] = _thin([r for r in rows if "loss" in r and "step" in r], points)
         evals[name] = [r for r in rows if "eval/loss" in r]
     for metric, label in (

@@ -30,6 +30,7 @@ from dolma_pipe.stages.report import page, sections
 from dolma_pipe.stages.report.config import ReportConfig
 from dolma_pipe.stages.report.discover import RunSet, attribute_sets, corpus_files, discover, token_metadata, warn
 from dolma_pipe.stages.report.summarize import RuleSet, merge, summarize_documents, summarize_tokens
+from dolma_pipe.stages.report.training import read_train_run
 
 _WORD = re.compile(r"\w+")
 
@@ -179,13 +180,14 @@ class ReportStage(Stage[ReportConfig]):
         self._match_evaluation(samples.get("contaminated", {}))
         weigh = sections.Weigher(counts.get("bytes_per_token", {}))
         cfg = self.config
+        trains = [read_train_run(folder) for folder in self.found.train_runs]
         parts = [
-            sections.overview(self.found, counts, weigh),
+            sections.overview(self.found, counts, weigh, trains),
             sections.tag(counts, weigh),
             sections.mixes(self.found, self.rule_sets, counts, samples.get("removed", {}), weigh),
             sections.dedup(self.found, counts, samples, merged["texts"], self.resolved["clusters"], weigh),
             sections.tokenize(counts),
-            sections.train(self.found, cfg.series_points),
+            sections.train(self.found, trains, cfg.series_points),
         ]
         docs = sum(w[0] for w in counts.get("sources", {}).values())
         subtitle = (

@@ -14,7 +14,7 @@ import orjson
 from dolma_pipe.documents import write_documents
 from dolma_pipe.lock import RunLock
 from dolma_pipe.manifest import read_manifest
-from tests.dolma_pipe.stages.report_support import report, run
+from tests.dolma_pipe.stages.report_support import report, run, write_train_run
 from tests.helpers import kill_when, make_docs, run_cli
 
 
@@ -95,3 +95,25 @@ def test_a_runs_folder_that_does_not_exist_or_holds_no_run_is_an_error(tmp_path)
     proc = run_cli("report", "--runs", str(empty), "--destination", str(tmp_path / "r3"), "--no-progress")
     assert proc.returncode == 1 and f"no runs below {empty}" in proc.stderr
     assert not (tmp_path / "r3" / "report.html").exists()
+
+
+def test_training_runs_are_listed_with_their_state(tmp_path):
+    root = tmp_path / "runs"
+    write_train_run(str(root / "done"), steps=8, checkpoints=(4, 8))
+    write_train_run(str(root / "cut"), steps=7, checkpoints=(4,), max_steps=12)
+    write_train_run(str(root / "early"), steps=3, checkpoints=())
+    report(root, tmp_path / "report")
+    overview = json.loads((tmp_path / "report" / "report_data" / "sections" / "overview.json").read_bytes())
+    assert all(r[1] != "train" for r in next(c for c in overview["charts"] if c["title"] == "Runs")["rows"])
+    table = next(c for c in overview["charts"] if c["title"] == "Training runs")
+    rows = {r[0]: dict(zip(table["columns"], r)) for r in table["rows"]}
+    assert rows["done"] == {
+        "run": "done", "status": "complete", "steps": "8 of 8", "tokens": 8 * 8 * 64, "loss": 6.0, "validation loss": 6.5,
+        "checkpoints": "2 (newest: step 8)", "finished": "2026-09-21T14:13:28",
+    }  # fmt: skip
+    assert (
+        rows["cut"]["status"] == "unfinished" and rows["cut"]["steps"] == "7 of 12" and rows["cut"]["checkpoints"] == "1 (newest: step 4)"
+    )
+    assert rows["cut"]["finished"] == "" and rows["cut"]["validation loss"] == 7.5
+    assert rows["early"]["status"] == "no checkpoint" and rows["early"]["validation loss"] == ""
+    assert all(v != "" for k, v in rows["done"].items())
