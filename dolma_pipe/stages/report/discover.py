@@ -89,6 +89,9 @@ class MixGroup:
     rules: Any  # the mix's compiled rules (mixers.rules.StreamRules)
     files: list[str]
     verdicts: Any  # (rules, path) -> (match mask per document line, documents per mask)
+    # Per file: documents the rules kept that min_text_length then dropped (after span replacement),
+    # as the mix's task counted them; the mix keeps the count per file, not which documents.
+    short: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -228,8 +231,22 @@ def _mix_groups(found: RunSet) -> list[MixGroup]:
             continue
         verdicts = RunVerdicts(report_verdicts, verdict_files(run.root, run.manifest) if verdict_files else {})
         for g in made:
-            groups.append(MixGroup(run.name, g.index, g.name, g.kind, g.rules, g.files, verdicts))
+            groups.append(MixGroup(run.name, g.index, g.name, g.kind, g.rules, g.files, verdicts, _short(run.manifest, g.index)))
     return groups
+
+
+def _short(manifest: Manifest, group: int) -> dict[str, int]:
+    """Per input file of a mix group: the documents ``min_text_length`` dropped, from the task
+    records of the phase that read the file (``filter`` for streams, ``count`` for sources)."""
+    out: dict[str, int] = {}
+    for phase in manifest.phases:
+        if phase.name not in ("filter", "count"):
+            continue
+        for record in phase.tasks.values():
+            n = (record.data.get("counts") or {}).get("removed_short") or 0
+            if n and record.params.get("group") == group and record.inputs:
+                out[record.inputs[0].path] = int(n)
+    return out
 
 
 def task_key(path: str) -> str:

@@ -23,6 +23,7 @@ import orjson
 from dolma_pipe import storage
 from dolma_pipe.stages.report.bins import bin_edges, length_edges, sorted_bins
 from dolma_pipe.stages.report.discover import RunSet, evaluation_table
+from dolma_pipe.stages.report.summarize import SHORT
 from dolma_pipe.stages.report.training import TrainRun
 
 WEIGHTS = ("docs", "chars", "tokens")
@@ -276,15 +277,23 @@ def mixes(found: RunSet, rule_sets: dict[str, Any], counts: dict[str, Any], samp
             docs = sum(per.get(lab, [0])[0] for per in by_source.values())
             toks = sum(weigh.tokens(src, per[lab][2]) or 0 for src, per in by_source.items() if lab in per)
             chars = sum(per[lab][1] for per in by_source.values() if lab in per)
-            removed_table.append([lab, docs, chars, round(toks)])
+            # min_text_length: counted per file by the mix, not which documents: no characters or tokens.
+            removed_table.append([lab, docs, chars, round(toks)] if lab != SHORT else [lab, docs, "", ""])
         kept_docs = sum(per.get("kept", [0])[0] for per in by_source.values())
         removed_table.append(["kept", kept_docs, sum(per.get("kept", [0, 0])[1] for per in by_source.values()), ""])
+        short = (
+            " min_text_length: documents the rules kept and the mix then dropped as too short after span replacement (the mix "
+            "counts them per file, not which ones: no characters or tokens; the kept row's characters include theirs)."
+            if SHORT in labels
+            else ""
+        )
         charts.append(
             chart(
                 "table",
                 f"{key}: removed per rule",
                 f"Documents, characters and tokens each rule of the {g.kind} {g.name!r} removed (a document counts against the "
-                "rule that decided, in Dolma's order), from its files re-read with the mix's own rule engine.",
+                "rule that decided, in Dolma's order), from the verdicts the mix kept (or its rules evaluated again); kept: the "
+                f"documents the mix wrote.{short}",
                 columns=["rule", "documents", "characters", "tokens"],
                 rows=removed_table,
             )

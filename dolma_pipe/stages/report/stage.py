@@ -58,7 +58,7 @@ class ReportStage(Stage[ReportConfig]):
     def plan_inputs(self) -> list[InputFile]:
         self.found = discover(list(self.config.runs), self.output_root)
         warn(self.found.problems)
-        self.rule_sets = {f"{g.run} / {g.name}": RuleSet.of(f"{g.run} / {g.name}", g.rules, g.verdicts) for g in self.found.groups}
+        self.rule_sets = {f"{g.run} / {g.name}": RuleSet.of(f"{g.run} / {g.name}", g.rules, g.verdicts, g.short) for g in self.found.groups}
         return corpus_files(self.found)
 
     def _tokenizer_name(self) -> str | None:

@@ -109,9 +109,11 @@ class RuleSet:
     reads: dict[str, list[str]] = field(default_factory=dict)  # per label: attributes the rule reads
     # (rules, path) -> (match mask per document line, documents per mask): the mix stage's own.
     verdicts: Any = None
+    # Per file: documents the rules kept and min_text_length dropped (the mix's count; see _drop_short).
+    short: dict[str, int] = field(default_factory=dict)
 
     @staticmethod
-    def of(key: str, rules: Any, verdicts: Any = None) -> RuleSet:
+    def of(key: str, rules: Any, verdicts: Any = None, short: dict[str, int] | None = None) -> RuleSet:
         inc = [f"include {i}: {label}" for i, label in enumerate(rules.include_labels)]
         exc = [f"exclude {i}: {label}" for i, label in enumerate(rules.exclude_labels)]
         reads: dict[str, list[str]] = {}
@@ -123,7 +125,7 @@ class RuleSet:
                 reads[label] = []
         # A document no include rule matched: what every include rule reads shows why.
         reads[NO_INCLUDE] = list(dict.fromkeys(name for label in inc for name in reads[label]))
-        return RuleSet(key, rules, inc + exc, reads, verdicts)
+        return RuleSet(key, rules, inc + exc, reads, verdicts, dict(short or {}))
 
     def decision(self, mask: int) -> str | None:
         """The rule that removed a document with this match mask (Dolma's order), None when kept."""
@@ -358,12 +360,38 @@ def _finish(
     counts["contamination"] = contaminated
     for rs, (_, overlap) in zip(job.rule_sets, job.verdicts):
         counts["rules"].setdefault(rs.key, {})["overlap"] = overlap
+        _drop_short(counts["rules"][rs.key].setdefault("by_source", {}), rs.short.get(job.path, 0))
     if tokenizer is not None:
         per = counts.setdefault("bytes_per_token", {})
         for src, batch in token_texts.items():
             n_tokens = sum(len(e.ids) for e in tokenizer.encode_batch(batch, add_special_tokens=False))
             per[src] = [sum(len(t.encode("utf-8", "surrogatepass")) for t in batch), n_tokens]
     return {"counts": counts, "samples": samples, "texts": texts}
+
+
+SHORT = "min_text_length"
+
+
+def _drop_short(by_source: dict[str, dict[str, list[int]]], n: int) -> None:
+    """Moves the ``n`` documents of a file that the rules kept and ``min_text_length`` dropped from
+    ``kept`` to their own label, so that ``kept`` is what the mix wrote. The mix decides it after
+    span replacement and counts it per file, not per document: in a file of one source (Dolma's
+    layout) they are that source's; in a file of several, they are shared among its sources in
+    proportion to the documents the rules kept of each (largest remainders). Which documents they
+    were is not recorded, so they carry no characters or bytes."""
+    kept = sorted((src, cells["kept"][0]) for src, cells in by_source.items() if cells.get("kept"))
+    total = sum(k for _, k in kept)
+    if not n or not total:
+        return
+    n = min(n, total)
+    shares = [(src, n * k // total, (n * k) % total) for src, k in kept]
+    left = n - sum(q for _, q, _ in shares)
+    extra = {src for src, _, _ in sorted(shares, key=lambda t: (-t[2], t[0]))[:left]}
+    for src, q, _ in shares:
+        q += src in extra
+        if q:
+            by_source[src]["kept"][0] -= q
+            _add(by_source[src], SHORT, [q, 0, 0])
 
 
 class _NotThisPass(Exception):

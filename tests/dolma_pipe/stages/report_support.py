@@ -112,7 +112,12 @@ def build_pipeline(root: Path, tokenizer: str | None = None) -> dict[str, Path]:
                         "exclude": ["gopher__keep == 0", "bff_duplicate_docs", "minhash_duplicate"],
                     },
                     "span_replacement": [{"span": "$.attributes.bff_duplicate_paragraph_spans", "min_score": 0.5, "replacement": ""}],
-                    "output": {"path": str(mix_out), "max_size_in_bytes": 200_000, "discard_fields": ["attributes"]},
+                    "output": {
+                        "path": str(mix_out),
+                        "max_size_in_bytes": 200_000,
+                        "discard_fields": ["attributes"],
+                        "min_text_length": 200,
+                    },
                 }
             ]
         },
