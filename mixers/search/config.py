@@ -111,7 +111,18 @@ class MicroannealSection(StrictModel):
         default_factory=list, description="sources to add to the baseline, or named mixtures (default: every source not in it)"
     )
     share: float = Field(default=0.5, gt=0, lt=1, description="a candidate source's share of its anneal (the baseline has the rest)")
-    seed: int = Field(default=0, ge=0, description="seeds the documents taken")
+    seeds: list[int] = Field(
+        default_factory=lambda: [0, 1],
+        min_length=1,
+        description="each anneal is trained once per seed (the documents taken and their order); two or more measure the noise",
+    )
+
+    @field_validator("seeds")
+    @classmethod
+    def _distinct(cls, v: list[int]) -> list[int]:
+        if len(set(v)) != len(v) or any(s < 0 for s in v):
+            raise ValueError("seeds are distinct integers >= 0")
+        return v
 
 
 class MixSearchConfig(RunOptions):

@@ -29,7 +29,7 @@ from dolma_pipe.quarantine import Quarantine
 from dolma_pipe.stage import Phase, RunContext, Stage, StepResult, Task, TaskOutput
 from dolma_pipe.workdir import WorkDir
 from mixers import olmix
-from mixers.search import mixtures, regression, tokenizers
+from mixers.search import mixtures, noise, regression, tokenizers
 from mixers.search.config import MixSearchConfig
 from mixers.search.pools import PoolError, load_pool, read_pool, save_pool
 from mixers.search.proxy import ProxyRun, run_proxy, train_settings
@@ -209,7 +209,7 @@ class MixSearchStage(Stage[MixSearchConfig]):
         tasks = []
         for key, w in self.microanneal_mixtures().items():
             self._check_feasible(ctx, f"microanneal ({key})", w, tokens)
-            tasks.append(self._task(key, w, tokens, ma.seed, ma.checkpoint))
+            tasks += [self._task(f"{key}-seed{s}", w, tokens, s, ma.checkpoint) for s in ma.seeds]
         return tasks
 
     def _record_dir(self, key: str) -> str:
@@ -442,39 +442,62 @@ class MixSearchStage(Stage[MixSearchConfig]):
         ]
 
     def _microanneal_table(self, results: list[dict[str, Any]]) -> StepResult:
+        """Each anneal's loss per domain (the mean over its seeds) beside the baseline's, and the
+        best on the objective only where its margin is above the noise between seeds (:mod:`.noise`)."""
         cfg = self.config
+        ma = cfg.microanneal
+        assert ma is not None
         domains = list(cfg.domain_paths)
         by = {r["key"]: r for r in results}
-        base = by["baseline"]
-        order = ["baseline"] + sorted(k for k in by if k != "baseline")
+        names = list(self.microanneal_mixtures())
+        order = ["baseline"] + sorted(k for k in names if k != "baseline")
 
         def obj(r: dict[str, Any]) -> float:
             return sum(w * r["domains"][d]["loss"] for d, w in cfg.objective.items())
 
-        rows = {k: {**{d: by[k]["domains"][d]["loss"] for d in domains}, "objective": obj(by[k])} for k in order}
+        seeded = {k: [by[f"{k}-seed{s}"] for s in ma.seeds] for k in order}
+        rows = {
+            k: {
+                **{d: float(np.mean([r["domains"][d]["loss"] for r in runs])) for d in domains},
+                "objective": float(np.mean([obj(r) for r in runs])),
+            }
+            for k, runs in seeded.items()
+        }
         deltas = {k: {d: rows[k][d] - rows["baseline"][d] for d in rows[k]} for k in order}
+        v = noise.verdict({k: [obj(r) for r in runs] for k, runs in seeded.items()})
         summary = {
             "method": "microanneal",
-            "checkpoint": cfg.microanneal.checkpoint if cfg.microanneal else None,
+            "checkpoint": ma.checkpoint,
             "domains": domains,
             "objective": cfg.objective,
-            "runs": [{k: by[key][k] for k in ("key", "weights", "tokens", "steps", "domains")} for key in order],
+            "seeds": ma.seeds,
+            "runs": [{k: r[k] for k in ("key", "weights", "tokens", "steps", "domains")} for key in order for r in seeded[key]],
             "losses": rows,
             "delta_vs_baseline": deltas,
-            "best": min(order, key=lambda k: rows[k]["objective"]),
+            "objective_per_seed": {k: [obj(r) for r in runs] for k, runs in seeded.items()},
+            "verdict": v.as_json(),
+            "best": v.best if v.clear else None,
         }
         storage.write_bytes(storage.join(self.output_root, "search.json"), json.dumps(summary, indent=1).encode())
         width = max(len(k) for k in order)
         cols = [*domains, "objective"]
         head = f"  {'anneal':<{width}}  " + "  ".join(f"{c:>16}" for c in cols)
+        steps = seeded["baseline"][0]["steps"]
+        seeds = ", ".join(map(str, ma.seeds))
         lines = [
-            f"microanneal from {summary['checkpoint']}: {base['steps']} steps ({cfg.proxy.tokens:,} tokens) each; loss (change vs baseline)",
+            f"microanneal from {ma.checkpoint}: {steps} steps ({cfg.proxy.tokens:,} tokens) each, seeds {seeds}; "
+            "loss, the mean over seeds (change vs baseline)",
             head,
         ]
         for k in order:
             cells = [f"{rows[k][c]:8.4f}" + ("" if k == "baseline" else f" ({deltas[k][c]:+.4f})") for c in cols]
             lines.append(f"  {k:<{width}}  " + "  ".join(f"{c:>16}" for c in cells))
-        lines.append(f"  best on the objective: {summary['best']}")
+        if v.spread is not None:
+            lines.append(
+                f"  noise: the objective's standard deviation between seeds is {v.spread:.4f} (pooled over {len(order)} anneals); "
+                f"a change within {v.noise:.4f} of another anneal's is noise"
+            )
+        lines.append(v.line())
         return StepResult(data=summary, table="\n".join(lines))
 
     # ---- confirmation runs ----------------------------------------------------------------------

@@ -70,3 +70,29 @@ def proxy_config(path: Path, vocab_size: int = VOCAB, **train: object) -> Path:
     }
     path.write_text(yaml.safe_dump(cfg))
     return path
+
+
+def anneal_config(path: Path) -> Path:
+    """The stage-2 form of :func:`proxy_config` for microanneals: the learning rate decayed linearly
+    to zero from the one the checkpoint ended with, the optimizer state loaded."""
+    proxy_config(path)
+    cfg = yaml.safe_load(path.read_text())
+    cfg["schedule"] = {"kind": "linear_decay", "start_lr": None}
+    cfg["checkpoint"] = {"load_optimizer": True}
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+SOURCES = ("a", "b", "c")
+
+
+def make_sources(root: Path) -> dict[str, Path]:
+    """Three sources of documents over their own words (one tokenizer for all), each tokenized
+    into ``root/tokens/<name>/{train,val}``."""
+    vocab = {n: words(n, 30) for n in SOURCES}
+    tok = word_tokenizer(root / "tok.json", [w for n in SOURCES for w in vocab[n]])
+    out: dict[str, Path] = {"tokenizer": tok}
+    for i, n in enumerate(SOURCES):
+        out[f"{n}-docs"] = write_documents(root / "corpus", n, vocab[n], 60, seed=i)
+        out[n] = tokenize(out[f"{n}-docs"], root / "tokens" / n, tok)
+    return out

@@ -23,23 +23,9 @@ from mixers.config import MixConfig
 from mixers.search import regression
 from mixers.search.stage import MixSearchStage
 from mixers.search.target import SpecError, SpecMix, Target
-from tests.mixers.mix_search_support import proxy_config, tokenize, word_tokenizer, words, write_documents
+from tests.mixers.mix_search_support import SOURCES, make_sources, proxy_config
 
 pytestmark = pytest.mark.train
-
-SOURCES = ("a", "b", "c")
-
-
-def make_sources(root: Path) -> dict[str, Path]:
-    """Three sources of documents over their own words (one tokenizer for all), each tokenized
-    into ``root/tokens/<name>/{train,val}``."""
-    vocab = {n: words(n, 30) for n in SOURCES}
-    tok = word_tokenizer(root / "tok.json", [w for n in SOURCES for w in vocab[n]])
-    out: dict[str, Path] = {"tokenizer": tok}
-    for i, n in enumerate(SOURCES):
-        out[f"{n}-docs"] = write_documents(root / "corpus", n, vocab[n], 60, seed=i)
-        out[n] = tokenize(out[f"{n}-docs"], root / "tokens" / n, tok)
-    return out
 
 
 def write_spec(root: Path, src: dict[str, Path], target_tokens: int, **source_extra: dict) -> Path:
