@@ -4,21 +4,79 @@
 # index of the training shards, tracing text (the soup's output among it) to training documents ->
 # a report of every run as one offline HTML page.
 # Usage: bash examples/run_demo.sh [VENV]   (`make demo` sets up the venv and calls this)
-set -euo pipefail
-cd "$(dirname "$0")/.."
+set -Eeuo pipefail
 VENV="${1:-.venv}"
 DP="$VENV/bin/dolma-pipe"
 OUT="${DEMO_OUTPUT:-demo-output}"
 
-echo "== 1. convert: validate the sample corpus and write clean Dolma documents"
+# ---- helpers (tests/mixers/test_mix_search_demo.py sources this file for them) ----------------
+
+STEP=setup
+step() {  # step N TITLE: the step's header; a failure from here on is reported as step N's
+  STEP="$1"
+  [ "$1" = 1 ] || echo
+  echo "== $1. $2"
+}
+# A failing step says so, with its status and the failing command; the command's own message is
+# above it (a helper's failure, such as `filtered`'s, names its command there itself).
+on_error() {
+  local cmd="$2"
+  case "$cmd" in return*) cmd="" ;; esac
+  echo "demo: step $STEP failed (exit $1)${cmd:+: $cmd}" >&2
+}
+trap 'on_error $? "$BASH_COMMAND"' ERR
+
+demo_config() {  # demo_config NAME: examples/configs/NAME copied into $OUT/configs/ with its paths in $OUT; prints the copy's path
+  # The example configs name demo-output/... and each other (examples/configs/mix-*.yaml): the demo
+  # runs copies naming $OUT and the other copies, rewritten as YAML (a path may hold any character).
+  mkdir -p "$OUT/configs"
+  "$VENV/bin/python" - "$1" "$OUT" <<'PY'
+import re, sys, yaml
+name, out = sys.argv[1], sys.argv[2]
+def moved(v):
+    if isinstance(v, dict):
+        return {k: moved(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [moved(x) for x in v]
+    if isinstance(v, str) and v.startswith("demo-output/"):
+        return out + v[len("demo-output"):]
+    if isinstance(v, str) and re.fullmatch(r"examples/configs/mix-[\w-]+\.yaml", v):
+        return f"{out}/configs/{v.rsplit('/', 1)[1]}"
+    return v
+with open(f"examples/configs/{name}", encoding="utf-8") as fh:
+    config = moved(yaml.safe_load(fh))
+with open(f"{out}/configs/{name}", "w", encoding="utf-8") as fh:
+    fh.write(f"# examples/configs/{name} with its paths in {out} (examples/run_demo.sh)\n")
+    yaml.safe_dump(config, fh, sort_keys=False, allow_unicode=True)
+PY
+  echo "$OUT/configs/$1"
+}
+
+filtered() {  # filtered PATTERN LOG CMD...: CMD's output to LOG; shown from the first line matching PATTERN, or all of its end when CMD fails
+  local pattern="$1" log="$2" status
+  shift 2
+  mkdir -p "$(dirname "$log")"
+  if "$@" > "$log" 2>&1; then
+    sed -n "/$pattern/,\$p" "$log"
+  else
+    status=$?
+    tail -n 25 "$log" >&2
+    echo "demo: '$*' failed (exit $status); its whole output is in $log" >&2
+    return "$status"
+  fi
+}
+
+if [ "${BASH_SOURCE[0]}" != "$0" ]; then return 0; fi  # sourced: the helpers only
+
+cd "$(dirname "$0")/.."
+
+step 1 "convert: validate the sample corpus and write clean Dolma documents"
 "$DP" convert --documents 'examples/sample/documents/*/*' --destination "$OUT/corpus" --format jsonl.gz
 
-echo
-echo "== 2. stats: what the corpus holds, per source"
+step 2 "stats: what the corpus holds, per source"
 "$DP" stats --documents "$OUT/corpus/documents/*/*.jsonl.gz" --destination "$OUT/stats"
 
-echo
-echo "== 3. tag: language, Gopher and C4 rules (the papers' rules and verdicts), PII, profanity, lengths -> $OUT/corpus/attributes/demo/"
+step 3 "tag: language, Gopher and C4 rules (the papers' rules and verdicts), PII, profanity, lengths -> $OUT/corpus/attributes/demo/"
 "$DP" tag --documents "$OUT/corpus/documents/*/*.jsonl.gz" --experiment demo \
   --taggers ft_lang_id gopher c4 pii_regex_with_counts profanity_document lengths_v1 \
   --tagger_options.ft_lang_id.granularity document
@@ -39,12 +97,10 @@ print(f"{docs:,} documents: languages {dict(langs.most_common(10))}")
 print(f"Gopher rules keep {kept:,}, C4 rules keep {c4_kept:,}; {pii:,} documents contain PII")
 PY
 
-echo
-echo "== 4. the Rust Bloom filter: exact duplicate documents and repeated paragraphs"
+step 4 "the Rust Bloom filter: exact duplicate documents and repeated paragraphs"
 "$VENV/bin/python" examples/bloom_demo.py "$OUT/corpus/documents/*/*.jsonl.gz"
 
-echo
-echo "== 5. dedup: duplicate documents and paragraphs (Dolma's dedupe configs), near-duplicates (MinHash) -> $OUT/corpus/attributes/dedup_*/"
+step 5 "dedup: duplicate documents and paragraphs (Dolma's dedupe configs), near-duplicates (MinHash) -> $OUT/corpus/attributes/dedup_*/"
 mkdir -p "$OUT/configs"
 cat > "$OUT/configs/dedup-docs.json" <<JSON
 {"documents": ["$OUT/corpus/documents/*/*.jsonl.gz"], "dedupe": {"name": "dedup_docs", "documents": {"attribute_name": "bff_duplicate_docs", "key": "\$.text"}, "skip_empty": true},
@@ -70,8 +126,7 @@ print(f"{docs['documents']:,} documents: {docs['marked'].get('marked_documents',
       f"{clusters.get('clusters', 0):,} near-duplicate clusters ({near['marked'].get('marked_near_duplicates', 0):,} documents to drop)")
 PY
 
-echo
-echo "== 6. mix: a broad stage-1 mix (Dolma's mixer schema) and a three-seed stage-2 Dolmino mix -> $OUT/mix/"
+step 6 "mix: a broad stage-1 mix (Dolma's mixer schema) and a three-seed stage-2 Dolmino mix -> $OUT/mix/"
 # The mixes read the tagger's attributes (demo) and the dedup attributes dedup_docs and dedup_paras,
 # made here with Dolma's dedupe configs if no earlier step made them.
 mkdir -p "$OUT/configs"
@@ -86,10 +141,11 @@ JSON
     "$DP" dedup -c "$OUT/configs/dedup-$kind.json"
   fi
 done
-# The specs name demo-output/...; a DEMO_OUTPUT elsewhere gets its own copy of them.
-for stage in stage1 stage2; do sed "s#demo-output/#$OUT/#g" "examples/configs/mix-$stage.yaml" > "$OUT/configs/mix-$stage.yaml"; done
-"$DP" mix -c "$OUT/configs/mix-stage1.yaml"
-"$DP" mix -c "$OUT/configs/mix-stage2.yaml"
+# The specs name demo-output/...: they run as copies naming $OUT.
+stage1=$(demo_config mix-stage1.yaml)
+stage2=$(demo_config mix-stage2.yaml)
+"$DP" mix -c "$stage1"
+"$DP" mix -c "$stage2"
 "$VENV/bin/python" - "$OUT" <<'PY'
 import glob, gzip, json, sys
 out = sys.argv[1]
@@ -107,8 +163,7 @@ for name, pattern in (("stage 1", f"{out}/mix/stage1/*.jsonl.gz"), ("stage 2", f
     print(f"{name} mix: {docs:,} documents in {len(shards)} shards, every line a whole document")
 PY
 
-echo
-echo "== 7. tokenize: the stage-1 mix into OLMo token shards (train/ and val/) -> $OUT/tokens/"
+step 7 "tokenize: the stage-1 mix into OLMo token shards (train/ and val/) -> $OUT/tokens/"
 "$DP" tokenize -c examples/tokenize.yaml --documents "$OUT/mix/stage1/*.jsonl.gz" --destination "$OUT/tokens"
 
 # Training: a tiny OLMo-2-style model on CPU (torch, a one-rank gloo group; the same commands run
@@ -129,15 +184,13 @@ print(f"{sys.argv[1]}: {last['step']} steps, {last['tokens']:,} tokens in {sys.a
 PY
 }
 
-echo
-echo "== 8. train stage 1: a tiny model (train/configs/tiny.yaml) on the stage-1 tokens -> $OUT/runs/stage1/"
+step 8 "train stage 1: a tiny model (train/configs/tiny.yaml) on the stage-1 tokens -> $OUT/runs/stage1/"
 t0=$SECONDS
 $TRAIN --config train/configs/tiny.yaml --set log.interval=50 --set train.max_steps=$S1_STEPS \
   --set "data.paths=[$OUT/tokens/train]" --set "data.val_paths=[$OUT/tokens/val]" --set "checkpoint.save_dir=$OUT/runs/stage1"
 summary "stage 1" "$OUT/runs/stage1" $((SECONDS - t0))
 
-echo
-echo "== 9. stage 2: tokenize each seed's Dolmino mix, train from the stage-1 checkpoint on it (train/configs/tiny-stage2.yaml) -> $OUT/runs/stage2-seed-<n>/"
+step 9 "stage 2: tokenize each seed's Dolmino mix, train from the stage-1 checkpoint on it (train/configs/tiny-stage2.yaml) -> $OUT/runs/stage2-seed-<n>/"
 for n in 0 1 2; do
   # A Dolmino mix repeats documents on purpose (max_repetition): their ids repeat too.
   "$DP" tokenize -c examples/tokenize.yaml --documents "$OUT/mix/stage2/seed-$n/documents/*.jsonl.gz" \
@@ -149,13 +202,11 @@ for n in 0 1 2; do
   summary "stage 2, seed $n" "$OUT/runs/stage2-seed-$n" $((SECONDS - t0))
 done
 
-echo
-echo "== 10. soup: average the three stage-2 models -> $OUT/runs/soup/"
+step 10 "soup: average the three stage-2 models -> $OUT/runs/soup/"
 INGREDIENTS=("$OUT/runs/stage2-seed-0/step$S2_STEPS" "$OUT/runs/stage2-seed-1/step$S2_STEPS" "$OUT/runs/stage2-seed-2/step$S2_STEPS")
 "$VENV/bin/python" -m train.soup --out "$OUT/runs/soup" "${INGREDIENTS[@]}"
 
-echo
-echo "== 11. export the soup as a Hugging Face Olmo2 model with its tokenizer -> $OUT/hf-model/"
+step 11 "export the soup as a Hugging Face Olmo2 model with its tokenizer -> $OUT/hf-model/"
 "$VENV/bin/python" -m train.export_hf "$OUT/runs/soup" "$OUT/hf-model" --eos-id 50279 --pad-id 1
 "$VENV/bin/python" - "$OUT" <<'PY'
 import glob, sys
@@ -182,12 +233,10 @@ print(f"transformers loads {out}/hf-model: logits within {(a - b).abs().max().it
       f"(loss {loss:.4f}); greedy: {text!r}")
 PY
 
-echo
-echo "== 12. validation loss and perplexity of every model on the same held-out shards ($OUT/tokens/val)"
+step 12 "validation loss and perplexity of every model on the same held-out shards ($OUT/tokens/val)"
 "$VENV/bin/python" -m train.evaluate --val-paths "$OUT/tokens/val" --untrained train/configs/tiny.yaml \
   --output "$OUT/runs/evaluation.json" "$OUT/runs/stage1/step$S1_STEPS" "${INGREDIENTS[@]}" "$OUT/runs/soup"
-echo
-echo "== 13. index: suffix arrays over the stage-1 token shards; trace a training passage, a held-out one and the soup's generation -> $OUT/index/"
+step 13 "index: suffix arrays over the stage-1 token shards; trace a training passage, a held-out one and the soup's generation -> $OUT/index/"
 "$DP" index --shards "$OUT/tokens/train" --destination "$OUT/index"
 "$VENV/bin/python" - "$OUT" <<'PY'
 import glob, sys
@@ -223,20 +272,22 @@ for label, text in ((f"(a) training document {train_id}", train_text), (f"(b) he
         print(f"    x{s.count:,} {s.text[:60]!r}  <- {d.id} ({d.src.rsplit('/', 3)[-2]}/{d.src.rsplit('/', 1)[-1]}:{d.loc})")
 PY
 
-echo
-echo "== 14. report: one offline page of what every stage did, and the data behind it -> $OUT/report/"
+step 14 "report: one offline page of what every stage did, and the data behind it -> $OUT/report/"
 "$DP" report --runs "$OUT" --destination "$OUT/report" --no-progress | tail -2
 echo "open $OUT/report/report.html in a browser (it needs no network)"
 
-echo
-echo "== 15. mix-search: a swarm of 8 tiny proxies over the stage-2 sources proposes their ratios -> $OUT/search/"
+step 15 "mix-search: a swarm of 8 tiny proxies over the stage-2 sources proposes their ratios -> $OUT/search/"
 "$VENV/bin/python" examples/train_tokenizer.py "$OUT/search-tokens/tokenizer.json" "$OUT/corpus/documents/*/*" >/dev/null
 for src in python-doc linux-doc debian-handbook gcide; do
   "$DP" tokenize --documents "$OUT/corpus/documents/$src/*" --destination "$OUT/search-tokens/$src" --no-progress \
     --tokenizer.name_or_path "$OUT/search-tokens/tokenizer.json" --tokenizer.eos_token_id 0 --validation.fraction 0.1 \
     >/dev/null 2>"$OUT/search-tokens/tokenize-$src.log" || { cat "$OUT/search-tokens/tokenize-$src.log"; exit 1; }
 done
-"$DP" mix-search -c examples/configs/mix-search.yaml --no-progress 2>&1 | sed -n '/^swarm:/,$p'
+# Its spec is a copy naming $OUT, and names step 6's copy of the stage-2 spec (whose counts it reuses).
+search=$(demo_config mix-search.yaml)
+filtered '^swarm:' "$OUT/logs/mix-search.log" "$DP" mix-search -c "$search" --no-progress
+echo "-- mix makes the proposal as written (mix-search checked it with mix's rules) -> $OUT/search/mix/"
+filtered '^mix summary' "$OUT/logs/mix-proposal.log" "$DP" mix -c "$OUT/search/proposal.mix.yaml" --no-progress
 
 echo
 echo "Outputs under $OUT/ (each stage wrote _manifest.json; a rerun skips finished work, --force redoes it)."
