@@ -1,9 +1,11 @@
 """The report's files: ``report.html`` (one self-contained page) and ``report_data/`` (every number).
 
-The page inlines its style, its script (:file:`assets/report.js`, SVG charts without a library) and
-its data as JSON, so it opens from a laptop with no network. ``report_data/`` holds the merged
-per-file summaries (``summary.json``), each section's charts as the page draws them
-(``sections/<id>.json``) and the runs read (``runs.json``), to re-plot or compare.
+The page inlines its style, the charting library (Vega-Lite, Vega and vega-embed: :mod:`.bundle`),
+its script (:file:`assets/report.js`: tables, samples and clusters as HTML, each chart's Vega-Lite
+spec handed to Vega, the weighting switch) and its data as JSON, so it opens from a laptop with no
+network. ``report_data/`` holds the merged per-file summaries (``summary.json``), each section's
+charts as the page draws them, their data and their Vega-Lite specs (``sections/<id>.json``), and
+the runs read (``runs.json``), to re-plot or compare.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 import orjson
 
 from dolma_pipe import storage
+from dolma_pipe.stages.report import bundle
 
 PAGE = "report.html"
 DATA_DIR = "report_data"
@@ -27,6 +30,24 @@ def _asset(name: str) -> str:
 def _script_json(data: Any) -> str:
     # Inside <script>, "</" would end the element early; "<\/" is the same JSON string.
     return orjson.dumps(data).decode("utf-8").replace("</", "<\\/")
+
+
+def _inline_script(js: str) -> str:
+    # A "</script" inside the library's strings would end the element; "<\/script" is the same string.
+    return js.replace("</script", "<\\/script")
+
+
+# What the page needs of a chart Vega draws: its spec holds its data.
+_DRAWN_KEYS = ("type", "title", "caption", "weighted", "vega")
+
+
+def _drawn(page: dict[str, Any]) -> dict[str, Any]:
+    """The page's data: a chart Vega draws carries its spec only (its data is inside)."""
+    sections = []
+    for s in page["sections"]:
+        charts = [{k: c[k] for k in _DRAWN_KEYS if k in c} if "vega" in c else c for c in s["charts"]]
+        sections.append({**s, "charts": charts})
+    return {**page, "sections": sections}
 
 
 def render(page: dict[str, Any]) -> str:
@@ -46,7 +67,8 @@ def render(page: dict[str, Any]) -> str:
 <nav id="nav"></nav>
 </header>
 <main id="sections"></main>
-<script type="application/json" id="report-data">{_script_json(page)}</script>
+<script type="application/json" id="report-data">{_script_json(_drawn(page))}</script>
+<script>{_inline_script(bundle.javascript())}</script>
 <script>{_asset("report.js")}</script>
 </body></html>
 """

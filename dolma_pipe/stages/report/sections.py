@@ -21,9 +21,9 @@ from typing import Any
 import orjson
 
 from dolma_pipe import storage
-from dolma_pipe.stages.report.bins import bin_edges, length_edges, sorted_bins
+from dolma_pipe.stages.report.bins import bin_edges, length_edges, sorted_bins, value_bin
 from dolma_pipe.stages.report.discover import RunSet, evaluation_table
-from dolma_pipe.stages.report.summarize import SHORT
+from dolma_pipe.stages.report.summarize import SHORT, language_prefix
 from dolma_pipe.stages.report.training import TrainRun
 
 WEIGHTS = ("docs", "chars", "tokens")
@@ -73,22 +73,33 @@ def _weighted_series(per_source: dict[str, dict[str, list]], keys: list[str], we
 
 
 def _fmt(x: float) -> str:
+    """A bin edge as its label reads it: 0.05, 12, 1.4k, 2k, 3.2M."""
     if math.isinf(x):
         return "inf" if x > 0 else "-inf"
-    if x == int(x) and abs(x) < 1e6:
-        return str(int(x))
+    if math.isnan(x):
+        return "nan"
+    for unit, size in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(x) >= size:
+            return f"{x / size:.2g}{unit}" if abs(x) < 10 * size else f"{x / size:.3g}{unit}"
     return f"{x:.3g}"
 
 
 def _hist(per_source: dict[str, dict[str, list]], weigh: Weigher, edges=bin_edges) -> dict[str, Any]:
+    """A histogram's bins (their edges, drawn on a real axis, and a label each) and series."""
     keys: dict[str, None] = {}
     for cells in per_source.values():
         keys.update(dict.fromkeys(cells))
     ordered = sorted_bins(keys, edges)
     return {
+        "edges": [[lo, hi] for _, lo, hi in ordered],
         "bins": [f"{_fmt(lo)}–{_fmt(hi)}" for _, lo, hi in ordered],
         "series": _weighted_series(per_source, [k for k, _, _ in ordered], weigh),
     }
+
+
+def _off_axis(per_source: dict[str, dict[str, list]]) -> int:
+    """Documents in a histogram's NaN and infinite bins (they have no place on an axis)."""
+    return sum(w[0] for cells in per_source.values() for k, w in cells.items() if not all(map(math.isfinite, bin_edges(k))))
 
 
 def chart(kind: str, title: str, caption: str, **data: Any) -> dict[str, Any]:
@@ -146,7 +157,7 @@ def overview(found: RunSet, counts: dict[str, Any], weigh: Weigher, trains: list
             w = per.get("kept")
             if w:
                 kept[src] = weigh.of(src, w)
-        steps.append((f"mix {key}: kept by rules", kept))
+        steps.append((f"mix {key}: kept", kept))
     for run, splits in sorted(counts.get("tokens", {}).items()):
         # A shard's metadata names the file a document came from, not its source: one series.
         cur: dict[str, float | None] = {"docs": 0, "chars": None, "tokens": 0}
@@ -160,7 +171,7 @@ def overview(found: RunSet, counts: dict[str, Any], weigh: Weigher, trains: list
     funnel = chart(
         "bars",
         "From corpus to tokens",
-        "Documents (or characters, or tokens) per source at each step: the corpus the runs read, what each mix's rules kept, "
+        "Documents (or characters, or tokens) per source at each step: the corpus the runs read, what each mix kept (a stream: what it wrote; a source: what it samples from), "
         "and what each tokenize run wrote (all sources together: shards record files, not sources; no characters).",
         categories=[name for name, _ in steps],
         series=series,
@@ -178,7 +189,36 @@ def overview(found: RunSet, counts: dict[str, Any], weigh: Weigher, trains: list
 # ---- tag --------------------------------------------------------------------------------------
 
 
-def tag(counts: dict[str, Any], weigh: Weigher, limit: int = 120) -> dict[str, Any]:
+def _family(key: str) -> tuple[str, str]:
+    """(family, field) of an attribute name: ``<set>__<tagger>`` and the rest (a name without
+    ``__``, as dedup writes them, is a family of its own)."""
+    head, sep, last = key.rpartition("__")
+    return (head, last) if sep else (key, key)
+
+
+def _flags(keys: list[str], scores: dict[str, Any], weigh: Weigher) -> dict[str, Any]:
+    """One chart of every 0/1 attribute: the share of documents (characters, tokens) it flags."""
+    rows = []
+    for key in keys:
+        by_source = {}
+        for src, cells in sorted(scores[key].items()):
+            on = cells.get(value_bin(1.0), [0, 0, 0])
+            everyone = [sum(w[i] for w in cells.values()) for i in range(3)]
+            by_source[src] = [{w: v or 0 for w, v in weigh.of(src, on).items()}, {w: v or 0 for w, v in weigh.of(src, everyone).items()}]
+        rows.append({"name": key, "by_source": by_source})
+    return chart(
+        "flags",
+        "Flags (attributes that are 0 or 1)",
+        "The share of documents (or characters, or tokens) each 0/1 attribute flags, of those it was computed on, per source.",
+        flags=rows,
+        weighted=True,
+    )
+
+
+def tag(found: RunSet, counts: dict[str, Any], weigh: Weigher) -> dict[str, Any]:
+    """Per language tagger, its languages; document lengths; one chart of every 0/1 flag; one
+    chart per attribute family (a tagger's fields: a small histogram each). Dedup's attributes are
+    the Dedup section's."""
     charts = []
     langs = counts.get("languages", {})
     for prefix, per_source in sorted(langs.items()):
@@ -191,11 +231,13 @@ def tag(counts: dict[str, Any], weigh: Weigher, limit: int = 120) -> dict[str, A
             chart(
                 "bars",
                 f"Languages ({prefix})",
-                "The top-scoring language of each document, per source (the 15 most frequent).",
+                f"The top-scoring language of each document, per source (the {len(top)} most frequent of {len(totals)}); the "
+                "tagger's per-language scores are not charted one by one.",
                 categories=top,
                 series=_weighted_series(per_source, top, weigh),
                 stacked=True,
                 weighted=True,
+                xlabel="language",
             )
         )
     doc_lengths = counts.get("lengths", {})
@@ -206,34 +248,40 @@ def tag(counts: dict[str, Any], weigh: Weigher, limit: int = 120) -> dict[str, A
                 "Document length (characters)",
                 "Documents per length in characters (half-octave bins), per source.",
                 weighted=True,
+                xlabel="characters",
                 **_hist(doc_lengths, weigh, length_edges),
             )
         )
-    spans = counts.get("spans", {})
-    for key, per_source in sorted(counts.get("scores", {}).items())[:limit]:
-        if key in spans:  # a span attribute whose spans sometimes cover a whole document: shown with its spans
+    dedup = {name for run in found.of("dedup") for name in dedup_attributes(run.manifest.config)}
+    scores, spans = counts.get("scores", {}), counts.get("spans", {})
+    nonbinary = counts.get("nonbinary", {})
+    shown = [k for k in sorted(set(scores) | set(spans)) if k not in dedup and not (k in scores and language_prefix(k))]
+    flags = [k for k in shown if k in scores and k not in spans and not nonbinary.get(k, 1)]
+    if flags:
+        charts.append(_flags(flags, scores, weigh))
+    families: dict[str, list[dict[str, Any]]] = {}
+    for key in shown:
+        if key in flags:
             continue
+        family, name = _family(key)
+        panels = families.setdefault(family, [])
+        if key in spans:  # a span attribute whose spans sometimes cover a whole document: shown with its spans
+            lengths = {src: {b: [c[0], c[1], c[1]] for b, c in row["lengths"].items()} for src, row in spans[key].items()}
+            panels.append({"title": f"{name}: span lengths", "xlabel": "characters", **_hist(lengths, weigh, length_edges)})
+        else:
+            off = _off_axis(scores[key])
+            note = f" ({off:,} NaN or infinite, not drawn)" if off else ""
+            panels.append({"title": f"{name}{note}", "xlabel": "score", **_hist(scores[key], weigh)})
+    for family, panels in sorted(families.items()):
         charts.append(
             chart(
-                "hist",
-                key,
-                f"Document scores of {key} (bins of 0.05 in [0, 1], quarter octaves beyond), per source.",
+                "family",
+                family,
+                f"The {len(panels)} attribute{'s' if len(panels) > 1 else ''} of {family}: document scores (bins of 0.05 in [0, 1], "
+                "quarter octaves beyond) and span lengths in characters (half octaves; weighted by spans, characters or tokens), "
+                "per source.",
+                panels=panels,
                 weighted=True,
-                **_hist(per_source, weigh),
-            )
-        )
-    for key, per_source in sorted(spans.items())[:limit]:
-        lengths = {src: {b: [c[0], c[1], c[1]] for b, c in row["lengths"].items()} for src, row in per_source.items()}
-        whole = sum(w[0] for cells in counts.get("scores", {}).get(key, {}).values() for w in cells.values())
-        note = f" Besides, {whole:,} documents have one span covering the whole text (not in the histogram)." if whole else ""
-        charts.append(
-            chart(
-                "hist",
-                f"{key}: span lengths",
-                f"Spans of {key} per length in characters (half octaves), per source; weighted by spans, by characters, or by "
-                f"tokens (the characters' bytes per token).{note}",
-                weighted=True,
-                **_hist(lengths, weigh, length_edges),
             )
         )
     return {"id": "tag", "title": "Tag: attributes", "charts": charts}
@@ -348,6 +396,7 @@ def mixes(found: RunSet, rule_sets: dict[str, Any], counts: dict[str, Any], samp
                 ],
                 stacked=False,
                 weighted=False,
+                ylabel="tokens",
             )
         )
     if plans:
@@ -450,6 +499,9 @@ def dedup(
                     series=[{"name": "clusters", "values": [sizes[s] for s in ordered]}],
                     stacked=False,
                     weighted=False,
+                    ordered=True,
+                    xlabel="members",
+                    ylabel="clusters",
                 )
             )
             shown = []
@@ -531,10 +583,13 @@ def tokenize(counts: dict[str, Any]) -> dict[str, Any]:
         ordered = sorted_bins(keys, length_edges)
         charts.append(
             chart(
-                "bars",
+                "hist",
                 f"{run}: document length in tokens",
                 "Documents per length in tokens (half-octave bins), per input file.",
-                categories=[f"{_fmt(lo)}–{_fmt(hi)}" for _, lo, hi in ordered],
+                edges=[[lo, hi] for _, lo, hi in ordered],
+                bins=[f"{_fmt(lo)}–{_fmt(hi)}" for _, lo, hi in ordered],
+                xlabel="tokens",
+                ylabel="documents",
                 series=[
                     {"name": s.rsplit("/", 1)[-1], "values": [per_source[s].get(k, [0])[0] for k, _, _ in ordered]}
                     for s in sorted(per_source)
@@ -562,10 +617,9 @@ def train(found: RunSet, trains: list[TrainRun], points: int) -> dict[str, Any]:
     runs: dict[str, list[dict[str, Any]]] = {}
     evals: dict[str, list[dict[str, Any]]] = {}
     for t in trains:
-        rows = t.rows
         name = found.name_of(t.folder)
-        runs[name] = _thin([r for r in rows if "loss" in r and "step" in r], points)
-        evals[name] = [r for r in rows if "eval/loss" in r]
+        runs[name] = _thin([r for r in t.rows if "loss" in r and "step" in r], points)
+        evals[name] = [r for r in t.rows if "eval/loss" in r]
     for metric, label in (
         ("loss", "training loss"),
         ("lr", "learning rate"),
@@ -625,6 +679,8 @@ def train(found: RunSet, trains: list[TrainRun], points: int) -> dict[str, Any]:
                 series=[{"name": "validation loss", "values": [round(r["loss"], 4) for r in table.values()]}],
                 stacked=False,
                 weighted=False,
+                counts=False,
+                ylabel="validation loss",
             )
         )
     return {"id": "train", "title": "Train", "charts": charts}

@@ -26,7 +26,7 @@ from dolma_pipe import tokenizer as toks
 from dolma_pipe.manifest import InputFile, TaskRecord
 from dolma_pipe.quarantine import Quarantine
 from dolma_pipe.stage import Phase, RunContext, Stage, StepResult, Task, TaskOutput
-from dolma_pipe.stages.report import page, sections
+from dolma_pipe.stages.report import charts, page, sections
 from dolma_pipe.stages.report.config import ReportConfig
 from dolma_pipe.stages.report.discover import RunSet, attribute_sets, corpus_files, discover, token_metadata, warn
 from dolma_pipe.stages.report.summarize import RuleSet, merge, summarize_documents, summarize_tokens
@@ -183,12 +183,17 @@ class ReportStage(Stage[ReportConfig]):
         trains = [read_train_run(folder) for folder in self.found.train_runs]
         parts = [
             sections.overview(self.found, counts, weigh, trains),
-            sections.tag(counts, weigh),
+            sections.tag(self.found, counts, weigh),
             sections.mixes(self.found, self.rule_sets, counts, samples.get("removed", {}), weigh),
             sections.dedup(self.found, counts, samples, merged["texts"], self.resolved["clusters"], weigh),
             sections.tokenize(counts),
             sections.train(self.found, trains, cfg.series_points),
         ]
+        for part in parts:
+            for c in part["charts"]:
+                drawn = charts.spec(c)
+                if drawn is not None:
+                    c["vega"] = drawn
         docs = sum(w[0] for w in counts.get("sources", {}).values())
         subtitle = (
             f"{len(self.found.runs)} runs, {len(self.found.train_runs)} training runs below {', '.join(cfg.runs)}; "
@@ -201,8 +206,8 @@ class ReportStage(Stage[ReportConfig]):
         ]
         written = page.write(self.output_root, data, {"counts": counts, "samples": samples}, runs)
         path = storage.join(self.output_root, page.PAGE)
-        charts = sum(len(p["charts"]) for p in parts)
-        table = f"report: {path} ({written[page.PAGE] / 1e6:.2f} MB, {charts} charts in {len(parts)} sections)\n  data: {storage.join(self.output_root, page.DATA_DIR)}/"
+        n_charts = sum(len(p["charts"]) for p in parts)
+        table = f"report: {path} ({written[page.PAGE] / 1e6:.2f} MB, {n_charts} charts in {len(parts)} sections)\n  data: {storage.join(self.output_root, page.DATA_DIR)}/"
         table += "".join(f"\n{line}" for line in self._left_out_lines())
         return StepResult(data={"page": path, "bytes": written, "charts": {p["id"]: len(p["charts"]) for p in parts}}, table=table)
 

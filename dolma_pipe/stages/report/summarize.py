@@ -88,7 +88,7 @@ def _is_document_score(spans: Any, n_chars: int) -> bool:
     return len(spans) == 1 and spans[0][0] == 0 and spans[0][1] >= n_chars
 
 
-def _language_prefix(key: str) -> tuple[str, str] | None:
+def language_prefix(key: str) -> tuple[str, str] | None:
     """(tagger prefix, language) for a language tagger's document score, else None."""
     head, sep, last = key.rpartition("__")
     if not sep or "lang" not in head.rsplit("__", 1)[-1]:
@@ -152,6 +152,11 @@ def _shown_value(spans: Any) -> Any:
     return spans
 
 
+def _binary(values: Any) -> bool:
+    v = np.asarray(values, dtype=np.float64)
+    return bool(np.all((v == 0.0) | (v == 1.0)))
+
+
 class _Columns:
     """What a file's documents showed, kept as columns (document index, value) while reading, and
     binned per source with numpy at the end: a few list appends per attribute and document."""
@@ -195,6 +200,8 @@ class _Columns:
                 for k, idx in self.present.items()
             },
             "scores": {k: per_doc(idx, value_codes(np.array(vals, dtype=np.float64))) for k, (idx, vals) in self.scores.items()},
+            # 1 for an attribute with a value other than 0 and 1 in this file (merged: > 0 for any file).
+            "nonbinary": {k: int(not _binary(vals)) for k, (_, vals) in self.scores.items()},
             "languages": {k: labelled(idx, langs) for k, (idx, langs) in self.languages.items()},
             "spans": {},
         }
@@ -306,7 +313,7 @@ def _summarize_python(job: _FileJob) -> dict[str, Any]:
                     col[0].append(i)
                     col[1].append(value)
                     if key not in lang_of:
-                        lang_of[key] = _language_prefix(key)
+                        lang_of[key] = language_prefix(key)
                     lang = lang_of[key]
                     if lang is not None and value > best_lang.get(lang[0], (-1.0, ""))[0]:
                         best_lang[lang[0]] = (float(value), lang[1])
@@ -506,7 +513,7 @@ class _ColumnPass:
             if len(score_docs):
                 scores = np.frombuffer(col["scores"], dtype="<f8")
                 out.scores[key] = (score_docs, scores)
-                lang = _language_prefix(key)
+                lang = language_prefix(key)
                 if lang is not None:
                     # The Python pass's rule: per document, the first language of the highest score above -1.
                     value, code, langs = best.setdefault(lang[0], (np.full(n, -1.0), np.full(n, -1, dtype=np.int64), []))

@@ -339,38 +339,91 @@ def test_page_in_headless_chromium(pipeline, tmp_path):
         browser = p.chromium.launch(executable_path=browser_path, args=["--no-sandbox"])
         context = browser.new_context(offline=True, viewport={"width": 1280, "height": 900})
         page = context.new_page()
-        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("console", lambda m: errors.append(m.text) if m.type in ("error", "warning") else None)
         page.on("pageerror", lambda e: errors.append(str(e)))
         page.on("request", lambda r: requests.append(r.url) if not r.url.startswith(("file:", "data:")) else None)
         page.goto(page_path.as_uri())
-        page.wait_for_load_state("load")
+        page.wait_for_selector("body[data-drawn=all]", timeout=60_000)
         assert errors == [] and requests == []
         for section in ("overview", "tag", "mix", "dedup", "tokenize", "train"):
             n = int(page.get_attribute(f"section#{section}", "data-charts") or 0)
             assert n > 0, f"section {section} is empty"
-        # Every chart drew something: bars and lines their marks, tables rows, samples documents.
+        # Every chart drew something: charts Vega's marks, tables rows, samples documents.
         empty = page.evaluate(
             """() => [...document.querySelectorAll('figure')].filter(f => {
                 const t = f.dataset.type;
-                if (t === 'bars' || t === 'hist' || t === 'lines') return !(+f.querySelector('svg').dataset.drawn > 0);
                 if (t === 'table') return f.querySelectorAll('tbody tr').length === 0;
-                return f.querySelectorAll('.doc').length === 0;
+                if (t === 'samples' || t === 'clusters') return f.querySelectorAll('.doc').length === 0;
+                const body = f.querySelector('.body');
+                return body.dataset.drawn !== '1' || f.querySelectorAll('svg .mark-rect path, svg .mark-line path').length === 0;
             }).map(f => f.querySelector('h3').textContent)"""
         )
         assert empty == []
+        # No text of a chart lies outside its drawing (a label clipped), and no axis label is turned.
+        outside = page.evaluate(
+            """() => [...document.querySelectorAll('figure .body svg')].flatMap(svg => {
+                const box = svg.getBoundingClientRect();
+                return [...svg.querySelectorAll('text')].filter(t => t.textContent).filter(t => {
+                    const r = t.getBoundingClientRect();
+                    return r.left < box.left - 1 || r.right > box.right + 1 || r.top < box.top - 1 || r.bottom > box.bottom + 1;
+                }).map(t => t.textContent);
+            })"""
+        )
+        assert outside == []
+        assert page.locator("figure svg .role-axis-label text[transform*=rotate]").count() == 0
         for title in ("Training loss", "Learning rate", "Gradient norm", "Tokens per second", "The soup against its ingredients"):
             assert page.locator("h3", has_text=title).count() >= 1, title
+        # The training run's row, as its save_dir holds it.
+        rows = json.loads((dest / "report_data" / "sections" / "overview.json").read_bytes())["charts"]
+        table = next(c for c in rows if c["title"] == "Training runs")
+        (row,) = table["rows"]
+        last = [json.loads(line) for line in (root / "runs" / "tiny" / "metrics.jsonl").read_text().splitlines() if '"loss"' in line][-1]
+        assert row[:4] == ["runs/tiny", "complete", "6 of 6", last["tokens"]] and row[4] == round(last["loss"], 4)
         # The switch: characters instead of documents redraws the weighted charts.
         chart = page.locator("section#tag figure[data-type=hist]").first
         before = chart.inner_html()
         page.check("input[value=chars]")
+        page.wait_for_selector("body[data-weight=chars]")
         after = chart.inner_html()
         assert after != before and "characters" in after
         page.check("input[value=tokens]")
+        page.wait_for_selector("body[data-weight=tokens]")
         assert chart.inner_html() not in (before, after)
+        page.check("input[value=docs]")
+        page.wait_for_selector("body[data-weight=docs]")
         page.screenshot(path=str(ARTIFACTS / "report.png"), full_page=False)
         page.locator("section#dedup").screenshot(path=str(ARTIFACTS / "report-dedup.png"))
+        page.locator("section#tag").screenshot(path=str(ARTIFACTS / "report-tag.png"))
         assert errors == []
         browser.close()
     with gzip.open(root / "corpus" / "attributes" / "near" / "_clusters.jsonl.gz") as fh:
         assert fh.readline()
+
+
+def test_the_tag_section_is_one_chart_per_attribute_family(made, pipeline):
+    """Languages in one top-k chart (not a chart per language score), every 0/1 attribute's share in
+    one chart, one chart per tagger with a small histogram per field; dedup's attributes are not here."""
+    root, dest, summary = made
+    tag = json.loads((dest / "report_data" / "sections" / "tag.json").read_bytes())
+    titles = [c["title"] for c in tag["charts"]]
+    assert titles == [
+        "Languages (t__ft_lang_id)", "Document length (characters)", "Flags (attributes that are 0 or 1)",
+        "t__gopher", "t__lengths_v1", "t__pii_regex_with_counts",
+    ], titles  # fmt: skip
+    assert len(summary["counts"]["scores"]) > 60  # a score per language and field: 100+ charts before
+    # The flags: gopher's keep among them, its share per source as the attribute files have it.
+    flags = next(c for c in tag["charts"] if c["type"] == "flags")
+    keep = next(f for f in flags["flags"] if f["name"] == "t__gopher__keep")
+    truth: dict[str, list[int]] = {}
+    for f in sorted((root / "corpus" / "documents").glob("*/*.jsonl.gz")):
+        attrs = f.parents[2] / "attributes" / "t" / f.relative_to(root / "corpus" / "documents")
+        with gzip.open(attrs, "rt") as fh:
+            rows = [json.loads(line) for line in fh]
+        for (_, doc), row in zip(read_documents(str(f)), rows):
+            cell = truth.setdefault(doc["source"], [0, 0])
+            cell[0] += row["attributes"]["t__gopher__keep"][0][2] == 1
+            cell[1] += 1
+    assert {src: [on["docs"], everyone["docs"]] for src, (on, everyone) in keep["by_source"].items()} == truth
+    assert all(f["name"] != "bff_duplicate_docs" for f in flags["flags"])
+    gopher = next(c for c in tag["charts"] if c["title"] == "t__gopher")
+    assert len(gopher["panels"]) > 10 and gopher["vega"]["concat"]
