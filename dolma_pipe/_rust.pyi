@@ -498,11 +498,12 @@ SUFFIX_KEYS: Final[int]
 
 def build_suffix_array(
     text: StrPath, symbol: str, out: StrPath, *, offset: int = 0, length: int | None = None, seal: bool = False
-) -> tuple[int, int]:
-    """Writes the packed suffix array of a text region; (symbols, bytes per position)."""
+) -> tuple[int, int, int]:
+    """Writes the packed suffix array of a text region; (symbols, bytes per position, xxh3-64 of the positions written)."""
 
 class SuffixIndex:
-    """A text region and its packed suffix array, read in place."""
+    """A text region and its packed suffix array, read in place; a position past the text (a
+    damaged array) is a ValueError wherever it is read."""
 
     def __init__(
         self, text: StrPath, symbol: str, sa: StrPath, width: int, *, offset: int = 0, length: int | None = None, sa_offset: int = 0
@@ -526,6 +527,7 @@ def suffix_repeated_ranges(
 def suffix_char_ranges(text: str, offset: int, length: int, doc_starts: list[int], ranges: bytes) -> bytes: ...
 def suffix_key_bounds(shard: ShardSpec, parts: int) -> list[int]: ...
 def file_xxh3(path: StrPath) -> int: ...
+def bytes_xxh3(data: bytes) -> int: ...
 
 class DocumentColumns:
     """The report's per-document pass (rust_bloom/src/report/): lines in, columns out."""

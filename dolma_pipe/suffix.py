@@ -5,9 +5,10 @@ A text is a file region of symbols: bytes (documents' UTF-8 text, documents sepa
 place). Its suffix array (built by ``libsais``) is a file of packed positions, ``width`` bytes
 each. Everything reads files in place (memory-mapped) and runs without the GIL:
 
-- :func:`build` writes the array of a text;
+- :func:`build_array` writes the array of a text (and says what the file hashes to);
 - :class:`SuffixIndex` answers the range of suffixes that start with a pattern (so its count
-  and positions), and the longest match at each start of a query;
+  and positions), and the longest match at each start of a query; an array that holds a position
+  past its text (a damaged file) raises ``ValueError``, never a panic;
 - :func:`repeated_windows` merges several shards' arrays (never one array over all of them)
   to find every window of ``length`` bytes seen before (substring deduplication).
 """
@@ -41,10 +42,34 @@ def symbol_for(dtype: np.dtype | str) -> Symbol:
     return symbols[name]
 
 
-def build(text: str, symbol: Symbol, out: str, *, offset: int = 0, length: int | None = None, seal: bool = False) -> tuple[int, int]:
+@dataclass(frozen=True)
+class Built:
+    """A suffix array as :func:`build_array` wrote it."""
+
+    symbols: int
+    width: int  # bytes per position
+    xxh3: int  # xxh3-64 of the positions written (a work file's trailer left out): what the file hashes to
+
+
+def build_array(text: str, symbol: Symbol, out: str, *, offset: int = 0, length: int | None = None, seal: bool = False) -> Built:
     """Writes the suffix array of ``text[offset:offset+length]`` packed to ``out`` (local paths;
-    with a work file's checksum trailer when ``seal``); (symbols, bytes per position)."""
-    return _rust.build_suffix_array(text, symbol, out, offset=offset, length=length, seal=seal)
+    with a work file's checksum trailer when ``seal``)."""
+    return Built(*_rust.build_suffix_array(text, symbol, out, offset=offset, length=length, seal=seal))
+
+
+def build(text: str, symbol: Symbol, out: str, *, offset: int = 0, length: int | None = None, seal: bool = False) -> tuple[int, int]:
+    """:func:`build_array`'s (symbols, bytes per position)."""
+    built = build_array(text, symbol, out, offset=offset, length=length, seal=seal)
+    return built.symbols, built.width
+
+
+def file_xxh3(path: str) -> int:
+    """The xxh3-64 of a whole local file, read without the GIL (threads hash files at once)."""
+    return _rust.file_xxh3(path)
+
+
+def bytes_xxh3(data: bytes) -> int:
+    return _rust.bytes_xxh3(data)
 
 
 class SuffixIndex:

@@ -2,9 +2,12 @@
 it answers.
 
 - :mod:`.config`: what to index (token shards or documents), where, contamination counts;
-- :mod:`.format`: ``index.json``, the index's record of its sources (checksums) and parts;
+- :mod:`.format`: ``index.json``, the index's record of its sources and parts (checksums);
 - :mod:`.stage`: the build (one task per source, as phases on the runner);
+- :mod:`.files`: a build task's files, written with their checksums, checked, uploaded (S3);
+- :mod:`.checked`: an index's files on this machine, checked before a query reads them;
 - :mod:`.query`: :class:`Index`, counts, finding documents, tracing a text (OLMoTrace's spans);
+- :mod:`.texts`: the texts of a ``--trace_file``;
 - :mod:`.contamination`: evaluation sets' n-grams found in the index;
 - :mod:`.action`: the ``query`` command.
 
@@ -13,8 +16,9 @@ The suffix arrays are the Rust crate's (``rust_bloom/src/suffix/``, through :mod
 
 from .action import QueryAction, QueryConfig
 from .config import ContaminationConfig, IndexConfig
+from .files import SuffixIndexError
 from .query import Hit, Index, IndexQueryError, Span
-from .stage import IndexStage, SuffixIndexError
+from .stage import IndexStage
 
 __all__ = [
     "ContaminationConfig",

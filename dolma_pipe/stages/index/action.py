@@ -35,6 +35,11 @@ class QueryConfig(StrictModel):
     top: int | None = Field(None, ge=1, description="trace: the spans to show, least likely first (default: all)")
     max_count: int | None = Field(None, ge=1, description="trace: leave out spans found more often than this (common phrases)")
     output: Literal["table", "jsonl"] = Field("table", description="a table for a person, or JSON lines")
+    verify: bool = Field(
+        True,
+        description="hash every part and shard against the index's record before answering (about 0.3 s a GB from disk); "
+        "false skips it for a large index: a damaged part may then answer wrongly, never crash",
+    )
 
     @field_validator("count", "find", "trace")
     @classmethod
@@ -70,7 +75,7 @@ class QueryAction(Action[QueryConfig]):
 
     def run(self) -> str:
         cfg = self.config
-        index = Index(cfg.index)
+        index = Index(cfg.index, verify=cfg.verify)
         if cfg.tokens is not None:
             try:
                 index.encode(cfg.tokens)

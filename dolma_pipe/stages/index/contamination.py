@@ -19,7 +19,7 @@ from .query import Index
 
 
 def count_contamination(root: str, section: ContaminationConfig) -> dict[str, dict[str, Any]]:
-    index = Index(root, check_sources=False)  # just built from them
+    index = Index(root, verify=False)  # just built and checked
     n = section.ngram
     out: dict[str, dict[str, Any]] = {}
     for f in paths.expand(list(section.evaluation)):

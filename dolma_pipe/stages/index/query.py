@@ -1,9 +1,12 @@
 """Asking an index (``dolma-pipe index``'s folder): counts, documents holding a string, and
 tracing a text to the training documents it repeats, as OLMoTrace defines it.
 
-:class:`Index` opens a folder, checks every source is the file it was built from (size, time and
-xxh3; a changed shard is refused: its array no longer describes it) and answers over all its
-parts: a count is their sum, matches are searched in each.
+:class:`Index` opens a folder (or an index on S3, through a checked local copy), checks every
+source is the file it was built from (size and xxh3; a changed shard is refused: its array no
+longer describes it) and every part's files are the ones its build wrote (xxh3; a damaged part is
+refused, naming it: :mod:`.checked`), and answers over all its parts: a count is their sum,
+matches are searched in each. A search that meets a damaged array anyway raises
+:class:`IndexQueryError`, never a panic.
 
 - :meth:`Index.count`: occurrences of an n-gram (token ids, or text tokenized with the index's
   tokenizer; bytes of text for a document index);
@@ -29,19 +32,14 @@ from typing import Any
 import numpy as np
 import orjson
 
-from dolma_pipe import _rust, storage, suffix
+from dolma_pipe import storage, suffix
 from dolma_pipe import tokenizer as toks
-from dolma_pipe.errors import DolmaPipeError
 from train.shards import read_sidecar
 
-from .format import INFO, IndexInfo, Part, part_path
+from .checked import IndexQueryError, local_files
+from .format import DOCUMENT_PART_FILES, INFO, TOKEN_PART_FILES, IndexInfo, Part
 
 SYMBOL_BYTES = {"u8": 1, "u16": 2, "u32": 4}
-
-
-class IndexQueryError(DolmaPipeError, ValueError):
-    """An index cannot answer as asked (missing, changed since it was built, a text for an index
-    without a tokenizer...); the message says why."""
 
 
 @dataclass
@@ -69,17 +67,53 @@ class Span:
     documents: list[Hit] = field(default_factory=list)
 
 
+class _Searched:
+    """A part's array: an error a search meets (a damaged array, when its files were not checked)
+    is an :class:`IndexQueryError` naming the part, never a panic or a bare ValueError."""
+
+    def __init__(self, inner: suffix.SuffixIndex, where: str):
+        self._inner, self._where = inner, where
+
+    def _call(self, method: str, *args: Any) -> Any:
+        try:
+            return getattr(self._inner, method)(*args)
+        except ValueError as exc:
+            raise IndexQueryError(f"{self._where}: {exc}; rerun dolma-pipe index to rebuild it") from None
+
+    def __len__(self) -> int:
+        return len(self._inner)
+
+    def count(self, pattern: bytes | list[int]) -> int:
+        return self._call("count", pattern)
+
+    def range(self, pattern: bytes | list[int]) -> tuple[int, int]:
+        return self._call("range", pattern)
+
+    def positions(self, lo: int, hi: int, limit: int | None = None) -> list[int]:
+        return self._call("positions", lo, hi, limit)
+
+    def match_lengths(self, query: bytes | list[int], cap: int) -> np.ndarray:
+        return self._call("match_lengths", query, cap)
+
+    def symbols(self, start: int, end: int) -> bytes | list[int]:
+        return self._call("symbols", start, end)
+
+
 @dataclass
 class _OpenPart:
     info: Part
-    index: suffix.SuffixIndex
+    index: _Searched
     starts: np.ndarray  # documents' starts, in the part's symbols
 
 
 class Index:
     """An index folder, opened for queries (see the module's docstring)."""
 
-    def __init__(self, root: str, *, check_sources: bool = True):
+    def __init__(self, root: str, *, verify: bool = True, cache: str | None = None):
+        """Opens the index at ``root`` (a local folder, or ``s3://``: read through a local copy in
+        ``cache``, see :mod:`.checked`). With ``verify`` (the default) every part's files and every
+        shard they index are hashed against the index's record first, on threads: a changed shard
+        or a damaged part is refused, naming it."""
         self.root = root
         path = storage.join(root, INFO)
         try:
@@ -88,8 +122,8 @@ class Index:
             raise IndexQueryError(f"{root}: no index here ({INFO} is missing; build one with dolma-pipe index)") from None
         except ValueError as exc:
             raise IndexQueryError(f"{path}: not an index record ({str(exc).splitlines()[0]})") from None
-        if check_sources:
-            self._check_sources()
+        kind_files = TOKEN_PART_FILES if self.info.kind == "tokens" else DOCUMENT_PART_FILES
+        self.files = local_files(root, self.info, verify=verify, cache=cache, part_files=kind_files)
         self.parts = [self._open(p) for p in self.info.parts]
         # A token index's documents end with EOS, and no match runs on past it into the next
         # document: the counts a document-separated index (infini-gram's) gives, whatever the parts.
@@ -98,38 +132,22 @@ class Index:
         self._unigram: dict[int, int] = {}
         self._docs: dict[int, list[tuple[str, str, int]]] = {}
 
-    def _check_sources(self) -> None:
-        for source in self.info.sources:
-            for f in (source, source.sidecar):
-                if f is None or storage.is_remote(f.path):
-                    continue
-                try:
-                    st = os.stat(f.path)
-                except OSError:
-                    raise IndexQueryError(f"{f.path} is gone since the index {self.root} was built from it; rebuild the index") from None
-                if st.st_size != f.size or f"{_rust.file_xxh3(f.path):016x}" != f.xxh3:
-                    raise IndexQueryError(
-                        f"{f.path} changed since the index {self.root} was built from it (its checksum differs); "
-                        f"this index does not describe it any more: rebuild it with dolma-pipe index"
-                    )
-
     def _open(self, part: Part) -> _OpenPart:
-        source = self.info.sources[part.source]
         size = SYMBOL_BYTES[self.info.symbol]
-        text = source.path if self.info.kind == "tokens" else part_path(self.root, part.name, ".text")
+        text = self.files.sources[part.source] if self.info.kind == "tokens" else self.files.part(part, ".text")
         try:
             index = suffix.SuffixIndex(
                 text,
                 self.info.symbol,
-                part_path(self.root, part.name, ".sa"),
+                self.files.part(part, ".sa"),
                 part.width,
                 offset=part.offset * size,
                 length=part.length * size,
             )
-            starts = np.load(part_path(self.root, part.name, ".starts.npy"))
+            starts = np.load(self.files.part(part, ".starts.npy"))
         except (OSError, ValueError) as exc:
-            raise IndexQueryError(f"{self.root}: part {part.name} cannot be read ({exc}); rebuild the index") from None
-        return _OpenPart(part, index, starts)
+            raise IndexQueryError(f"{self.root}: part {part.name} cannot be read ({exc}); rerun dolma-pipe index to rebuild it") from None
+        return _OpenPart(part, _Searched(index, f"{self.root}: part {part.name}"), starts)
 
     # ---- text and tokens ------------------------------------------------------------------------
 
@@ -240,10 +258,10 @@ class Index:
         s = self.info.sources[source]
         out: list[tuple[str, str, int]] = []
         if self.info.kind == "tokens":
-            out = [(r.id, r.src, r.loc) for r in read_sidecar(s.path)]
+            out = [(r.id, r.src, r.loc) for r in read_sidecar(self.files.sources[source])]
         else:
             for part in (p for p in self.info.parts if p.source == source):
-                with gzip.open(part_path(self.root, part.name, ".docs.jsonl.gz"), "rb") as fh:
+                with gzip.open(self.files.part(part, ".docs.jsonl.gz"), "rb") as fh:
                     out += [(d["id"], s.path, d["line"]) for d in map(orjson.loads, fh)]
         self._docs[source] = out
         return out

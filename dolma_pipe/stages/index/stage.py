@@ -18,19 +18,19 @@ since each part depends on its source alone.
 
 from __future__ import annotations
 
+import functools
+import io
 import os
-import re
-import uuid
+import shutil
 from typing import Any
 
 import numpy as np
 import orjson
 
-from dolma_pipe import _rust, paths, storage, suffix
+from dolma_pipe import paths, storage, suffix
 from dolma_pipe import tokenizer as toks
 from dolma_pipe.config import ConfigError
 from dolma_pipe.documents import read_documents
-from dolma_pipe.errors import DolmaPipeError
 from dolma_pipe.filters import gzip_member
 from dolma_pipe.manifest import MANIFEST, InputFile, TaskRecord, read_manifest
 from dolma_pipe.quarantine import Quarantine
@@ -44,38 +44,69 @@ from train.shards import (
     find_shards,
     read_sidecar,
     select_shards,
+    sidecar_path,
     token_count,
 )
 
 from .config import MEMORY_PER_SYMBOL, IndexConfig
-from .format import INFO, IndexInfo, Part, Source, part_path
-
-PART_SUFFIXES = (".sa", ".starts.npy", ".text", ".docs.jsonl.gz")
-
-
-class SuffixIndexError(DolmaPipeError, ValueError):
-    """An index cannot be built or used as asked; the message says why and what to do."""
-
-
-def _write_atomic_local(path: str, write: Any) -> None:
-    """``write(tmp)`` then rename: a killed task leaves a hidden temporary, never a whole-looking file."""
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.tmp-{uuid.uuid4().hex[:12]}")
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+from .files import SuffixIndexError, TaskFiles, damaged_parts
+from .format import (
+    DOCUMENT_PART_FILES,
+    INFO,
+    PART_SUFFIXES,
+    SIDECAR_COPY,
+    SOURCE_COPY,
+    IndexInfo,
+    Part,
+    Source,
+    copy_path,
+    hexdigest,
+    part_path,
+)
 
 
-def _save_array(path: str, array: np.ndarray) -> None:
-    def write(tmp: str) -> None:
-        with open(tmp, "wb") as fh:
-            np.save(fh, array)
+def _save_array(files: TaskFiles, rel: str, array: np.ndarray) -> None:
+    buf = io.BytesIO()
+    np.save(buf, array)
+    files.write_bytes(rel, buf.getvalue())
 
-    _write_atomic_local(path, write)
+
+def _where_the_text_is(kind: str, info: IndexInfo, root: str) -> str:
+    if kind == "documents":
+        return "beside them"
+    if any(s.local_copy for s in info.sources):
+        return "of the S3 shards copied beside them"
+    if storage.is_remote(root) and any(storage.is_remote(s.path) for s in info.sources):
+        return "read from the shards where they are, by a query's local copy"
+    return "read in place"
+
+
+def _part_rel(name: str, suffix: str) -> str:
+    """A part's file, relative to the index (:func:`.format.part_path`)."""
+    return f"shards/{name}{suffix}"
+
+
+def _copy_rel(name: str, suffix: str) -> str:
+    """A remote source's copy, relative to the index (:func:`.format.copy_path`)."""
+    return f"sources/{name}{suffix}"
+
+
+def _download(path: str, tmp: str) -> int:
+    """A remote file copied to ``tmp``; the xxh3-64 of the copy (what the index records of it)."""
+    with storage.open_read(path) as src, open(tmp, "wb") as dst:
+        shutil.copyfileobj(src, dst, 16 << 20)
+        dst.flush()
+        os.fsync(dst.fileno())
+    return suffix.file_xxh3(tmp)
+
+
+def _source_record(info: InputFile, local: str | None) -> dict[str, Any]:
+    """A source as the index records it: size, time, the xxh3 of its bytes (read from ``local``,
+    the file or its copy; none for a remote document file, read once and never again), and a
+    remote object's ETag."""
+    etag = storage.stat(info.path).etag if storage.is_remote(info.path) else ""
+    digest = hexdigest(suffix.file_xxh3(local)) if local is not None else ""
+    return {"path": info.path, "size": info.size, "mtime": info.mtime, "xxh3": digest, "etag": etag}
 
 
 def _shard_folders(given: list[str]) -> list[str]:
@@ -132,10 +163,6 @@ def _list_shards(given: list[str]) -> list[storage.FileInfo]:
 
 def _read_remote(path: str) -> bytes | None:
     return storage.read_bytes(path) if storage.exists(path) else None
-
-
-def _digest(path: str) -> str:
-    return f"{_rust.file_xxh3(path):016x}"
 
 
 def _part_name(base: str, k: int, parts: int) -> str:
@@ -299,37 +326,56 @@ class IndexStage(Stage[IndexConfig]):
 
     def _outputs(self, task: Task) -> list[str]:
         base = self._base(task.inputs[0].rel)
-        return [part_path(self.output_root, base, s) for s in PART_SUFFIXES]
+        out = [part_path(self.output_root, base, s) for s in PART_SUFFIXES]
+        return out + [copy_path(self.output_root, base, s) for s in (SOURCE_COPY, SIDECAR_COPY)]
 
     def _build(self, task: Task, quarantine: Quarantine, ctx: RunContext) -> TaskOutput:
-        if self.kind == "tokens":
-            return self._build_tokens(task)
-        return self._build_documents(task, quarantine)
+        with TaskFiles(self.output_root) as files:
+            out = self._build_tokens(task, files) if self.kind == "tokens" else self._build_documents(task, quarantine, files)
+            files.verify()  # what the record will say is what is on disk
+            etags = files.publish()
+        for part in out.data["parts"]:
+            part["files"] = {s: files.digests[rel] for s in PART_SUFFIXES if (rel := _part_rel(part["name"], s)) in files.digests}
+        out.data["files"] = {rel: files.digests[rel] for rel in files.kept}
+        if etags:
+            out.data["etags"] = etags
+        out.files = [files.path(rel) for rel in files.kept]
+        return out
 
-    def _index_part(self, text: str, name: str, offset: int, length: int, *, seal: bool = False) -> int:
+    def _index_part(self, files: TaskFiles, text: str, name: str, offset: int, length: int) -> int:
         """Builds one part's array (text symbols ``[offset, offset + length)``); its width."""
-        out = part_path(self.output_root, name, ".sa")
-        width = 0
+        size = self.dtype.itemsize
 
-        def write(tmp: str) -> None:
-            nonlocal width
-            size = self.dtype.itemsize
+        def write(tmp: str) -> suffix.Built:
             try:
-                _, width = suffix.build(text, self.symbol, tmp, offset=offset * size, length=length * size)
+                return suffix.build_array(text, self.symbol, tmp, offset=offset * size, length=length * size)
             except ValueError as exc:
                 raise SuffixIndexError(str(exc)) from None
 
-        _write_atomic_local(out, write)
-        return width
+        return files.write(_part_rel(name, ".sa"), write, lambda built: built.xxh3).width
 
-    def _build_tokens(self, task: Task) -> TaskOutput:
+    def _shard_here(self, task: Task, files: TaskFiles) -> tuple[str, str | None]:
+        """The shard as a local file (its sidecar beside it), and where a local index keeps its
+        copy: a local shard is read in place; a remote one is copied, shard and sidecar (into the
+        index when it is local, to answer from; into the task's scratch folder when the index is
+        on S3, whose queries fetch the shard from where it is)."""
         npy = task.inputs[0].path
-        n = token_count(npy, self.dtype)
+        if not storage.is_remote(npy):
+            return npy, None
+        base = self._base(task.inputs[0].rel)
+        keep = not files.remote
+        for info, tail in ((task.inputs[0], SOURCE_COPY), (task.inputs[1], SIDECAR_COPY)):
+            files.write(_copy_rel(base, tail), functools.partial(_download, info.path), int, keep=keep)
+        return files.local(_copy_rel(base, SOURCE_COPY)), _copy_rel(base, SOURCE_COPY) if keep else None
+
+    def _build_tokens(self, task: Task, files: TaskFiles) -> TaskOutput:
+        npy, copy = self._shard_here(task, files)
         try:
+            n = token_count(npy, self.dtype)
             check_sidecar(npy, n)
             rows = read_sidecar(npy)
         except ShardError as exc:
-            raise SuffixIndexError(f"{npy}: {exc}") from None
+            raise SuffixIndexError(f"{task.inputs[0].path}: {exc}") from None
         starts = np.fromiter((r.start for r in rows), dtype=np.int64, count=len(rows))
         lengths = np.fromiter((r.end - r.start for r in rows), dtype=np.int64, count=len(rows))
         base = self._base(task.inputs[0].rel)
@@ -339,27 +385,14 @@ class IndexStage(Stage[IndexConfig]):
             name = _part_name(base, k, len(runs))
             offset = int(starts[d0]) if d1 > d0 else 0
             length = int(starts[d1 - 1] + lengths[d1 - 1]) - offset if d1 > d0 else 0
-            width = self._index_part(npy, name, offset, length)
-            _save_array(part_path(self.output_root, name, ".starts.npy"), starts[d0:d1] - offset)
+            width = self._index_part(files, npy, name, offset, length)
+            _save_array(files, _part_rel(name, ".starts.npy"), starts[d0:d1] - offset)
             parts.append({"name": name, "offset": offset, "length": length, "width": width, "first_doc": d0, "docs": d1 - d0})
-        source = {
-            "path": npy,
-            "size": task.inputs[0].size,
-            "mtime": task.inputs[0].mtime,
-            "xxh3": _digest(npy),
-            "docs": len(rows),
-            "sidecar": {
-                "path": task.inputs[1].path,
-                "size": task.inputs[1].size,
-                "mtime": task.inputs[1].mtime,
-                "xxh3": _digest(task.inputs[1].path),
-            },
-        }
-        return TaskOutput(
-            docs_in=len(rows), counts={"symbols": n, "parts": len(parts)}, data={"source": source, "parts": parts}, files=self._files(parts)
-        )
+        source = _source_record(task.inputs[0], npy)
+        source.update(docs=len(rows), sidecar=_source_record(task.inputs[1], str(sidecar_path(npy))), local_copy=copy)
+        return TaskOutput(docs_in=len(rows), counts={"symbols": n, "parts": len(parts)}, data={"source": source, "parts": parts})
 
-    def _build_documents(self, task: Task, quarantine: Quarantine) -> TaskOutput:
+    def _build_documents(self, task: Task, quarantine: Quarantine, files: TaskFiles) -> TaskOutput:
         base = self._base(task.rel)
         parts: list[dict] = []
         pending: list[tuple[int, str, bytes]] = []
@@ -369,29 +402,16 @@ class IndexStage(Stage[IndexConfig]):
         def flush(k: int) -> None:
             nonlocal pending, size
             name = f"{base}@{k}"  # renamed below when the file is one part
-            text = part_path(self.output_root, name, ".text")
-
-            def write_text(tmp: str) -> None:
-                with open(tmp, "wb") as fh:
-                    for _, _, b in pending:
-                        fh.write(b)
-                        fh.write(bytes([suffix.SEPARATOR]))
-
-            _write_atomic_local(text, write_text)
+            text = b"".join(b + bytes([suffix.SEPARATOR]) for _, _, b in pending)
+            files.write_bytes(_part_rel(name, ".text"), text)
             lengths = np.fromiter((len(b) + 1 for _, _, b in pending), dtype=np.int64, count=len(pending))
             starts = np.cumsum(lengths) - lengths
-            _save_array(part_path(self.output_root, name, ".starts.npy"), starts)
-
-            def write_docs(tmp: str) -> None:
-                rows = b"".join(orjson.dumps({"id": doc_id, "line": line}) + b"\n" for line, doc_id, _ in pending)
-                with open(tmp, "wb") as fh:
-                    fh.write(gzip_member(rows))
-
-            _write_atomic_local(part_path(self.output_root, name, ".docs.jsonl.gz"), write_docs)
-            total = int(lengths.sum())
-            width = self._index_part(text, name, 0, total)
+            _save_array(files, _part_rel(name, ".starts.npy"), starts)
+            rows = b"".join(orjson.dumps({"id": doc_id, "line": line}) + b"\n" for line, doc_id, _ in pending)
+            files.write_bytes(_part_rel(name, ".docs.jsonl.gz"), gzip_member(rows))
+            width = self._index_part(files, files.local(_part_rel(name, ".text")), name, 0, len(text))
             parts.append(
-                {"name": name, "offset": 0, "length": total, "width": width, "first_doc": docs - len(pending), "docs": len(pending)}
+                {"name": name, "offset": 0, "length": len(text), "width": width, "first_doc": docs - len(pending), "docs": len(pending)}
             )
             pending, size = [], 0
 
@@ -405,29 +425,22 @@ class IndexStage(Stage[IndexConfig]):
         if pending:
             flush(len(parts))
         if len(parts) == 1:  # one part: named as its source
-            old = parts[0]["name"]
-            for s in PART_SUFFIXES:
-                src = part_path(self.output_root, old, s)
-                if os.path.exists(src):
-                    os.replace(src, part_path(self.output_root, base, s))
+            for s in DOCUMENT_PART_FILES:
+                files.rename(_part_rel(parts[0]["name"], s), _part_rel(base, s))
             parts[0]["name"] = base
         info = task.inputs[0]
-        source = {
-            "path": info.path,
-            "size": info.size,
-            "mtime": info.mtime,
-            "xxh3": _digest(info.path) if not storage.is_remote(info.path) else "",
-            "docs": docs,
-        }
+        source = _source_record(info, None if storage.is_remote(info.path) else info.path)
+        source["docs"] = docs
         return TaskOutput(
             docs_in=docs,
             counts={"symbols": sum(p["length"] for p in parts), "parts": len(parts)},
             data={"source": source, "parts": parts},
-            files=self._files(parts),
         )
 
-    def _files(self, parts: list[dict]) -> list[str]:
-        return [p for part in parts for s in PART_SUFFIXES if os.path.exists(p := part_path(self.output_root, part["name"], s))]
+    def damaged_outputs(self, phase: str, records: list[TaskRecord]) -> dict[str, tuple[str, str]]:
+        """Finished build tasks whose files no longer hash to what the build wrote (a flipped
+        bit), or were built without checksums: redone by the runner, the rest kept."""
+        return damaged_parts(self.output_root, {r.key: r.data for r in records})
 
     # ---- the step after: index.json, stale parts, contamination --------------------------------
 
@@ -438,7 +451,7 @@ class IndexStage(Stage[IndexConfig]):
         for i, r in enumerate(records):
             info.sources.append(Source.model_validate(r.data["source"]))
             info.parts += [Part(source=i, **p) for p in r.data["parts"]]
-        removed = self._remove_stale(info)
+        removed = self._remove_stale(records)
         storage.write_bytes(storage.join(self.output_root, INFO), orjson.dumps(info.model_dump(mode="json"), option=orjson.OPT_INDENT_2))
         index_bytes = sum(p.length * p.width for p in info.parts)
         data: dict[str, Any] = {
@@ -454,7 +467,8 @@ class IndexStage(Stage[IndexConfig]):
             f"index of {info.documents:,} documents, {info.symbols:,} {'tokens' if self.kind == 'tokens' else 'bytes'} in "
             f"{len(info.parts):,} part(s) of {len(info.sources):,} source(s) -> {self.output_root}",
             f"  suffix arrays: {index_bytes / 1e6:,.1f} MB ({index_bytes / max(info.symbols, 1):.2f} bytes a symbol, the text "
-            + ("read in place)" if self.kind == "tokens" else "beside them)"),
+            + _where_the_text_is(self.kind, info, self.output_root)
+            + ")",
         ]
         if self.config.contamination is not None:
             from .contamination import count_contamination
@@ -470,17 +484,15 @@ class IndexStage(Stage[IndexConfig]):
                 )
         return StepResult(data=data, table="\n".join(lines))
 
-    def _remove_stale(self, info: IndexInfo) -> int:
-        """Part files an earlier build left (other sources, other parts): removed, so the folder
-        holds this index only."""
-        folder = os.path.join(self.output_root, "shards")
-        keep = {os.path.abspath(part_path(self.output_root, p.name, s)) for p in info.parts for s in PART_SUFFIXES}
+    def _remove_stale(self, records: list[TaskRecord]) -> int:
+        """Part files and source copies an earlier build left (other sources, other parts):
+        removed, so the folder holds this index only."""
+        keep = {storage.join(self.output_root, rel) for r in records for rel in r.data.get("files", {})}
         removed = 0
-        suffixes = re.compile("(" + "|".join(re.escape(s) for s in PART_SUFFIXES) + ")$")
-        for dirpath, _, files in os.walk(folder):
-            for f in files:
-                path = os.path.abspath(os.path.join(dirpath, f))
-                if suffixes.search(f) and not f.startswith(".") and path not in keep:
-                    os.unlink(path)
+        for folder in ("shards", "sources"):
+            for path in storage.glob(storage.join(self.output_root, folder, "**")):
+                name = path.rsplit("/", 1)[-1]
+                if path not in keep and not name.startswith("."):
+                    storage.remove(path)
                     removed += 1
         return removed

@@ -34,11 +34,11 @@ impl Region {
         let file = File::open(path).map_err(|e| os_error(path, e))?;
         let size = file.metadata().map_err(|e| os_error(path, e))?.len();
         let len = len.unwrap_or(size.saturating_sub(offset));
-        if offset + len > size {
+        if offset.checked_add(len).is_none_or(|end| end > size) {
             return Err(PyValueError::new_err(format!(
                 "{}: bytes {offset}..{} asked, it holds {size}",
                 path.display(),
-                offset + len
+                offset.saturating_add(len)
             )));
         }
         // An empty file cannot be mapped; an empty region needs no map.
@@ -83,7 +83,8 @@ fn as_u32(bytes: &[u8]) -> std::borrow::Cow<'_, [u32]> {
 }
 
 /// Builds the suffix array of a text region and writes it packed to ``out`` (with a work file's
-/// checksum trailer when ``seal``); ``(symbols, bytes per position)``.
+/// checksum trailer when ``seal``); ``(symbols, bytes per position, xxh3-64 of the positions
+/// written)``.
 #[pyfunction]
 #[pyo3(signature = (text, symbol, out, *, offset = 0, length = None, seal = false))]
 fn build_suffix_array(
@@ -94,7 +95,7 @@ fn build_suffix_array(
     offset: u64,
     length: Option<u64>,
     seal: bool,
-) -> PyResult<(u64, usize)> {
+) -> PyResult<(u64, usize, u64)> {
     let size = symbol_size(symbol)?;
     let region = Region::open(&text, offset, length)?;
     if region.len % size != 0 {
@@ -112,8 +113,8 @@ fn build_suffix_array(
             _ => of_u32(&as_u32(bytes)),
         })
         .map_err(|e| PyValueError::new_err(format!("{}: {e}", text.display())))?;
-    let width = py.detach(|| positions.write(&out, seal)).map_err(|e| os_error(&out, e))?;
-    Ok((positions.len() as u64, width))
+    let (width, digest) = py.detach(|| positions.write(&out, seal)).map_err(|e| os_error(&out, e))?;
+    Ok((positions.len() as u64, width, digest))
 }
 
 /// A text and its packed suffix array, read in place; answers counts, ranges and matches.
@@ -171,12 +172,12 @@ impl PySuffixIndex {
     }
 }
 
-/// The queries, over any symbol type (patterns as u64).
+/// The queries, over any symbol type (patterns as u64). A damaged array gives an error, never a panic.
 trait Query: Sync {
     fn len(&self) -> usize;
-    fn range_of(&self, pattern: &[u64]) -> (usize, usize);
-    fn matches_of(&self, query: &[u64], cap: usize) -> Vec<(usize, usize, usize)>;
-    fn position(&self, i: usize) -> usize;
+    fn range_of(&self, pattern: &[u64]) -> Result<(usize, usize), SuffixError>;
+    fn matches_of(&self, query: &[u64], cap: usize) -> Result<Vec<(usize, usize, usize)>, SuffixError>;
+    fn position(&self, i: usize) -> Result<usize, SuffixError>;
     fn symbols(&self, start: usize, end: usize) -> Vec<u64>;
 }
 
@@ -184,19 +185,20 @@ impl<T: Symbol + TryFrom<u64>> Query for SuffixIndex<'_, T> {
     fn len(&self) -> usize {
         SuffixIndex::len(self)
     }
-    fn range_of(&self, pattern: &[u64]) -> (usize, usize) {
+    fn range_of(&self, pattern: &[u64]) -> Result<(usize, usize), SuffixError> {
         let p: Vec<T> = pattern.iter().filter_map(|&x| T::try_from(x).ok()).collect();
         self.range(&p)
     }
-    fn matches_of(&self, query: &[u64], cap: usize) -> Vec<(usize, usize, usize)> {
+    fn matches_of(&self, query: &[u64], cap: usize) -> Result<Vec<(usize, usize, usize)>, SuffixError> {
         let q: Vec<T> = query.iter().filter_map(|&x| T::try_from(x).ok()).collect();
         self.longest_matches(&q, cap)
     }
-    fn position(&self, i: usize) -> usize {
+    fn position(&self, i: usize) -> Result<usize, SuffixError> {
         SuffixIndex::position(self, i)
     }
     fn symbols(&self, start: usize, end: usize) -> Vec<u64> {
-        self.text[start.min(self.text.len())..end.min(self.text.len())].iter().map(|s| s.to_u64()).collect()
+        let end = end.min(self.text.len());
+        self.text[start.min(end)..end].iter().map(|s| s.to_u64()).collect()
     }
 }
 
@@ -224,6 +226,12 @@ impl PySuffixIndex {
             )));
         }
         let n = (text_region.len / size) as u64;
+        if !(1..=8).contains(&width) {
+            return Err(PyValueError::new_err(format!(
+                "{}: {width}-byte positions are not ones this build writes",
+                sa.display()
+            )));
+        }
         let sa_region = Region::open(&sa, sa_offset, Some(n * width as u64)).map_err(|e| {
             PyValueError::new_err(format!("{}: not the suffix array of {} ({e})", sa.display(), text.display()))
         })?;
@@ -237,7 +245,7 @@ impl PySuffixIndex {
     /// ``(lo, hi)``: the sorted suffixes that start with ``pattern``.
     fn range(&self, py: Python<'_>, pattern: &Bound<'_, PyAny>) -> PyResult<(usize, usize)> {
         let p = pattern_of(pattern, self.symbol)?;
-        self.with(py, |q| q.range_of(&p))
+        self.with(py, |q| q.range_of(&p))?.map_err(value_error)
     }
 
     fn count(&self, py: Python<'_>, pattern: &Bound<'_, PyAny>) -> PyResult<usize> {
@@ -249,7 +257,8 @@ impl PySuffixIndex {
     #[pyo3(signature = (lo, hi, limit = None))]
     fn positions(&self, py: Python<'_>, lo: usize, hi: usize, limit: Option<usize>) -> PyResult<Vec<usize>> {
         let hi = limit.map_or(hi, |l| hi.min(lo.saturating_add(l)));
-        self.with(py, |q| (lo..hi.min(q.len())).map(|i| q.position(i)).collect())
+        self.with(py, |q| (lo..hi.min(q.len())).map(|i| q.position(i)).collect::<Result<Vec<_>, _>>())?
+            .map_err(value_error)
     }
 
     /// Per start of ``query``: (longest match length, lo, hi), lengths at most ``cap``.
@@ -261,7 +270,7 @@ impl PySuffixIndex {
         cap: usize,
     ) -> PyResult<Vec<(usize, usize, usize)>> {
         let q = pattern_of(query, self.symbol)?;
-        self.with(py, |idx| idx.matches_of(&q, cap))
+        self.with(py, |idx| idx.matches_of(&q, cap))?.map_err(value_error)
     }
 
     /// Per start of ``query``: the longest match's length (at most ``cap``), as little-endian
@@ -274,7 +283,7 @@ impl PySuffixIndex {
         cap: usize,
     ) -> PyResult<Bound<'py, PyBytes>> {
         let q = pattern_of(query, self.symbol)?;
-        let lengths = self.with(py, |idx| idx.matches_of(&q, cap))?;
+        let lengths = self.with(py, |idx| idx.matches_of(&q, cap))?.map_err(value_error)?;
         let bytes: Vec<u8> =
             lengths.iter().flat_map(|&(n, _, _)| (n.min(u32::MAX as usize) as u32).to_le_bytes()).collect();
         Ok(PyBytes::new(py, &bytes))
@@ -385,10 +394,7 @@ fn suffix_char_ranges<'py>(
         .chunks_exact(16)
         .map(|c| (u64::from_le_bytes(c[..8].try_into().unwrap()), u64::from_le_bytes(c[8..].try_into().unwrap())))
         .collect();
-    if doc_starts.is_empty() && !pairs.is_empty() {
-        return Err(PyValueError::new_err("byte ranges of a text without documents"));
-    }
-    let found = py.detach(|| char_ranges(region.bytes(), &doc_starts, &pairs));
+    let found = py.detach(|| char_ranges(region.bytes(), &doc_starts, &pairs)).map_err(value_error)?;
     let mut out = Vec::with_capacity(found.len() * 20);
     for (d, a, b) in found {
         out.extend_from_slice(&d.to_le_bytes());
@@ -403,18 +409,26 @@ fn suffix_char_ranges<'py>(
 fn suffix_key_bounds(shard: ShardSpec, parts: usize) -> PyResult<Vec<u32>> {
     let opened = open_shards(std::slice::from_ref(&shard))?;
     let views = shard_views(&opened)?;
-    Ok(key_bounds(&views[0], parts))
+    key_bounds(&views[0], parts).map_err(value_error)
 }
 
-/// The xxh3-64 of a whole file (what an index records of the shards it was built from).
+/// The xxh3-64 of a whole file (what an index records of the shards it was built from, and of
+/// its own files), read without the GIL.
 #[pyfunction]
 fn file_xxh3(py: Python<'_>, path: PathBuf) -> PyResult<u64> {
     let region = Region::open(&path, 0, None)?;
     Ok(py.detach(|| xxhash_rust::xxh3::xxh3_64(region.bytes())))
 }
 
+/// The xxh3-64 of bytes (what a file written from them must hash to).
+#[pyfunction]
+fn bytes_xxh3(py: Python<'_>, data: &[u8]) -> u64 {
+    py.detach(|| xxhash_rust::xxh3::xxh3_64(data))
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(file_xxh3, m)?)?;
+    m.add_function(wrap_pyfunction!(bytes_xxh3, m)?)?;
     m.add_function(wrap_pyfunction!(build_suffix_array, m)?)?;
     m.add_class::<PySuffixIndex>()?;
     m.add_function(wrap_pyfunction!(suffix_repeated_windows, m)?)?;

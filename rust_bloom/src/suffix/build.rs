@@ -11,6 +11,7 @@ use libsais::SuffixArrayConstruction;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::Path;
+use xxhash_rust::xxh3::Xxh3;
 
 /// Texts longer than this get 64-bit positions during construction (the library adds working
 /// space after the text, which must also be addressable with the position type).
@@ -112,11 +113,13 @@ impl Positions {
     }
 
     /// Writes the positions packed (the width that holds the text's length) to ``path``, with a
-    /// work file's checksum trailer when ``seal``; returns the width.
-    pub fn write(&self, path: &Path, seal: bool) -> std::io::Result<usize> {
+    /// work file's checksum trailer when ``seal``; returns the width and the xxh3-64 of the
+    /// positions as they were written (the trailer left out): what the file must hash to.
+    pub fn write(&self, path: &Path, seal: bool) -> std::io::Result<(usize, u64)> {
         let width = width_for(self.len() as u64);
         let mut out = BufWriter::with_capacity(1 << 20, File::create(path)?);
         let mut sealer = seal.then(|| Sealer::new(crate::workfile::DEFAULT_BLOCK));
+        let mut digest = Xxh3::new();
         let mut buf = Vec::with_capacity(CHUNK * width);
         for start in (0..self.len()).step_by(CHUNK) {
             buf.clear();
@@ -126,13 +129,14 @@ impl Positions {
             if let Some(s) = sealer.as_mut() {
                 s.update(&buf);
             }
+            digest.update(&buf);
             out.write_all(&buf)?;
         }
         if let Some(s) = sealer {
             out.write_all(&s.finish())?;
         }
         out.into_inner().map_err(|e| e.into_error())?.sync_all()?;
-        Ok(width)
+        Ok((width, digest.digest()))
     }
 }
 
@@ -176,9 +180,10 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("dp-sa-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("x.sa");
-        assert_eq!(p.write(&path, true).unwrap(), width);
+        assert_eq!(p.write(&path, true).unwrap(), (width, xxhash_rust::xxh3::xxh3_64(&packed)));
         let file = std::fs::read(&path).unwrap();
         assert_eq!(crate::workfile::check_whole(&file).unwrap(), &packed[..]);
+        assert_eq!(p.write(&path, false).unwrap().1, xxhash_rust::xxh3::xxh3_64(&std::fs::read(&path).unwrap()));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

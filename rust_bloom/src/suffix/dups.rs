@@ -35,30 +35,40 @@ impl<'a> Shard<'a> {
         Ok(Shard { text, sa, width })
     }
 
-    fn position(&self, i: usize) -> usize {
-        packed_at(self.sa, self.width, i)
+    /// The text position of the `i`th suffix; an error for a position past the text (a damaged
+    /// array: checked on every read, never a panic).
+    fn position(&self, i: usize) -> Result<usize, SuffixError> {
+        let p = packed_at(self.sa, self.width, i);
+        if p < self.text.len() {
+            Ok(p)
+        } else {
+            Err(SuffixError(format!(
+                "the suffix array is damaged: its entry {i} is position {p}, past the text's {} bytes",
+                self.text.len()
+            )))
+        }
     }
 
-    fn key(&self, i: usize) -> u32 {
-        key_at(self.text, self.position(i))
+    fn key(&self, i: usize) -> Result<u32, SuffixError> {
+        Ok(key_at(self.text, self.position(i)?))
     }
 
     /// The suffixes (in sorted order) whose key is in ``[lo, hi)``.
-    pub fn key_range(&self, lo: u32, hi: u32) -> (usize, usize) {
+    pub fn key_range(&self, lo: u32, hi: u32) -> Result<(usize, usize), SuffixError> {
         let n = self.text.len();
-        let first = |k: u32| {
+        let first = |k: u32| -> Result<usize, SuffixError> {
             let (mut a, mut b) = (0, n);
             while a < b {
                 let mid = (a + b) / 2;
-                if self.key(mid) < k {
+                if self.key(mid)? < k {
                     a = mid + 1;
                 } else {
                     b = mid;
                 }
             }
-            a
+            Ok(a)
         };
-        (first(lo), first(hi))
+        Ok((first(lo)?, first(hi)?))
     }
 }
 
@@ -77,15 +87,15 @@ fn key_at(text: &[u8], p: usize) -> u32 {
 
 /// Key boundaries that split a shard's suffixes into ``parts`` nearly equal runs: ``parts + 1``
 /// values from 0 to ``KEYS``, non-decreasing (a key shared by many suffixes is never split).
-pub fn key_bounds(shard: &Shard<'_>, parts: usize) -> Vec<u32> {
+pub fn key_bounds(shard: &Shard<'_>, parts: usize) -> Result<Vec<u32>, SuffixError> {
     let n = shard.text.len();
     let mut out = vec![0u32];
     for j in 1..parts.max(1) {
-        let k = if n == 0 { KEYS } else { shard.key(j * n / parts) };
+        let k = if n == 0 { KEYS } else { shard.key(j * n / parts)? };
         out.push(k.max(*out.last().unwrap()));
     }
     out.push(KEYS);
-    out
+    Ok(out)
 }
 
 struct Head<'a> {
@@ -95,6 +105,7 @@ struct Head<'a> {
     window: &'a [u8],
     shard: u32,
     index: usize,
+    position: usize,
 }
 
 #[inline]
@@ -151,23 +162,23 @@ pub fn repeated_windows(
     if length < 2 {
         return Err(SuffixError("the window length must be at least 2 bytes".into()));
     }
-    let ranges: Vec<(usize, usize)> = shards.iter().map(|s| s.key_range(key_lo, key_hi)).collect();
-    let window = |s: usize, i: usize| {
+    let ranges: Vec<(usize, usize)> = shards.iter().map(|s| s.key_range(key_lo, key_hi)).collect::<Result<_, _>>()?;
+    let window = |s: usize, i: usize| -> Result<(&[u8], usize), SuffixError> {
         let text = shards[s].text;
-        let p = shards[s].position(i);
-        &text[p..(p + length).min(text.len())]
+        let p = shards[s].position(i)?;
+        Ok((&text[p..(p + length).min(text.len())], p))
     };
-    let head = |s: usize, i: usize| {
+    let head = |s: usize, i: usize| -> Result<Head, SuffixError> {
         if i + 1 < ranges[s].1 {
-            prefetch(window(s, i + 1));
+            prefetch(window(s, i + 1)?.0);
         }
-        let w = window(s, i);
-        Head { prefix: prefix_of(w), window: w, shard: s as u32, index: i }
+        let (w, position) = window(s, i)?;
+        Ok(Head { prefix: prefix_of(w), window: w, shard: s as u32, index: i, position })
     };
     let mut heap = BinaryHeap::with_capacity(shards.len());
     for (s, &(lo, hi)) in ranges.iter().enumerate() {
         if lo < hi {
-            heap.push(head(s, lo));
+            heap.push(head(s, lo)?);
         }
     }
     let mut out = Vec::new();
@@ -191,10 +202,10 @@ pub fn repeated_windows(
             flush(&mut run, run_window, &mut out);
             run_window = top.window;
         }
-        run.push((top.shard, shards[s].position(top.index) as u64));
+        run.push((top.shard, top.position as u64));
         let next = top.index + 1;
         if next < ranges[s].1 {
-            *top = head(s, next); // replaced in place: one sift down instead of a pop and a push
+            *top = head(s, next)?; // replaced in place: one sift down instead of a pop and a push
         } else {
             std::collections::binary_heap::PeekMut::pop(top);
         }
@@ -223,7 +234,38 @@ pub fn windows_to_ranges(mut starts: Vec<(u32, u64)>, length: usize) -> Vec<(u32
 /// documents: ``(document, first char, end char)``. A range is cut to the whole characters inside
 /// it (a window may start or end inside a multi-byte character); ranges are sorted and within
 /// one document each, and an empty one is dropped.
-pub fn char_ranges(text: &[u8], doc_starts: &[u64], ranges: &[(u64, u64)]) -> Vec<(u32, u64, u64)> {
+pub fn char_ranges(
+    text: &[u8],
+    doc_starts: &[u64],
+    ranges: &[(u64, u64)],
+) -> Result<Vec<(u32, u64, u64)>, SuffixError> {
+    let n = text.len() as u64;
+    if let Some(&(a, b)) = ranges.iter().find(|&&(a, b)| a > b || a >= n) {
+        return Err(SuffixError(format!("byte range {a}..{b} is not within the text's {n} bytes")));
+    }
+    if let Some(w) = doc_starts.windows(2).find(|w| w[0] > w[1]) {
+        return Err(SuffixError(format!("document starts {} then {}: not in order", w[0], w[1])));
+    }
+    if let Some(&d) = doc_starts.iter().find(|&&d| d > n) {
+        return Err(SuffixError(format!("a document starts at byte {d}, past the text's {n} bytes")));
+    }
+    if let Some(w) = ranges.windows(2).find(|w| w[1].0 < w[0].1) {
+        return Err(SuffixError(format!(
+            "byte ranges {}..{} and {}..{}: not sorted and disjoint",
+            w[0].0, w[0].1, w[1].0, w[1].1
+        )));
+    }
+    match (doc_starts.first(), ranges.first()) {
+        (None, Some(_)) => return Err(SuffixError("byte ranges of a text without documents".into())),
+        (Some(&d), Some(&(a, _))) if a < d => {
+            return Err(SuffixError(format!("byte range from {a} is before the first document (at {d})")))
+        }
+        _ => {}
+    }
+    Ok(char_ranges_checked(text, doc_starts, ranges))
+}
+
+fn char_ranges_checked(text: &[u8], doc_starts: &[u64], ranges: &[(u64, u64)]) -> Vec<(u32, u64, u64)> {
     let is_start = |b: u8| (b & 0xC0) != 0x80; // not a UTF-8 continuation byte
     let mut out = Vec::new();
     let mut doc = 0usize;
@@ -306,7 +348,7 @@ mod tests {
             for keep_first in [true, false] {
                 let want = naive(&texts, length, keep_first);
                 for parts in [1, 3, 7] {
-                    let bounds = key_bounds(&shards[0], parts);
+                    let bounds = key_bounds(&shards[0], parts).unwrap();
                     let mut got = BTreeSet::new();
                     for pair in bounds.windows(2) {
                         for x in repeated_windows(&shards, length, pair[0], pair[1], keep_first, Some(0xff)).unwrap() {
@@ -335,13 +377,42 @@ mod tests {
         text.extend_from_slice(b"xyz\xff");
         let starts = [0u64, second];
         // Bytes 1..6 are "é€" whole; 2..7 starts inside é, so it keeps "€b"; 2..4 holds no whole character.
-        assert_eq!(char_ranges(&text, &starts, &[(1, 6)]), vec![(0, 1, 3)]);
-        assert_eq!(char_ranges(&text, &starts, &[(2, 7)]), vec![(0, 2, 4)]);
-        assert_eq!(char_ranges(&text, &starts, &[(2, 4)]), vec![]);
+        assert_eq!(char_ranges(&text, &starts, &[(1, 6)]).unwrap(), vec![(0, 1, 3)]);
+        assert_eq!(char_ranges(&text, &starts, &[(2, 7)]).unwrap(), vec![(0, 2, 4)]);
+        assert_eq!(char_ranges(&text, &starts, &[(2, 4)]).unwrap(), vec![]);
         assert_eq!(
-            char_ranges(&text, &starts, &[(0, 1), (6, 7), (second + 1, second + 3)]),
+            char_ranges(&text, &starts, &[(0, 1), (6, 7), (second + 1, second + 3)]).unwrap(),
             vec![(0, 0, 1), (0, 3, 4), (1, 1, 3)]
         );
+    }
+
+    #[test]
+    fn damaged_arrays_and_bad_ranges_are_errors_never_panics() {
+        let text = b"the quick brown fox\xffjumps over the quick brown dog\xffthe end".to_vec();
+        let (good, w) = shard_of(&text);
+        let mut seed = 11u64;
+        for round in 0..300 {
+            let mut sa = good.clone();
+            for _ in 0..1 + round % 3 {
+                seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                let at = (seed >> 33) as usize % sa.len();
+                sa[at] ^= 0xff;
+            }
+            let shard = Shard::new(&text, &sa, w).unwrap();
+            let _ = key_bounds(&shard, 3);
+            let _ = repeated_windows(&[shard, shard], 4, 0, KEYS, true, Some(0xff));
+        }
+        let mut sa = good.clone();
+        for b in sa.iter_mut() {
+            *b = 0xff;
+        }
+        let shard = Shard::new(&text, &sa, w).unwrap();
+        assert!(repeated_windows(&[shard], 4, 0, KEYS, true, None).unwrap_err().0.contains("damaged"));
+        let starts = [0u64, 20];
+        assert!(char_ranges(&text, &starts, &[(100, 104)]).is_err());
+        assert!(char_ranges(&text, &starts, &[(5, 9), (7, 12)]).is_err());
+        assert!(char_ranges(&text, &[3, 20], &[(0, 2)]).is_err());
+        assert!(char_ranges(&text, &[], &[(0, 2)]).is_err());
     }
 
     #[test]

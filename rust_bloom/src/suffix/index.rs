@@ -34,10 +34,16 @@ impl<'a, T: Symbol> SuffixIndex<'a, T> {
         self.text.is_empty()
     }
 
-    /// The text position of the `i`th suffix in sorted order.
+    /// The text position of the `i`th suffix in sorted order; an error where the array holds a
+    /// position past the text (a damaged file: every read of it is checked, never a panic).
     #[inline]
-    pub fn position(&self, i: usize) -> usize {
-        packed_at(self.sa, self.width, i)
+    pub fn position(&self, i: usize) -> Result<usize, SuffixError> {
+        let p = packed_at(self.sa, self.width, i);
+        if p < self.text.len() {
+            Ok(p)
+        } else {
+            Err(damaged(i, p, self.text.len()))
+        }
     }
 
     /// The suffix at ``p`` against ``pattern``, over the pattern's length (a suffix that is a
@@ -52,11 +58,11 @@ impl<'a, T: Symbol> SuffixIndex<'a, T> {
     }
 
     /// ``[lo, hi)``: the suffixes that start with ``pattern`` (empty when it does not occur).
-    pub fn range(&self, pattern: &[T]) -> (usize, usize) {
+    pub fn range(&self, pattern: &[T]) -> Result<(usize, usize), SuffixError> {
         let (mut lo, mut hi) = (0, self.len());
         while lo < hi {
             let mid = (lo + hi) / 2;
-            if self.cmp_prefix(self.position(mid), pattern) == Ordering::Less {
+            if self.cmp_prefix(self.position(mid)?, pattern) == Ordering::Less {
                 lo = mid + 1;
             } else {
                 hi = mid;
@@ -66,51 +72,51 @@ impl<'a, T: Symbol> SuffixIndex<'a, T> {
         hi = self.len();
         while lo < hi {
             let mid = (lo + hi) / 2;
-            if self.cmp_prefix(self.position(mid), pattern) == Ordering::Greater {
+            if self.cmp_prefix(self.position(mid)?, pattern) == Ordering::Greater {
                 hi = mid;
             } else {
                 lo = mid + 1;
             }
         }
-        (start, lo)
+        Ok((start, lo))
     }
 
     /// Within ``[lo, hi)``, whose suffixes all share their first ``depth`` symbols, those whose
     /// next symbol is ``s``.
-    pub fn narrow(&self, lo: usize, hi: usize, depth: usize, s: T) -> (usize, usize) {
+    pub fn narrow(&self, lo: usize, hi: usize, depth: usize, s: T) -> Result<(usize, usize), SuffixError> {
         // The symbol at `depth`, None where the suffix ends first (it sorts first).
-        let at = |i: usize| self.text.get(self.position(i) + depth).copied();
-        let (mut a, mut b) = (lo, hi);
+        let at = |i: usize| -> Result<Option<T>, SuffixError> { Ok(self.text.get(self.position(i)? + depth).copied()) };
+        let (mut a, mut b) = (lo, hi.min(self.len()));
         while a < b {
             let mid = (a + b) / 2;
-            if at(mid) < Some(s) {
+            if at(mid)? < Some(s) {
                 a = mid + 1;
             } else {
                 b = mid;
             }
         }
         let start = a;
-        b = hi;
+        b = hi.min(self.len());
         while a < b {
             let mid = (a + b) / 2;
-            if at(mid) <= Some(s) {
+            if at(mid)? <= Some(s) {
                 a = mid + 1;
             } else {
                 b = mid;
             }
         }
-        (start, a)
+        Ok((start, a))
     }
 
-    pub fn count(&self, pattern: &[T]) -> u64 {
-        let (lo, hi) = self.range(pattern);
-        (hi - lo) as u64
+    pub fn count(&self, pattern: &[T]) -> Result<u64, SuffixError> {
+        let (lo, hi) = self.range(pattern)?;
+        Ok((hi - lo) as u64)
     }
 
     /// For every start ``i`` of ``query``: the length of the longest prefix of ``query[i..]`` that
     /// occurs in the text (at most ``cap``) and the range of its suffixes. Each start goes on from
     /// the one before (a match of ``m`` at ``i`` leaves one of at least ``m - 1`` at ``i + 1``).
-    pub fn longest_matches(&self, query: &[T], cap: usize) -> Vec<(usize, usize, usize)> {
+    pub fn longest_matches(&self, query: &[T], cap: usize) -> Result<Vec<(usize, usize, usize)>, SuffixError> {
         let mut out = Vec::with_capacity(query.len());
         let mut previous = 0usize;
         for i in 0..query.len() {
@@ -118,16 +124,16 @@ impl<'a, T: Symbol> SuffixIndex<'a, T> {
             // search for the whole window instead of one for all but its last symbol and a
             // narrowing step.
             if previous == cap && i + cap <= query.len() {
-                let (lo, hi) = self.range(&query[i..i + cap]);
+                let (lo, hi) = self.range(&query[i..i + cap])?;
                 if lo < hi {
                     out.push((cap, lo, hi));
                     continue;
                 }
             }
             let mut len = previous.saturating_sub(1).min(cap);
-            let (mut lo, mut hi) = if len > 0 { self.range(&query[i..i + len]) } else { (0, self.len()) };
+            let (mut lo, mut hi) = if len > 0 { self.range(&query[i..i + len])? } else { (0, self.len()) };
             while i + len < query.len() && len < cap && lo < hi {
-                let (a, b) = self.narrow(lo, hi, len, query[i + len]);
+                let (a, b) = self.narrow(lo, hi, len, query[i + len])?;
                 if a == b {
                     break;
                 }
@@ -141,8 +147,13 @@ impl<'a, T: Symbol> SuffixIndex<'a, T> {
             out.push((len, lo, hi));
             previous = len;
         }
-        out
+        Ok(out)
     }
+}
+
+/// The error of a position past the text: the array is not this text's (a damaged file).
+fn damaged(i: usize, p: usize, n: usize) -> SuffixError {
+    SuffixError(format!("the suffix array is damaged: its entry {i} is position {p}, past the text's {n} symbols"))
 }
 
 #[cfg(test)]
@@ -172,16 +183,16 @@ mod tests {
         for start in (0..2990).step_by(37) {
             for len in [1, 2, 3, 5, 8] {
                 let pattern = &text[start..start + len];
-                assert_eq!(idx.count(pattern), naive_count(&text, pattern));
-                let (lo, hi) = idx.range(pattern);
-                let mut found: Vec<usize> = (lo..hi).map(|i| idx.position(i)).collect();
+                assert_eq!(idx.count(pattern).unwrap(), naive_count(&text, pattern));
+                let (lo, hi) = idx.range(pattern).unwrap();
+                let mut found: Vec<usize> = (lo..hi).map(|i| idx.position(i).unwrap()).collect();
                 found.sort();
                 let want: Vec<usize> = (0..=text.len() - len).filter(|&p| &text[p..p + len] == pattern).collect();
                 assert_eq!(found, want);
             }
         }
-        assert_eq!(idx.count(&[99]), 0);
-        assert_eq!(idx.count(&[1, 99]), 0);
+        assert_eq!(idx.count(&[99]).unwrap(), 0);
+        assert_eq!(idx.count(&[1, 99]).unwrap(), 0);
     }
 
     #[test]
@@ -193,13 +204,44 @@ mod tests {
         query.extend([42, 42]);
         query.extend(&text[100..140]);
         query.push(7);
-        let got = idx.longest_matches(&query, 1000);
+        let got = idx.longest_matches(&query, 1000).unwrap();
         for (i, &(len, lo, hi)) in got.iter().enumerate() {
             let best = (0..=query.len() - i).rev().find(|&m| naive_count(&text, &query[i..i + m]) > 0).unwrap();
             assert_eq!(len, best, "start {i}");
             assert_eq!((hi - lo) as u64, if len == 0 { 0 } else { naive_count(&text, &query[i..i + len]) });
         }
-        assert!(idx.longest_matches(&query, 5).iter().all(|m| m.0 <= 5));
+        assert!(idx.longest_matches(&query, 5).unwrap().iter().all(|m| m.0 <= 5));
+    }
+
+    #[test]
+    fn positions_past_the_text_are_errors_never_panics() {
+        let text: Vec<u16> = (0..600u32).map(|i| ((i * 13 + i / 5) % 7) as u16).collect();
+        let (good, w) = index_of(&text);
+        let mut seed = 7u64;
+        for round in 0..200 {
+            let mut sa = good.clone();
+            // A few bytes flipped at random: positions out of range or out of order.
+            for _ in 0..1 + round % 4 {
+                seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                let at = (seed >> 33) as usize % sa.len();
+                sa[at] ^= 0xff;
+            }
+            let idx = SuffixIndex::new(&text, &sa, w).unwrap();
+            for start in (0..590).step_by(53) {
+                let _ = idx.count(&text[start..start + 3]);
+                let _ = idx.longest_matches(&text[start..start + 10], 64);
+                if let Ok((lo, hi)) = idx.range(&text[start..start + 2]) {
+                    for i in lo..hi {
+                        let _ = idx.position(i);
+                    }
+                }
+            }
+        }
+        let mut sa = good.clone();
+        sa[..w].copy_from_slice(&[0xff; 8][..w]);
+        let idx = SuffixIndex::new(&text, &sa, w).unwrap();
+        let err = (0..text.len()).find_map(|i| idx.position(i).err()).unwrap();
+        assert!(err.0.contains("damaged"), "{}", err.0);
     }
 
     #[test]
