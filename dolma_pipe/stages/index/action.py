@@ -20,7 +20,7 @@ from .texts import TraceFormat, TraceText, read_trace_texts
 
 
 class QueryConfig(StrictModel):
-    index: PathStr = Field(..., description="the index folder (dolma-pipe index)")
+    index: PathStr = Field(..., description="the index folder (dolma-pipe index), local or s3://")
     count: str | None = Field(None, description="count the occurrences of this text")
     find: str | None = Field(None, description="documents holding this text")
     trace: str | None = Field(None, description="the spans of this text found verbatim in the corpus, and their documents")
@@ -35,6 +35,9 @@ class QueryConfig(StrictModel):
     top: int | None = Field(None, ge=1, description="trace: the spans to show, least likely first (default: all)")
     max_count: int | None = Field(None, ge=1, description="trace: leave out spans found more often than this (common phrases)")
     output: Literal["table", "jsonl"] = Field("table", description="a table for a person, or JSON lines")
+    cache: PathStr | None = Field(
+        None, description="an s3:// index: the local folder of its checked copy (default: dolma-pipe-index-cache in the temporary folder)"
+    )
     verify: bool = Field(
         True,
         description="hash every part and shard against the index's record before answering (about 0.3 s a GB from disk); "
@@ -75,7 +78,7 @@ class QueryAction(Action[QueryConfig]):
 
     def run(self) -> str:
         cfg = self.config
-        index = Index(cfg.index, verify=cfg.verify)
+        index = Index(cfg.index, verify=cfg.verify, cache=cfg.cache)
         if cfg.tokens is not None:
             try:
                 index.encode(cfg.tokens)

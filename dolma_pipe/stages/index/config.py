@@ -26,7 +26,7 @@ class IndexConfig(RunOptions):
         None, description="token shards to index: folders or .npy files written by dolma-pipe tokenize (the trainer's data)"
     )
     documents: list[PathStr] | None = Field(None, description="document files to index by the UTF-8 bytes of their text (globs)")
-    destination: PathStr = Field(..., description="the index folder")
+    destination: PathStr = Field(..., description="the index folder, local or s3:// (built in local scratch and uploaded)")
     tokenizer: str | None = Field(
         None, description="token shards: the tokenizer that made them (default: the one the tokenize run recorded in its manifest)"
     )

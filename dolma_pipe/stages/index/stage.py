@@ -193,10 +193,6 @@ class IndexStage(Stage[IndexConfig]):
 
     def __init__(self, config: IndexConfig):
         super().__init__(config)
-        if storage.is_remote(config.destination):
-            raise ConfigError(
-                f"config key 'destination': an index is read in place (memory-mapped); give a local folder, not {config.destination}"
-            )
         self.kind = "tokens" if config.shards is not None else "documents"
         self.tokenizer: dict | None = None
         if self.kind == "tokens":
