@@ -80,6 +80,26 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
+def holder_gone(current: dict[str, Any]) -> str | None:
+    """Why the holder of a lock (its file's content) is gone, or None when it may still be running:
+    the rule a run uses to take a lock over, and the report to tell a killed run from a running one."""
+    host, pid = current.get("host"), current.get("pid")
+    if not isinstance(pid, int) or not host:
+        return "the lock names no holder (a run was killed while taking it)"
+    started = current.get("started", "?")
+    if host == socket.gethostname():
+        if not _alive(pid):
+            return f"its run (pid {pid} on {host}, started {started}) is gone"
+        start = _process_start(pid)
+        if start is not None and current.get("process_start") not in (None, start):
+            return f"its run (pid {pid} on {host}, started {started}) is gone (pid {pid} is another process now)"
+        return None
+    beat = current.get("heartbeat")
+    if isinstance(beat, int | float) and time.time() - beat > STALE_SECONDS:
+        return f"its run (pid {pid} on {host}, started {started}) has not refreshed it for {time.time() - beat:,.0f} s"
+    return None
+
+
 class RunLock:
     """The locks of one run (one per folder); ``with RunLock(...)`` holds them for the block."""
 
@@ -128,7 +148,7 @@ class RunLock:
             current, etag = self._read(path)
             if current is None:
                 continue  # released between our attempt and the read: try again
-            why = self._stale(current)
+            why = holder_gone(current)
             if why is None:
                 raise LockHeld(self._refusal(path, current))
             if self._take_over(path, etag):
@@ -180,24 +200,6 @@ class RunLock:
             current = {}
         # A lock cut short (its writer killed while writing it) names nobody: take it over.
         return (current if isinstance(current, dict) else {}), etag
-
-    def _stale(self, current: dict[str, Any]) -> str | None:
-        """Why the holder is gone, or None when it may still be running."""
-        host, pid = current.get("host"), current.get("pid")
-        if not isinstance(pid, int) or not host:
-            return "the lock names no holder (a run was killed while taking it)"
-        started = current.get("started", "?")
-        if host == socket.gethostname():
-            if not _alive(pid):
-                return f"its run (pid {pid} on {host}, started {started}) is gone"
-            start = _process_start(pid)
-            if start is not None and current.get("process_start") not in (None, start):
-                return f"its run (pid {pid} on {host}, started {started}) is gone (pid {pid} is another process now)"
-            return None
-        beat = current.get("heartbeat")
-        if isinstance(beat, int | float) and time.time() - beat > STALE_SECONDS:
-            return f"its run (pid {pid} on {host}, started {started}) has not refreshed it for {time.time() - beat:,.0f} s"
-        return None
 
     def _refusal(self, path: str, current: dict[str, Any]) -> str:
         folder = path[: -len(LOCK) - 1]

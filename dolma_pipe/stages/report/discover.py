@@ -18,10 +18,9 @@ from typing import Any
 
 import orjson
 
-from dolma_pipe import storage
+from dolma_pipe import lock, storage
 from dolma_pipe.config import ConfigError
 from dolma_pipe.errors import DolmaPipeError
-from dolma_pipe.lock import LOCK, RunLock
 from dolma_pipe.manifest import MANIFEST, InputFile, Manifest, ManifestError, read_manifest
 
 # Stages whose inputs are the corpus's documents (their outputs are attributes or counts).
@@ -66,15 +65,14 @@ def holder_gone(root: str) -> str | None:
     that says ``running`` beside no lock was left by a process that was killed (SIGKILL, the OOM
     killer, a lost node); a lock is judged by the lock's own rule (:mod:`dolma_pipe.lock`: its pid
     gone on this host, or a heartbeat too old from another host)."""
-    path = storage.join(root, LOCK)
+    path = storage.join(root, lock.LOCK)
     try:
         current = orjson.loads(storage.read_bytes(path))
     except (storage.StorageError, FileNotFoundError):
         return "it left no lock: its process ended without finishing its manifest"
     except orjson.JSONDecodeError:
         return f"its lock {path} is cut short"
-    # The lock module's own rule of a gone holder (a RunLock that takes nothing).
-    why = RunLock([], "report", sys.stderr)._stale(current if isinstance(current, dict) else {})
+    why = lock.holder_gone(current if isinstance(current, dict) else {})
     return None if why is None else why.replace("its run", "its process", 1)
 
 
