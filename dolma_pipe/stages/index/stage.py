@@ -30,6 +30,7 @@ import orjson
 from dolma_pipe import paths, storage, suffix
 from dolma_pipe import tokenizer as toks
 from dolma_pipe.config import ConfigError
+from dolma_pipe.destinations import DestinationTaken
 from dolma_pipe.documents import read_documents
 from dolma_pipe.filters import gzip_member
 from dolma_pipe.manifest import MANIFEST, InputFile, TaskRecord, read_manifest
@@ -247,11 +248,16 @@ class IndexStage(Stage[IndexConfig]):
     def _refuse_destination_among_shards(self, runs: list[str]) -> None:
         """An index in the folder of the shards it indexes (or of the run that wrote them), or
         holding them, would put its files where readers of shards look, and its manifest over the
-        tokenize run's: refused before anything is written."""
+        tokenize run's: refused before anything is written, as the runner refuses a destination
+        that holds another run (:mod:`dolma_pipe.destinations`), and further: an index inside
+        those folders is refused even where it would touch no file of theirs."""
         dest = _normalized(self.config.destination)
         assert self.config.shards is not None
-        named = [(f, "of the shards it indexes") for f in _shard_folders(self.config.shards)]
-        folders = [*named, *((r, "of the tokenize run that wrote the shards") for r in runs)]
+        folders = []
+        for f in _shard_folders(self.config.shards):
+            run = next((r for r in runs if _within(_normalized(f), _normalized(r))), None)
+            folders.append((f, "of the shards it indexes" + (f" (written by the tokenize run in {run})" if run else "")))
+        folders += [(r, "of the tokenize run that wrote the shards") for r in runs]
         relations = (
             ("is", lambda where: dest == where),
             ("is inside", lambda where: _within(dest, where)),
@@ -260,7 +266,7 @@ class IndexStage(Stage[IndexConfig]):
         for how, holds in relations:  # the closest relation named first
             for folder, what in folders:
                 if holds(_normalized(folder)):
-                    raise ConfigError(
+                    raise DestinationTaken(
                         f"config key 'destination': {self.config.destination} {how} the folder {folder} {what}; "
                         "an index goes in a folder of its own, outside the shards' folders"
                     )
