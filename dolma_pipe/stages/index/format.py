@@ -82,14 +82,23 @@ class IndexInfo(BaseModel):
         return sum(p.docs for p in self.parts)
 
 
+def part_rel(name: str, suffix: str) -> str:
+    """A part's file, relative to the index."""
+    return f"shards/{name}{suffix}"
+
+
 def part_path(root: str, name: str, suffix: str) -> str:
-    return storage.join(root, "shards", name + suffix)
+    return storage.join(root, part_rel(name, suffix))
+
+
+def copy_rel(name: str, suffix: str) -> str:
+    """A local index's copy of a remote source, relative to the index (``suffix``:
+    :data:`SOURCE_COPY` or :data:`SIDECAR_COPY`)."""
+    return f"sources/{name}{suffix}"
 
 
 def copy_path(root: str, name: str, suffix: str) -> str:
-    """Where a local index keeps its copy of a remote source (``suffix``: :data:`SOURCE_COPY` or
-    :data:`SIDECAR_COPY`)."""
-    return storage.join(root, "sources", name + suffix)
+    return storage.join(root, copy_rel(name, suffix))
 
 
 def hexdigest(value: int) -> str:

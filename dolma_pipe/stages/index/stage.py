@@ -2,9 +2,10 @@
 
 Two kinds of corpus:
 
-- **token shards** written by ``tokenize`` (the trainer's data): each ``.npy`` is read in place
-  (its array indexes it where it is; nothing is copied), its documents from its sidecar; the
-  tokenizer and dtype come from the tokenize run's manifest unless given;
+- **token shards** written by ``tokenize`` (the trainer's data; :mod:`.sources` lists them): a
+  local ``.npy`` is read in place (its array indexes it where it is; nothing is copied), one on
+  S3 is copied by its task (kept in a local index to answer from), its documents from its
+  sidecar; the tokenizer and dtype come from the tokenize run's manifest unless given;
 - **documents**: each file's documents (read as every stage reads them) give a byte text, their
   UTF-8 text with 0xFF after each (no match crosses it), and the documents' ids and lines.
 
@@ -12,8 +13,10 @@ One task per source file builds its part or parts (a source whose array would no
 ``memory_per_task`` is indexed in several parts, cut between documents); the step after writes
 ``index.json`` (:mod:`.format`), removes parts an earlier build left, and, when asked, counts the
 evaluation sets' n-grams found in the index. Resumable per source (a rerun after a shard
-changed rebuilds that shard's parts only); the same files for any process count, local or Ray,
-since each part depends on its source alone.
+changed, or with a part damaged since, rebuilds that shard's parts only); the same files for any
+process count, local or Ray, since each part depends on its source alone. A task writes through
+:class:`.files.TaskFiles` (checksums, read back before the part is done; built in scratch and
+uploaded for an index on S3).
 """
 
 from __future__ import annotations
@@ -30,7 +33,6 @@ import orjson
 from dolma_pipe import paths, storage, suffix
 from dolma_pipe import tokenizer as toks
 from dolma_pipe.config import ConfigError
-from dolma_pipe.destinations import DestinationTaken
 from dolma_pipe.documents import read_documents
 from dolma_pipe.filters import gzip_member
 from dolma_pipe.manifest import MANIFEST, InputFile, TaskRecord, read_manifest
@@ -40,11 +42,8 @@ from train.shards import (
     SIDECAR_SUFFIX,
     TOKENS_SUFFIX,
     ShardError,
-    check_shard_runs,
     check_sidecar,
-    find_shards,
     read_sidecar,
-    select_shards,
     sidecar_path,
     token_count,
 )
@@ -61,9 +60,12 @@ from .format import (
     Part,
     Source,
     copy_path,
+    copy_rel,
     hexdigest,
     part_path,
+    part_rel,
 )
+from .sources import list_shards, parent, refuse_destination_among_shards, shard_folders
 
 
 def _save_array(files: TaskFiles, rel: str, array: np.ndarray) -> None:
@@ -82,16 +84,6 @@ def _where_the_text_is(kind: str, info: IndexInfo, root: str) -> str:
     return "read in place"
 
 
-def _part_rel(name: str, suffix: str) -> str:
-    """A part's file, relative to the index (:func:`.format.part_path`)."""
-    return f"shards/{name}{suffix}"
-
-
-def _copy_rel(name: str, suffix: str) -> str:
-    """A remote source's copy, relative to the index (:func:`.format.copy_path`)."""
-    return f"sources/{name}{suffix}"
-
-
 def _download(path: str, tmp: str) -> int:
     """A remote file copied to ``tmp``; the xxh3-64 of the copy (what the index records of it)."""
     with storage.open_read(path) as src, open(tmp, "wb") as dst:
@@ -108,62 +100,6 @@ def _source_record(info: InputFile, local: str | None) -> dict[str, Any]:
     etag = storage.stat(info.path).etag if storage.is_remote(info.path) else ""
     digest = hexdigest(suffix.file_xxh3(local)) if local is not None else ""
     return {"path": info.path, "size": info.size, "mtime": info.mtime, "xxh3": digest, "etag": etag}
-
-
-def _shard_folders(given: list[str]) -> list[str]:
-    """The folder of each path given as shards: itself, or a shard file's folder."""
-    return [_parent(p) if p.endswith(TOKENS_SUFFIX) else p.rstrip("/") for p in given]
-
-
-def _parent(path: str) -> str:
-    return path.rstrip("/").rsplit("/", 1)[0]
-
-
-def _normalized(path: str) -> str:
-    """A path to compare: a local one with its links resolved; a URL as it is."""
-    return path.rstrip("/") if storage.is_remote(path) else os.path.realpath(storage.local_path(path))
-
-
-def _within(path: str, folder: str) -> bool:
-    return path == folder or path.startswith(folder.rstrip("/") + "/")
-
-
-def _common_folder(folders: list[str]) -> str:
-    """The longest folder holding all of ``folders`` (``/``-joined components; a URL's too)."""
-    split = [f.rstrip("/").split("/") for f in folders]
-    n = 0
-    while all(len(s) > n and s[n] == split[0][n] for s in split):
-        n += 1
-    return "/".join(split[0][:n])
-
-
-def _list_shards(given: list[str]) -> list[storage.FileInfo]:
-    """Every shard under the paths given (local or remote), each once, by ``train.shards``' rule."""
-    found: dict[str, storage.FileInfo] = {}
-    local = [p for p in given if not storage.is_remote(p)]
-    if local:
-        for path, _ in find_shards(local):
-            found.setdefault(str(path), storage.stat(str(path)))
-    remote = []
-    for p in (p for p in given if storage.is_remote(p)):
-        if p.endswith(TOKENS_SUFFIX):
-            if not storage.exists(p):
-                raise ShardError(f"data path {p!r} does not exist")
-            remote.append(storage.stat(p))
-            continue
-        listing = {f.path: f for f in storage.glob_info(storage.join(p, "**"))}
-        selected = select_shards(p, list(listing), _read_remote)
-        if not selected:
-            raise ShardError(f"no {TOKENS_SUFFIX} token shards under {p}")
-        remote += [listing[f] for f in selected]
-    check_shard_runs([f.path for f in remote], _read_remote)
-    for info in remote:
-        found.setdefault(info.path, info)
-    return list(found.values())
-
-
-def _read_remote(path: str) -> bytes | None:
-    return storage.read_bytes(path) if storage.exists(path) else None
 
 
 def _part_name(base: str, k: int, parts: int) -> str:
@@ -199,7 +135,7 @@ class IndexStage(Stage[IndexConfig]):
         if self.kind == "tokens":
             self.dtype, self.tokenizer, runs = self._token_settings()
             self.symbol = suffix.symbol_for(self.dtype)
-            self._refuse_destination_among_shards(runs)
+            refuse_destination_among_shards(config.destination, list(config.shards or []), runs)
         else:
             self.dtype, self.symbol = np.dtype(np.uint8), "u8"
         self.max_symbols = max(1, config.memory_per_task // MEMORY_PER_SYMBOL[self.symbol])
@@ -211,8 +147,8 @@ class IndexStage(Stage[IndexConfig]):
         assert cfg.shards is not None
         recorded: dict[str, Any] = {}
         runs = []
-        for folder in sorted(set(_shard_folders(cfg.shards))):
-            for up in (folder, _parent(folder)):
+        for folder in sorted(set(shard_folders(cfg.shards))):
+            for up in (folder, parent(folder)):
                 if storage.exists(storage.join(up, MANIFEST)):
                     m = read_manifest(up)
                     if m.stage == "tokenize" and m.results:
@@ -245,32 +181,6 @@ class IndexStage(Stage[IndexConfig]):
             )
         return np.dtype(dtype), tok, runs
 
-    def _refuse_destination_among_shards(self, runs: list[str]) -> None:
-        """An index in the folder of the shards it indexes (or of the run that wrote them), or
-        holding them, would put its files where readers of shards look, and its manifest over the
-        tokenize run's: refused before anything is written, as the runner refuses a destination
-        that holds another run (:mod:`dolma_pipe.destinations`), and further: an index inside
-        those folders is refused even where it would touch no file of theirs."""
-        dest = _normalized(self.config.destination)
-        assert self.config.shards is not None
-        folders = []
-        for f in _shard_folders(self.config.shards):
-            run = next((r for r in runs if _within(_normalized(f), _normalized(r))), None)
-            folders.append((f, "of the shards it indexes" + (f" (written by the tokenize run in {run})" if run else "")))
-        folders += [(r, "of the tokenize run that wrote the shards") for r in runs]
-        relations = (
-            ("is", lambda where: dest == where),
-            ("is inside", lambda where: _within(dest, where)),
-            ("holds", lambda where: _within(where, dest)),
-        )
-        for how, holds in relations:  # the closest relation named first
-            for folder, what in folders:
-                if holds(_normalized(folder)):
-                    raise DestinationTaken(
-                        f"config key 'destination': {self.config.destination} {how} the folder {folder} {what}; "
-                        "an index goes in a folder of its own, outside the shards' folders"
-                    )
-
     @property
     def output_root(self) -> str:
         return self.config.destination
@@ -288,14 +198,9 @@ class IndexStage(Stage[IndexConfig]):
             return super().plan_inputs()
         assert self.config.shards is not None
         try:
-            found = _list_shards(self.config.shards)
+            return [InputFile(path=info.path, rel=rel, size=info.size, mtime=info.mtime) for info, rel in list_shards(self.config.shards)]
         except ShardError as exc:
             raise paths.PathError(str(exc)) from None
-        common = _common_folder(_shard_folders(self.config.shards))
-        out = []
-        for info in found:
-            out.append(InputFile(path=info.path, rel=info.path[len(common) :].lstrip("/"), size=info.size, mtime=info.mtime))
-        return sorted(out, key=lambda f: f.rel)
 
     def resolve(self, inputs: list[InputFile]) -> dict[str, Any]:
         out: dict[str, Any] = {"kind": self.kind, "symbol": self.symbol, "max_symbols": self.max_symbols}
@@ -337,7 +242,7 @@ class IndexStage(Stage[IndexConfig]):
             files.verify()  # what the record will say is what is on disk
             etags = files.publish()
         for part in out.data["parts"]:
-            part["files"] = {s: files.digests[rel] for s in PART_SUFFIXES if (rel := _part_rel(part["name"], s)) in files.digests}
+            part["files"] = {s: files.digests[rel] for s in PART_SUFFIXES if (rel := part_rel(part["name"], s)) in files.digests}
         out.data["files"] = {rel: files.digests[rel] for rel in files.kept}
         if etags:
             out.data["etags"] = etags
@@ -354,7 +259,7 @@ class IndexStage(Stage[IndexConfig]):
             except ValueError as exc:
                 raise SuffixIndexError(str(exc)) from None
 
-        return files.write(_part_rel(name, ".sa"), write, lambda built: built.xxh3).width
+        return files.write(part_rel(name, ".sa"), write, lambda built: built.xxh3).width
 
     def _shard_here(self, task: Task, files: TaskFiles) -> tuple[str, str | None]:
         """The shard as a local file (its sidecar beside it), and where a local index keeps its
@@ -367,8 +272,8 @@ class IndexStage(Stage[IndexConfig]):
         base = self._base(task.inputs[0].rel)
         keep = not files.remote
         for info, tail in ((task.inputs[0], SOURCE_COPY), (task.inputs[1], SIDECAR_COPY)):
-            files.write(_copy_rel(base, tail), functools.partial(_download, info.path), int, keep=keep)
-        return files.local(_copy_rel(base, SOURCE_COPY)), _copy_rel(base, SOURCE_COPY) if keep else None
+            files.write(copy_rel(base, tail), functools.partial(_download, info.path), int, keep=keep)
+        return files.local(copy_rel(base, SOURCE_COPY)), copy_rel(base, SOURCE_COPY) if keep else None
 
     def _build_tokens(self, task: Task, files: TaskFiles) -> TaskOutput:
         npy, copy = self._shard_here(task, files)
@@ -388,7 +293,7 @@ class IndexStage(Stage[IndexConfig]):
             offset = int(starts[d0]) if d1 > d0 else 0
             length = int(starts[d1 - 1] + lengths[d1 - 1]) - offset if d1 > d0 else 0
             width = self._index_part(files, npy, name, offset, length)
-            _save_array(files, _part_rel(name, ".starts.npy"), starts[d0:d1] - offset)
+            _save_array(files, part_rel(name, ".starts.npy"), starts[d0:d1] - offset)
             parts.append({"name": name, "offset": offset, "length": length, "width": width, "first_doc": d0, "docs": d1 - d0})
         source = _source_record(task.inputs[0], npy)
         source.update(docs=len(rows), sidecar=_source_record(task.inputs[1], str(sidecar_path(npy))), local_copy=copy)
@@ -405,13 +310,13 @@ class IndexStage(Stage[IndexConfig]):
             nonlocal pending, size
             name = f"{base}@{k}"  # renamed below when the file is one part
             text = b"".join(b + bytes([suffix.SEPARATOR]) for _, _, b in pending)
-            files.write_bytes(_part_rel(name, ".text"), text)
+            files.write_bytes(part_rel(name, ".text"), text)
             lengths = np.fromiter((len(b) + 1 for _, _, b in pending), dtype=np.int64, count=len(pending))
             starts = np.cumsum(lengths) - lengths
-            _save_array(files, _part_rel(name, ".starts.npy"), starts)
+            _save_array(files, part_rel(name, ".starts.npy"), starts)
             rows = b"".join(orjson.dumps({"id": doc_id, "line": line}) + b"\n" for line, doc_id, _ in pending)
-            files.write_bytes(_part_rel(name, ".docs.jsonl.gz"), gzip_member(rows))
-            width = self._index_part(files, files.local(_part_rel(name, ".text")), name, 0, len(text))
+            files.write_bytes(part_rel(name, ".docs.jsonl.gz"), gzip_member(rows))
+            width = self._index_part(files, files.local(part_rel(name, ".text")), name, 0, len(text))
             parts.append(
                 {"name": name, "offset": 0, "length": len(text), "width": width, "first_doc": docs - len(pending), "docs": len(pending)}
             )
@@ -428,7 +333,7 @@ class IndexStage(Stage[IndexConfig]):
             flush(len(parts))
         if len(parts) == 1:  # one part: named as its source
             for s in DOCUMENT_PART_FILES:
-                files.rename(_part_rel(parts[0]["name"], s), _part_rel(base, s))
+                files.rename(part_rel(parts[0]["name"], s), part_rel(base, s))
             parts[0]["name"] = base
         info = task.inputs[0]
         source = _source_record(info, None if storage.is_remote(info.path) else info.path)
