@@ -3,7 +3,8 @@
 Each evaluation document is encoded as the index's symbols (tokens, or UTF-8 bytes) and every
 n-gram of it (every start, ``ngram`` symbols) is looked up at once: the longest match at each
 start (:meth:`SuffixIndex.longest_matches`) is at least ``ngram`` exactly when that n-gram occurs.
-Per evaluation file: n-grams, those found, their share, and documents with at least one.
+Per evaluation file: n-grams, those found, their share, and documents with at least one (and the
+bad records left out). A file with no document to count is an error naming it: no silent zero.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dolma_pipe.documents import read_documents
 from dolma_pipe.quarantine import Quarantine
 
 from .config import ContaminationConfig
+from .files import SuffixIndexError
 from .query import Index
 
 
@@ -24,7 +26,8 @@ def count_contamination(root: str, section: ContaminationConfig) -> dict[str, di
     out: dict[str, dict[str, Any]] = {}
     for f in paths.expand(list(section.evaluation)):
         ngrams = found = docs = with_any = 0
-        for _, doc in read_documents(f.path, Quarantine()):
+        bad = Quarantine()
+        for _, doc in read_documents(f.path, bad):
             query = index.encode(doc["text"])
             docs += 1
             if len(query) < n:
@@ -35,7 +38,16 @@ def count_contamination(root: str, section: ContaminationConfig) -> dict[str, di
             ngrams += windows
             found += hits
             with_any += hits > 0
+        if docs == 0:
+            first = next(iter(bad.records), None)
+            why = f" ({bad.total:,} bad record(s); line {first.line}: {first.message})" if first is not None else ""
+            raise SuffixIndexError(
+                f"config key 'contamination.evaluation': {f.path} holds no document with a text to count{why}; "
+                "an evaluation set is JSON lines with 'id' and 'text' (or Parquet), as every stage reads documents"
+            )
+        bad.close()
         out[f.rel] = {
+            "bad_records": bad.total,
             "documents": docs,
             "documents_with_any": with_any,
             "ngrams": ngrams,

@@ -386,8 +386,10 @@ class IndexStage(Stage[IndexConfig]):
                 f"  evaluation n-grams ({self.config.contamination.ngram} {'tokens' if self.kind == 'tokens' else 'bytes'}) found in the index:"
             )
             for name, row in found.items():
+                left_out = f" ({row['bad_records']:,} bad records left out)" if row["bad_records"] else ""
                 lines.append(
-                    f"    {name}: {row['found']:,} of {row['ngrams']:,} ({row['share']:.2%}); {row['documents_with_any']:,} of {row['documents']:,} documents"
+                    f"    {name}: {row['found']:,} of {row['ngrams']:,} ({row['share']:.2%}); "
+                    f"{row['documents_with_any']:,} of {row['documents']:,} documents{left_out}"
                 )
         return StepResult(data=data, table="\n".join(lines))
 

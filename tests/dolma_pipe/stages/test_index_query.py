@@ -2,7 +2,8 @@
 the index's vocabulary, a ``--trace_file`` that holds nothing to trace (plain text read as JSON
 lines, a missing file, objects without ``text``) are refused in one line naming the key; plain
 text traces with ``--format lines``, and JSON lines without ``id`` trace with their line numbers.
-``index --help`` and docs/index.md state the build's memory a symbol as the stage counts it."""
+``index --help`` and docs/index.md state the build's memory a symbol as the stage counts it; an
+evaluation set of ``contamination`` with no document is an error, not a count of zero."""
 
 from __future__ import annotations
 
@@ -104,6 +105,22 @@ def test_plain_text_and_texts_without_ids_are_traced(built, tmp_path):
     assert all(not h.startswith(("text 0 (line 1): 0 span", "text 1 (line 3, id 7): 0 span")) for h in heads)
     line = _error(run_cli("query", "--index", str(index), "--count", "x", "--format", "lines"))
     assert "config key 'format'" in line
+
+
+def test_an_evaluation_set_with_no_document_is_an_error_not_a_zero(built, tmp_path):
+    index, files = built
+    plain = tmp_path / "evaluation.jsonl"
+    plain.write_text(files[0][3]["text"] + "\n")
+    shards = index.parent / "tokens" / "train"
+    args = ["index", "--shards", str(shards), "--destination", str(tmp_path / "index"), "--no-progress"]
+    r = run_cli(*args, "--contamination.evaluation", str(plain))
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    assert lines[-1].startswith(f"dolma-pipe index: error: config key 'contamination.evaluation': {plain} holds no document"), lines
+    mixed = tmp_path / "mixed.jsonl"
+    mixed.write_text(json.dumps({"id": "e", "text": files[0][3]["text"]}) + "\nnot json\n")
+    r = run_cli(*args, "--contamination.evaluation", str(mixed), "--contamination.ngram", "2", check=True)
+    assert "mixed.jsonl: " in r.stdout and "of 1 documents (1 bad records left out)" in r.stdout
 
 
 def test_index_help_and_docs_state_the_memory_the_build_counts():
