@@ -286,8 +286,8 @@ done
 # Its spec is a copy naming $OUT, and names step 6's copy of the stage-2 spec (whose counts it reuses).
 search=$(demo_config mix-search.yaml)
 filtered '^swarm:' "$OUT/logs/mix-search.log" "$DP" mix-search -c "$search" --no-progress
-echo "-- mix makes the proposal as written (mix-search checked it with mix's rules) -> $OUT/search/mix/"
-filtered '^mix summary' "$OUT/logs/mix-proposal.log" "$DP" mix -c "$OUT/search/proposal.mix.yaml" --no-progress
+echo "-- mix makes the proposal as written (mix-search checked it with mix's rules) -> $OUT/search/mix/; its plan:"
+filtered '^Dolmino plan' "$OUT/logs/mix-proposal.log" "$DP" mix -c "$OUT/search/proposal.mix.yaml" --no-progress | sed -n '1,/^  (repetition/p'
 
 echo
 echo "Outputs under $OUT/ (each stage wrote _manifest.json; a rerun skips finished work, --force redoes it)."

@@ -259,8 +259,8 @@ class MixSearchStage(Stage[MixSearchConfig]):
         spec = self.spec
         counted = spec.count(storage.join(self.output_root, "spec-counts.json"))
         spec_reps = np.array([spec.max_repetition(n) for n in self.names])
-        for i, n in enumerate(self.names):
-            spec_key = f"sources.{spec.index[n]}.max_repetition of fit.spec"
+        for i, n in enumerate(self.names):  # the cap that holds: the lower of the two (both, when equal)
+            spec_key = f"fit.spec's sources.{spec.index[n]}.max_repetition"
             keys[i] = spec_key if spec_reps[i] < reps[i] else keys[i] if reps[i] < spec_reps[i] else f"{keys[i]} and {spec_key}"
         tokens, where = (cfg.fit.target_tokens, "fit.target_tokens") if cfg.fit.target_tokens else (spec.target_tokens, "fit.spec")
         return Target(

@@ -8,7 +8,9 @@ script itself with a fake ``dolma-pipe`` that fails at once.
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
+import sys
 from pathlib import Path
 
 import yaml
@@ -22,11 +24,11 @@ SCRIPT = ROOT / "examples" / "run_demo.sh"
 
 
 def demo_bash(script: str, out: Path) -> subprocess.CompletedProcess:
-    """``script`` run by bash in the checkout's root after sourcing the demo for its helpers."""
+    """``script`` run by bash in the checkout's root after sourcing the demo for its helpers (with
+    this interpreter's environment as the demo's VENV)."""
     env = {**os.environ, "DEMO_OUTPUT": str(out)}
-    return subprocess.run(
-        ["bash", "-c", f"source {SCRIPT}\n{script}"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60, check=False
-    )
+    source = f"source {shlex.quote(str(SCRIPT))} {shlex.quote(sys.prefix)}"
+    return subprocess.run(["bash", "-c", f"{source}\n{script}"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60, check=False)
 
 
 def _paths(value: object) -> list[str]:
