@@ -155,7 +155,7 @@ def test_max_errors_counts_finished_files_on_rerun(tmp_path):
 
 
 class _DyingStage(ConvertStage):
-    name = "dying"
+    """``convert`` whose worker is killed on one file (the rerun is a plain ``convert``)."""
 
     def process(self, task, quarantine):
         if task.rel.startswith("part-0002"):

@@ -172,3 +172,25 @@ def damaged_parts(root: str, tasks: dict[str, dict[str, Any]]) -> dict[str, tupl
                 out[key] = (path, "damaged (its checksum differs from the one recorded when it was built)")
                 break
     return out
+
+
+def changed_sources(tasks: dict[str, dict[str, Any]]) -> dict[str, tuple[str, str]]:
+    """Finished build tasks whose S3 source (a shard, its sidecar, a document file) was rewritten
+    since it was indexed: ``{key: (path, problem)}``. Told by the object's ETag, recorded at build:
+    an S3 time has whole seconds, so a rewrite in the same second keeps the size and time the
+    runner compares."""
+    out: dict[str, tuple[str, str]] = {}
+    for key, data in tasks.items():
+        source = data.get("source") or {}
+        for f in (source, source.get("sidecar") or {}):
+            path, etag = f.get("path", ""), f.get("etag", "")
+            if not etag or not storage.is_remote(path):
+                continue
+            try:
+                now = storage.stat(path).etag
+            except storage.StorageError:
+                now = None
+            if now != etag:
+                out[key] = (path, "missing" if now is None else "changed since it was indexed (its ETag differs)")
+                break
+    return out

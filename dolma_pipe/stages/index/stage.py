@@ -49,7 +49,7 @@ from train.shards import (
 )
 
 from .config import MEMORY_PER_SYMBOL, IndexConfig
-from .files import SuffixIndexError, TaskFiles, damaged_parts
+from .files import SuffixIndexError, TaskFiles, changed_sources, damaged_parts
 from .format import (
     DOCUMENT_PART_FILES,
     INFO,
@@ -347,7 +347,8 @@ class IndexStage(Stage[IndexConfig]):
     def damaged_outputs(self, phase: str, records: list[TaskRecord]) -> dict[str, tuple[str, str]]:
         """Finished build tasks whose files no longer hash to what the build wrote (a flipped
         bit), or were built without checksums: redone by the runner, the rest kept."""
-        return damaged_parts(self.output_root, {r.key: r.data for r in records})
+        tasks = {r.key: r.data for r in records}
+        return {**changed_sources(tasks), **damaged_parts(self.output_root, tasks)}
 
     # ---- the step after: index.json, stale parts, contamination --------------------------------
 
