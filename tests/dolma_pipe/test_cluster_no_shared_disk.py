@@ -7,7 +7,9 @@ on a moto S3 server every node reaches (the AWS_* variables the nodes inherit). 
 with documents and paragraphs; MinHash with its work directory elsewhere), mix (streams, and
 Dolmino sources) and tokenize run on the cluster with ``--ray-address`` and write the same bytes
 as the same configs on the local executor; a driver killed mid-phase is rerun and resumes; a local
-path is refused in one line. Only the processes this test started are stopped (their command lines
+path is refused in one line; the suffix index of S3 token shards is built by the nodes (each
+in its own scratch space) into S3 as the local executor builds it, and queried through a checked
+local copy. Only the processes this test started are stopped (their command lines
 name its temp dirs).
 """
 
@@ -32,6 +34,8 @@ from dolma_pipe.config import load_config
 from dolma_pipe.documents import write_documents
 from dolma_pipe.manifest import read_manifest
 from dolma_pipe.runner import run_stage
+from dolma_pipe.stages.tokenize import TokenizeConfig, TokenizeStage
+from tests.dolma_pipe.stages.index_support import EOS, index_config, planted_documents, run_index, write_corpus
 from tests.helpers import free_port, kill_processes_under, kill_when, make_docs, private_tmp, train_tokenizer
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.timeout(900)]
@@ -299,3 +303,66 @@ def test_a_local_path_is_refused_in_one_line(cluster, s3_bucket, tmp_path):
         proc.stderr[-3000:]
     )
     assert not storage.glob(f"s3://{s3_bucket}/d/attributes/x/_done/**")  # no task ran
+
+
+# -- the index: token shards on S3, built by the nodes, the index on S3 -------------------------
+
+
+def _index_objects(prefix: str) -> dict[str, bytes]:
+    """The index's objects but its manifest, lock and markers (which name times, hosts, executors)."""
+    out = {}
+    for path in storage.glob(f"{prefix}/**"):
+        rel = path[len(prefix) + 1 :]
+        if not rel.startswith(("_done/", "_manifest.json", "_lock.json", "_failures.log")):
+            out[rel] = storage.read_bytes(path)
+    return out
+
+
+def test_an_s3_index_built_by_nodes_that_share_no_disk(cluster, s3_bucket, tmp_path):
+    address, auth = cluster
+    files = planted_documents(files=3, docs=30, seed=8)
+    write_corpus(tmp_path, files)
+    tokenizer = train_tokenizer(tmp_path / "tokenizer.json", [d["text"] for rows in files for d in rows], vocab_size=300)
+    tokens = f"s3://{s3_bucket}/tokens"
+    cfg = {
+        "documents": [str(tmp_path / "documents" / "*.gz")],
+        "destination": tokens,
+        "tokenizer": {"name_or_path": tokenizer, "eos_token_id": EOS},
+        "max_tokens": 1200,
+        "validation": {"fraction": 0.2},
+        "processes": 1,
+        "progress": False,
+    }
+    run_stage(TokenizeStage(load_config(TokenizeConfig, None, cfg)), stream=io.StringIO())
+    shards = [f"{tokens}/train", f"{tokens}/val"]
+
+    local = f"s3://{s3_bucket}/index-local"
+    run_index(index_config(local, shards=shards, processes=2))
+    dest = f"s3://{s3_bucket}/index"
+    config = tmp_path / "index.json"
+    config.write_text(json.dumps(index_config(dest, shards=shards)))
+    proc = subprocess.run(
+        [sys.executable, "-m", "dolma_pipe", "index", "-c", str(config), "--ray-address", address, "--processes", "2", "--no-progress"],
+        cwd=tmp_path,
+        env={**os.environ, **auth},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert read_manifest(dest).executor.name == "ray"
+    built = _index_objects(dest)
+    assert len([k for k in built if k.endswith(".sa")]) >= 4 and built == _index_objects(local)
+
+    answers = []
+    for root in (dest, local):
+        r = subprocess.run(
+            [sys.executable, "-m", "dolma_pipe", "query", "--index", root, "--cache", str(tmp_path / "cache"), "--tokens", str(EOS)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert r.returncode == 0, r.stderr[-3000:]
+        answers.append(r.stdout)
+    assert answers[0] == answers[1] and int(answers[0].replace(",", "")) == sum(len(rows) for rows in files)
+    assert any(Path(tmp_path / "cache").rglob("*.sa"))
