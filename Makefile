@@ -50,8 +50,11 @@ lint-python: setup-train
 
 lint: lint-python lint-rust
 
+# The suite on PYTEST_WORKERS processes (pytest-xdist), a module's tests on one worker so that a
+# module's shared fixture (a Ray cluster, a trained run) starts once; PYTEST_WORKERS=0 runs in one.
+PYTEST_WORKERS ?= 2
 test: setup-train rebuild lint cargo-test
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadscope $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) target demo-output
