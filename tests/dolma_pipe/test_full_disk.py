@@ -37,8 +37,27 @@ def _args(stage: str, docs: str, out: str) -> list[str]:
     return ["convert", "--documents", docs, "--destination", out, "--format", "jsonl.gz"]
 
 
-def _cli(args: list[str]) -> str:
-    return shlex.join([sys.executable, "-m", "dolma_pipe", *args, "--no-progress", "--processes", "2"])
+def _cli(args: list[str], processes: int = 2) -> str:
+    return shlex.join([sys.executable, "-m", "dolma_pipe", *args, "--no-progress", "--processes", str(processes)])
+
+
+def _in_own_mount_namespace(script: str) -> None:
+    """Run ``script`` where its mounts (a small tmpfs) are its own, the checkout importable."""
+    subprocess.run(
+        ["unshare", "--mount", "--propagation", "private", "bash", "-c", script],
+        check=True,
+        cwd=REPO_ROOT,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+    )
+
+
+def _one_line_error(tmp_path: Path, stage: str) -> str:
+    """The last line the run that found no room wrote (``full.err``), checked to be its one-line error."""
+    err = (tmp_path / "full.err").read_text()
+    assert (tmp_path / "full.rc").read_text().strip() == "1", err
+    last = err.strip().splitlines()[-1]
+    assert "Traceback" not in err and last.startswith(f"dolma-pipe {stage}: error: "), err
+    return last
 
 
 def _size(folder: Path) -> int:
@@ -69,17 +88,9 @@ mount -o remount,size={4 * need // 1024 + 1024}k {disk}
 {_cli(_args(stage, glob, str(disk / "out")))} 2> {tmp_path}/room.err; echo $? > {tmp_path}/room.rc
 cp -a {disk}/out {kept}
 """
-    subprocess.run(
-        ["unshare", "--mount", "--propagation", "private", "bash", "-c", script],
-        check=True,
-        cwd=REPO_ROOT,
-        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
-    )
-    err = (tmp_path / "full.err").read_text()
-    assert (tmp_path / "full.rc").read_text().strip() == "1", err
-    last = err.strip().splitlines()[-1]
-    assert "Traceback" not in err and last.startswith(f"dolma-pipe {stage}: error: "), err
-    assert f"{disk}/out/" in last and "No space left on device" in last, err
+    _in_own_mount_namespace(script)
+    last = _one_line_error(tmp_path, stage)
+    assert f"{disk}/out/" in last and "No space left on device" in last, last
     assert (tmp_path / "room.rc").read_text().strip() == "0", (tmp_path / "room.err").read_text()
     assert stage_outputs(kept) == stage_outputs(reference)
 
@@ -96,7 +107,7 @@ def test_a_full_local_scratch_says_it_is_tmpdir_and_how_much_it_needs(tmp_path, 
         write_documents(str(docs / f"part-{f}.jsonl.gz"), make_docs(300, seed=f, words=200))
     scratch = tmp_path / "scratch"
     scratch.mkdir()
-    cli = _cli(_args("tokenize", str(docs / "*.gz"), f"s3://{s3_bucket}/tok")).replace("--processes 2", "--processes 1")
+    cli = _cli(_args("tokenize", str(docs / "*.gz"), f"s3://{s3_bucket}/tok"), processes=1)
     # Room for the tokenizer file the run ships there first, not for the write phase's copies.
     script = f"""
 set -u
@@ -105,16 +116,8 @@ TMPDIR={scratch} {cli} 2> {tmp_path}/full.err; echo $? > {tmp_path}/full.rc
 mount -o remount,size=8m {scratch}
 TMPDIR={scratch} {cli} 2> {tmp_path}/room.err; echo $? > {tmp_path}/room.rc
 """
-    subprocess.run(
-        ["unshare", "--mount", "--propagation", "private", "bash", "-c", script],
-        check=True,
-        cwd=REPO_ROOT,
-        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
-    )
-    err = (tmp_path / "full.err").read_text()
-    assert (tmp_path / "full.rc").read_text().strip() == "1", err
-    last = err.strip().splitlines()[-1]
-    assert "Traceback" not in err and last.startswith("dolma-pipe tokenize: error: "), err
-    assert f"the local scratch space {scratch} (TMPDIR) cannot hold what tokenize's write task" in last, err
-    assert re.search(r"it needs about [\d,]+ bytes there, [\d,]+ bytes free; set TMPDIR", last), err
+    _in_own_mount_namespace(script)
+    last = _one_line_error(tmp_path, "tokenize")
+    assert f"the local scratch space {scratch} (TMPDIR) cannot hold what tokenize's write task" in last, last
+    assert re.search(r"it needs about [\d,]+ bytes there, [\d,]+ bytes free; set TMPDIR", last), last
     assert (tmp_path / "room.rc").read_text().strip() == "0", (tmp_path / "room.err").read_text()
