@@ -393,11 +393,7 @@ mod tests {
         let mut seed = 11u64;
         for round in 0..300 {
             let mut sa = good.clone();
-            for _ in 0..1 + round % 3 {
-                seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-                let at = (seed >> 33) as usize % sa.len();
-                sa[at] ^= 0xff;
-            }
+            crate::suffix::flip_random_bytes(&mut sa, 1 + round % 3, &mut seed);
             let shard = Shard::new(&text, &sa, w).unwrap();
             let _ = key_bounds(&shard, 3);
             let _ = repeated_windows(&[shard, shard], 4, 0, KEYS, true, Some(0xff));

@@ -220,12 +220,7 @@ mod tests {
         let mut seed = 7u64;
         for round in 0..200 {
             let mut sa = good.clone();
-            // A few bytes flipped at random: positions out of range or out of order.
-            for _ in 0..1 + round % 4 {
-                seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-                let at = (seed >> 33) as usize % sa.len();
-                sa[at] ^= 0xff;
-            }
+            crate::suffix::flip_random_bytes(&mut sa, 1 + round % 4, &mut seed);
             let idx = SuffixIndex::new(&text, &sa, w).unwrap();
             for start in (0..590).step_by(53) {
                 let _ = idx.count(&text[start..start + 3]);

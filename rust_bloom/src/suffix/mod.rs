@@ -78,6 +78,17 @@ pub fn packed_at(sa: &[u8], width: usize, i: usize) -> usize {
     u64::from_le_bytes(buf) as usize
 }
 
+/// Test support: flips `count` bytes of `bytes` at places drawn from `seed` (a linear congruential
+/// step each), as a damaged array on disk has them: positions out of range or out of order.
+#[cfg(test)]
+pub(crate) fn flip_random_bytes(bytes: &mut [u8], count: usize, seed: &mut u64) {
+    for _ in 0..count {
+        *seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        let at = (*seed >> 33) as usize % bytes.len();
+        bytes[at] ^= 0xff;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
