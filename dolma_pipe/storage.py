@@ -16,6 +16,7 @@ import fnmatch
 import glob as _glob
 import os
 import re
+import shutil
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -181,7 +182,6 @@ def local_scratch(what: str, need: int | None = None) -> Iterator[None]:
         cause = exc.__cause__ if isinstance(exc, StorageError) else exc
         if not isinstance(cause, OSError) or cause.errno not in _WRITE_ERRNOS:
             raise
-        import shutil
         import tempfile
 
         where = tempfile.gettempdir()
@@ -204,6 +204,43 @@ def write_bytes(path: str, data: bytes) -> None:
 def read_bytes(path: str) -> bytes:
     with open_read(path) as fh:
         return fh.read()
+
+
+@contextlib.contextmanager
+def atomic_local_path(path: str) -> Iterator[str]:
+    """For a writer that needs a path, not a file object (a Rust kernel, a library's ``save``, a
+    download): a hidden temporary path beside the local file ``path``, renamed to it when the block
+    ends cleanly and removed when it raises, so ``path`` only ever appears whole."""
+    final = local_path(path)
+    directory = os.path.dirname(final) or "."
+    os.makedirs(directory, exist_ok=True)
+    tmp = os.path.join(directory, f".{os.path.basename(final)}.tmp-{uuid.uuid4().hex[:12]}")
+    try:
+        yield tmp
+        os.replace(tmp, final)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+
+
+COPY_CHUNK = 16 << 20
+
+
+def download(path: str, local: str, *, durable: bool = False) -> None:
+    """The file or object at ``path`` copied into the local file ``local`` (for readers that need a
+    local file: memory maps, ``train.shards``); ``durable`` syncs it to disk before returning."""
+    with open_read(path) as src, open(local, "wb") as dst:
+        shutil.copyfileobj(src, dst, COPY_CHUNK)
+        if durable:
+            dst.flush()
+            os.fsync(dst.fileno())
+
+
+def upload(local: str, path: str) -> None:
+    """A local file copied to ``path`` (local or remote) as :func:`open_write_atomic` writes: it
+    appears whole or not at all."""
+    with open(local, "rb") as src, open_write_atomic(path) as dst:
+        shutil.copyfileobj(src, dst, COPY_CHUNK)
 
 
 def remove(path: str) -> None:

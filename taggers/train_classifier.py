@@ -341,17 +341,10 @@ def run(config: TrainClassifierConfig) -> dict[str, Any]:
 
         local_model = os.path.join(work, "model.bin")
         model.save_model(local_model)
-        if storage.is_remote(config.output):
-            with open(local_model, "rb") as fh:
-                storage.write_bytes(config.output, fh.read())
-        else:
-            os.makedirs(os.path.dirname(os.path.abspath(config.output)), exist_ok=True)
-            shutil.move(local_model, config.output + ".tmp")
-            os.replace(config.output + ".tmp", config.output)
+        storage.upload(local_model, config.output)
         if config.keep_files:
             for src, suffix in ((train_path, ".train.txt"), (valid_path, ".valid.txt")):
-                with open(src, "rb") as fh:
-                    storage.write_bytes(config.output + suffix, fh.read())
+                storage.upload(src, config.output + suffix)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

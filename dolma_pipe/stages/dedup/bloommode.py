@@ -100,11 +100,8 @@ def local_copy(path: str) -> str:
     tag = hashlib.sha256(f"{path}\0{info.size}\0{info.mtime}\0{info.etag}".encode()).hexdigest()[:16]
     local = os.path.join(tempfile.gettempdir(), "dolma-pipe-bloom", f"{tag}.bloom")
     if not os.path.exists(local):
-        os.makedirs(os.path.dirname(local), exist_ok=True)
-        tmp = f"{local}.tmp-{os.getpid()}"
-        with storage.open_read(path) as src, open(tmp, "wb") as dst:
+        with storage.atomic_local_path(local) as tmp, storage.open_read(path) as src, open(tmp, "wb") as dst:
             _copy(src, dst)
-        os.replace(tmp, local)
     return local
 
 

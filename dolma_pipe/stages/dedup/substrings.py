@@ -21,7 +21,6 @@ Ray.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import numpy as np
@@ -94,13 +93,8 @@ def _build_sealed(text: str, length: int, out: str) -> int:
     with workdir.open_read(text) as r:
         if r.content_len != length:
             raise WorkFileError(text, "damaged", f"damaged ({r.content_len} bytes, {length} written)")
-    tmp = os.path.join(os.path.dirname(out), f".{os.path.basename(out)}.tmp-{os.getpid()}")
-    try:
+    with storage.atomic_local_path(out) as tmp:
         _, width = suffix.build(text, "u8", tmp, length=length, seal=True)
-        os.replace(tmp, out)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
     return width
 
 

@@ -20,9 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import tempfile
-import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -179,13 +177,6 @@ def _check(root: str, wants: list[_Want], verify: bool) -> None:
 def _fetch(w: _Want) -> str:
     """Downloads ``w.remote`` to ``w.local`` (under a temporary name, renamed when whole); its digest."""
     assert w.remote is not None
-    os.makedirs(os.path.dirname(w.local), exist_ok=True)
-    tmp = os.path.join(os.path.dirname(w.local), f".{os.path.basename(w.local)}.tmp-{uuid.uuid4().hex[:12]}")
-    try:
-        with storage.open_read(w.remote) as src, open(tmp, "wb") as dst:
-            shutil.copyfileobj(src, dst, 16 << 20)
-        os.replace(tmp, w.local)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    with storage.atomic_local_path(w.local) as tmp:
+        storage.download(w.remote, tmp)
     return hexdigest(suffix.file_xxh3(w.local))

@@ -17,7 +17,6 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-import uuid
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -30,7 +29,6 @@ from .format import INFO, hexdigest
 # Files hashed at once: hashing runs without the GIL, and a part's files are read from the page
 # cache or the disk at their speed; a few threads keep a disk busy.
 HASH_THREADS = min(8, os.cpu_count() or 1)
-UPLOAD_CHUNK = 16 << 20
 
 
 class SuffixIndexError(DolmaPipeError, ValueError):
@@ -51,12 +49,6 @@ def hash_files(paths: Iterable[str]) -> dict[str, str | None]:
         return {}
     with ThreadPoolExecutor(min(HASH_THREADS, len(paths))) as pool:
         return dict(zip(paths, pool.map(one, paths)))
-
-
-def upload(local: str, remote: str) -> None:
-    """A local file to an object (atomic: the object appears when the upload completes)."""
-    with open(local, "rb") as src, storage.open_write_atomic(remote) as dst:
-        shutil.copyfileobj(src, dst, UPLOAD_CHUNK)
 
 
 class TaskFiles:
@@ -80,16 +72,8 @@ class TaskFiles:
     def write(self, rel: str, write: Callable[[str], Any], digest: Callable[[Any], int], *, keep: bool = True) -> Any:
         """``write(tmp)`` writes the file and returns what ``digest`` turns into the xxh3-64 of its
         bytes; renamed to ``rel`` when whole. Returns what ``write`` returned."""
-        final = self.local(rel)
-        os.makedirs(os.path.dirname(final), exist_ok=True)
-        tmp = os.path.join(os.path.dirname(final), f".{os.path.basename(final)}.tmp-{uuid.uuid4().hex[:12]}")
-        try:
+        with storage.atomic_local_path(self.local(rel)) as tmp:
             result = write(tmp)
-            os.replace(tmp, final)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
         self.digests[rel] = hexdigest(digest(result))
         if keep:
             self.kept.append(rel)
@@ -129,7 +113,7 @@ class TaskFiles:
             return {}
         etags = {}
         for rel in self.kept:
-            upload(self.local(rel), self.path(rel))
+            storage.upload(self.local(rel), self.path(rel))
             etags[rel] = storage.stat(self.path(rel)).etag
         return etags
 

@@ -23,8 +23,6 @@ from __future__ import annotations
 
 import functools
 import io
-import os
-import shutil
 from typing import Any
 
 import numpy as np
@@ -86,10 +84,7 @@ def _where_the_text_is(kind: str, info: IndexInfo, root: str) -> str:
 
 def _download(path: str, tmp: str) -> int:
     """A remote file copied to ``tmp``; the xxh3-64 of the copy (what the index records of it)."""
-    with storage.open_read(path) as src, open(tmp, "wb") as dst:
-        shutil.copyfileobj(src, dst, 16 << 20)
-        dst.flush()
-        os.fsync(dst.fileno())
+    storage.download(path, tmp, durable=True)
     return suffix.file_xxh3(tmp)
 
 

@@ -14,8 +14,9 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-import tempfile
 from importlib import metadata
+
+from dolma_pipe import storage
 
 PACKAGE = "vl-convert-python"
 # The script ends by setting these globals (a check that a cached file is whole).
@@ -48,15 +49,8 @@ def javascript() -> str:
         if text.rstrip().endswith(ENDS_WITH):
             return text
     text = _build()
-    with contextlib.suppress(OSError):
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        # Written aside and renamed: a report killed mid-write leaves no half script to be read.
-        fd, tmp = tempfile.mkstemp(prefix=".vega-bundle-", dir=os.path.dirname(path))
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(text)
-            os.replace(tmp, path)
-        finally:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
+    # Written aside and renamed: a report killed mid-write leaves no half script to be read. A
+    # cache folder that cannot be written only costs the next report the build again.
+    with contextlib.suppress(OSError), storage.atomic_local_path(path) as tmp, open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(text)
     return text

@@ -24,7 +24,6 @@ from __future__ import annotations
 import hashlib
 import heapq
 import os
-import shutil
 import tempfile
 from collections import Counter
 from collections.abc import Iterable
@@ -600,6 +599,5 @@ def _sidecar_rows(path: str) -> list[Any]:
         return list(iter_sidecar(path))
     with tempfile.TemporaryDirectory(prefix="dolma-pipe-report-") as tmp:
         local = os.path.join(tmp, path.rsplit("/", 1)[-1])
-        with storage.open_read(path) as src, open(local, "wb") as dst:
-            shutil.copyfileobj(src, dst, 1 << 20)
+        storage.download(path, local)
         return list(iter_sidecar(local))

@@ -55,8 +55,7 @@ def _staged(final: str) -> Iterator[str]:
         yield path
         tokens = final[: -len(TOKENS_SUFFIX)]
         for local, remote in ((path[: -len(TOKENS_SUFFIX)] + SIDECAR_SUFFIX, tokens + SIDECAR_SUFFIX), (path, final)):
-            with open(local, "rb") as src, storage.open_write_atomic(remote) as dst:
-                shutil.copyfileobj(src, dst, 1 << 22)
+            storage.upload(local, remote)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
