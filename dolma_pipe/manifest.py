@@ -196,3 +196,18 @@ def read_manifest(root: str) -> Manifest:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
         raise ManifestError(f"{path}: not a dolma-pipe manifest ({where}: {first['msg']})") from None
+
+
+def run_beside(folder: str, stage: str) -> tuple[str, Manifest] | None:
+    """The finished ``stage`` run whose files are in ``folder``: its manifest (one with results) in
+    that folder or the one above, where a run with sub-folders keeps it (``tokenize``'s beside its
+    ``train/`` and ``val/``), and the folder holding it; None when neither holds one. A manifest
+    there that cannot be read is a :class:`ManifestError` naming it."""
+    folder = folder.rstrip("/")
+    above = folder.rsplit("/", 1)[0] if "/" in folder else folder
+    for up in dict.fromkeys((folder, above)):
+        if storage.exists(storage.join(up, MANIFEST)):
+            m = read_manifest(up)
+            if m.stage == stage and m.results:
+                return up, m
+    return None

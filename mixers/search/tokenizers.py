@@ -19,7 +19,7 @@ from typing import Any
 from dolma_pipe import storage
 from dolma_pipe import tokenizer as toks
 from dolma_pipe.config import ConfigError
-from dolma_pipe.manifest import MANIFEST, ManifestError, read_manifest
+from dolma_pipe.manifest import ManifestError, run_beside
 from train.shards import TOKENS_SUFFIX
 
 
@@ -39,26 +39,16 @@ class Recorded:
         return f"{self.name} ({', '.join(what)})" if what else self.name
 
 
-def _parent(path: str) -> str:
-    path = path.rstrip("/")
-    return path.rsplit("/", 1)[0] if "/" in path else path
-
-
 def tokenize_results(path: str) -> dict[str, Any] | None:
     """What the tokenize run that wrote the shards at ``path`` (a folder or a ``.npy`` file)
-    recorded: its manifest in the shards' folder or the one above (``<destination>/train``)."""
-    folder = _parent(path) if path.endswith(TOKENS_SUFFIX) else path.rstrip("/")
-    for up in (folder, _parent(folder)):
-        manifest = storage.join(up, MANIFEST)
-        try:
-            if not storage.exists(manifest):
-                continue
-            m = read_manifest(manifest)
-        except (ManifestError, storage.StorageError):
-            continue
-        if m.stage == "tokenize" and m.results.get("tokenizer"):
-            return m.results
-    return None
+    recorded (:func:`~dolma_pipe.manifest.run_beside`); None when no readable manifest says."""
+    path = path.rstrip("/")
+    folder = path.rsplit("/", 1)[0] if path.endswith(TOKENS_SUFFIX) else path
+    try:
+        found = run_beside(folder, "tokenize")
+    except (ManifestError, storage.StorageError):
+        return None
+    return found[1].results if found is not None and found[1].results.get("tokenizer") else None
 
 
 def recorded(key: str, path: str) -> Recorded | None:

@@ -20,10 +20,10 @@ from train.shards import TOKENS_SUFFIX, ShardError, check_shard_runs, find_shard
 
 def shard_folders(given: list[str]) -> list[str]:
     """The folder of each path given as shards: itself, or a shard file's folder."""
-    return [parent(p) if p.endswith(TOKENS_SUFFIX) else p.rstrip("/") for p in given]
+    return [_parent(p) if p.endswith(TOKENS_SUFFIX) else p.rstrip("/") for p in given]
 
 
-def parent(path: str) -> str:
+def _parent(path: str) -> str:
     return path.rstrip("/").rsplit("/", 1)[0]
 
 

@@ -33,7 +33,7 @@ from dolma_pipe import tokenizer as toks
 from dolma_pipe.config import ConfigError
 from dolma_pipe.documents import read_documents
 from dolma_pipe.filters import gzip_member
-from dolma_pipe.manifest import MANIFEST, InputFile, TaskRecord, read_manifest
+from dolma_pipe.manifest import InputFile, TaskRecord, run_beside
 from dolma_pipe.quarantine import Quarantine
 from dolma_pipe.stage import Phase, RunContext, Stage, StepResult, Task, TaskOutput
 from train.shards import (
@@ -63,7 +63,7 @@ from .format import (
     part_path,
     part_rel,
 )
-from .sources import list_shards, parent, refuse_destination_among_shards, shard_folders
+from .sources import list_shards, refuse_destination_among_shards, shard_folders
 
 
 def _save_array(files: TaskFiles, rel: str, array: np.ndarray) -> None:
@@ -143,13 +143,10 @@ class IndexStage(Stage[IndexConfig]):
         recorded: dict[str, Any] = {}
         runs = []
         for folder in sorted(set(shard_folders(cfg.shards))):
-            for up in (folder, parent(folder)):
-                if storage.exists(storage.join(up, MANIFEST)):
-                    m = read_manifest(up)
-                    if m.stage == "tokenize" and m.results:
-                        recorded = recorded or m.results
-                        runs.append(up)
-                        break
+            found = run_beside(folder, "tokenize")
+            if found is not None:
+                recorded = recorded or found[1].results
+                runs.append(found[0])
         dtype = cfg.dtype or recorded.get("dtype")
         if dtype is None:
             raise ConfigError("config key 'dtype': the shards' token dtype (uint16 or uint32); no tokenize manifest beside them says it")
