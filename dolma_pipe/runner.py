@@ -549,7 +549,7 @@ def _run_locked(stage: Stage, executor: Executor | None, stream: TextIO) -> RunS
         config=cfg.model_dump(mode="json"),
         executor=info,
         fingerprint=fingerprint,
-        resolved=dict(stage.resolved),
+        resolved=stage.resolved.as_json(),
         inputs=inputs,
         phases=[PhaseRecord(name=p.name) for p in phases],
     )

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, TypeVar
 
 import orjson
+from pydantic import BaseModel, ConfigDict
 
 from dolma_pipe import paths, storage
 from dolma_pipe.config import RunOptions
@@ -153,8 +154,25 @@ class Phase:
 C = TypeVar("C", bound=RunOptions)
 
 
-class Resolved(dict):
-    """What a run resolved from its config, once, on the driver (:meth:`Stage.resolve`): read-only."""
+class Resolved(BaseModel):
+    """What a run resolved from its config, once, on the driver (:meth:`Stage.resolve`): fixed.
+
+    A stage with values to resolve returns a subclass with typed fields (dedup's
+    :class:`~dolma_pipe.stages.dedup.config.DedupResolved`...). What the manifest records and the
+    fingerprint hashes is :meth:`as_json`: the JSON values, fields that are None left out.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        raise TypeError("a run's resolved values are fixed when it starts")
+
+    def as_json(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", exclude_none=True)
+
+
+class _ResolvedDict(dict):
+    """A stage's resolved values still given as a dict (read-only): until every stage has its model."""
 
     def _fixed(self, *args: Any, **kwargs: Any) -> Any:
         raise TypeError("a run's resolved values are fixed when it starts")
@@ -163,7 +181,10 @@ class Resolved(dict):
     update = pop = popitem = clear = setdefault = _fixed
 
     def __reduce__(self) -> tuple[Any, ...]:  # pickled to workers with the stage
-        return (Resolved, (dict(self),))
+        return (_ResolvedDict, (dict(self),))
+
+    def as_json(self) -> dict[str, Any]:
+        return dict(self)
 
 
 class Stage(ABC, Generic[C]):
@@ -189,7 +210,7 @@ class Stage(ABC, Generic[C]):
 
     def __init__(self, config: C):
         self.config: C = config
-        self.resolved: Resolved = Resolved()
+        self.resolved: Any = Resolved()
 
     @property
     def output_root(self) -> str:
@@ -234,16 +255,21 @@ class Stage(ABC, Generic[C]):
 
     # ---- what a run uses, resolved once, and its fingerprint -----------------------------
 
-    def resolve(self, inputs: list[InputFile]) -> dict[str, Any]:
+    def resolve(self, inputs: list[InputFile]) -> Resolved | dict[str, Any]:
         """The values a run uses that its config only implies (dedup's hash ranges and Bloom sizes,
         a tokenizer's digest and special ids...), worked out once on the driver before anything is
         planned: phases read them from :attr:`resolved`, the manifest records them, and they are
-        part of the fingerprint. JSON values only."""
-        return {}
+        part of the fingerprint. A :class:`Resolved` model with typed fields."""
+        return Resolved()
 
     def prepare(self, inputs: list[InputFile]) -> str:
         """Resolves the run (:meth:`resolve`, then :attr:`resolved` is fixed) and returns its fingerprint."""
-        self.resolved = Resolved(orjson.loads(orjson.dumps(self.resolve(inputs))))
+        values = self.resolve(inputs)
+        if isinstance(values, Resolved):
+            # Through JSON, as the manifest keeps them: a resumed run's values are the same objects.
+            self.resolved = type(values).model_validate_json(orjson.dumps(values.as_json()))
+        else:
+            self.resolved = _ResolvedDict(orjson.loads(orjson.dumps(values)))
         return self.fingerprint(inputs)
 
     def fingerprint(self, inputs: list[InputFile]) -> str:
@@ -256,7 +282,7 @@ class Stage(ABC, Generic[C]):
         shaping.pop("documents", None)
         if self.depends_on_input_set:
             shaping["__inputs__"] = [[f.path, f.size, f.mtime] for f in inputs]
-        shaping["__resolved__"] = dict(self.resolved)
+        shaping["__resolved__"] = self.resolved.as_json()
         blob = orjson.dumps({"stage": self.name, **shaping}, option=orjson.OPT_SORT_KEYS)
         return hashlib.sha256(blob).hexdigest()[:16]
 
