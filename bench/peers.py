@@ -56,7 +56,7 @@ def our_env() -> dict[str, str]:
     if not _compiled:
         import compileall
 
-        for package in ("dolma_pipe", "taggers", "mixers", "train"):
+        for package in ("dolma_pipe", "taggers", "mixers", "train", "report"):
             compileall.compile_dir(os.path.join(ROOT, package), quiet=1)
         _compiled = True
     return dict(os.environ, PYTHONPATH=ROOT)

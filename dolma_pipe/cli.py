@@ -78,19 +78,8 @@ COMMANDS: list[Command] = [
     ),
     Command("index", "dolma_pipe.stages.index:IndexStage", "suffix arrays over token shards or documents (counts, finding, tracing)"),
     Command("query", "dolma_pipe.stages.index:QueryAction", "count, find or trace text against an index (dolma-pipe index)"),
-    Command("report", "dolma_pipe.stages.report:ReportStage", "one offline HTML page (and its data) of what every stage did to the corpus"),
+    Command("report", "report:ReportStage", "one offline HTML page (and its data) of what every stage did to the corpus"),
 ]
-
-
-def stage_class(name: str) -> type[Stage] | None:
-    """The stage class of the built command ``name`` (what wrote a run whose manifest says
-    ``stage: name``), or None: how a stage that reads other runs (``report``) reaches their stages
-    without importing their packages."""
-    for cmd in COMMANDS:
-        if cmd.name == name and cmd.target is not None:
-            cls = cmd.load()
-            return cls if isinstance(cls, type) and issubclass(cls, Stage) else None
-    return None
 
 
 def _unwrap(annotation: Any) -> tuple[Any, bool]:

@@ -1,9 +1,8 @@
 """What a mix run tells ``dolma-pipe report``: its streams or sources with their rules compiled as
 the run compiled them, and, for one document file, what those rules decide for each document.
 
-The report finds this module through the ``mix`` stage (:meth:`mixers.stage.MixStage.report_groups`
-and :meth:`~mixers.stage.MixStage.report_verdicts`), never by importing ``mixers``: the CLI's
-registry is the one place that knows every stage.
+The report (:mod:`report.discover`) imports this module: it sits above the stages it reads
+(docs/development.md, Layers); nothing in ``mixers`` knows the report.
 """
 
 from __future__ import annotations

@@ -56,25 +56,6 @@ class MixStage(Stage[MixConfig]):
     # Dolma's work_dir is accepted and unused; the others say how a run goes, not what it writes.
     run_keys = frozenset({"batch_size", "dryrun", "work_dir", "keep_work"})
 
-    # What a report reads of a mix run (mixers/report.py): the report finds them through this class.
-    @staticmethod
-    def report_groups(config: dict[str, Any], inputs: set[str]) -> list[Any]:
-        from mixers.report import rule_groups
-
-        return rule_groups(config, inputs)
-
-    @staticmethod
-    def report_verdicts(rules: Any, path: str, stored: str | None = None) -> tuple[dict[int, int], dict[str, int]]:
-        from mixers.report import verdicts
-
-        return verdicts(rules, path, stored)
-
-    @staticmethod
-    def report_verdict_files(root: str, manifest: Any) -> dict[str, str]:
-        from mixers.report import stored_verdicts
-
-        return stored_verdicts(root, manifest)
-
     def __init__(self, config: MixConfig):
         # An olmix mixture file sets the sources' ratios; the run records the spec as applied.
         config = apply_mixture(config)

@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 
 from dolma_pipe import storage
-from dolma_pipe.cli import stage_class
+from dolma_pipe.cli import COMMANDS
 from dolma_pipe.config import load_config
 from dolma_pipe.documents import write_documents
 from dolma_pipe.manifest import read_manifest
@@ -147,6 +147,11 @@ def _configs(bucket: str, root: str, tokenizer: str) -> dict[str, tuple[str, dic
         "mix-sources": ("mix", sources),
         "tokenize": ("tokenize", tokens),
     }
+
+
+def stage_class(command: str):
+    """The stage class of the CLI command ``command``."""
+    return next(c for c in COMMANDS if c.name == command).load()
 
 
 def _run_local(command: str, config: dict) -> None:

@@ -177,7 +177,7 @@ def test_cli_prints_a_table_and_writes_the_json(setup, tmp_path, capsys):
 
 
 def test_the_report_reads_domain_tables_and_old_ones(setup, tmp_path):
-    from dolma_pipe.stages.report.discover import evaluation_table
+    from report.discover import evaluation_table
 
     old = {"a/step2": {"loss": 2.0, "ppl": math.exp(2.0), "tokens": 10}}
     assert evaluation_table(old) == old

@@ -21,10 +21,10 @@ from typing import Any
 import orjson
 
 from dolma_pipe import storage
-from dolma_pipe.stages.report.bins import bin_edges, length_edges, sorted_bins, value_bin
-from dolma_pipe.stages.report.discover import RunSet, evaluation_table
-from dolma_pipe.stages.report.summarize import SHORT, language_prefix
-from dolma_pipe.stages.report.training import TrainRun
+from report.bins import bin_edges, length_edges, sorted_bins, value_bin
+from report.discover import RunSet, evaluation_table
+from report.summarize import SHORT, language_prefix
+from report.training import TrainRun
 
 WEIGHTS = ("docs", "chars", "tokens")
 TOKEN_SHARDS = "token shards (all sources)"

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from dolma_pipe import storage
-from tests.dolma_pipe.stages.report_support import build_chain, report, write_train_run
 from tests.helpers import make_docs, run_cli, train_tokenizer
+from tests.report.report_support import build_chain, report, write_train_run
 
 pytestmark = pytest.mark.slow
 

@@ -39,7 +39,7 @@ from dolma_pipe.documents import DocumentError, compression_of
 from dolma_pipe.filters import RuleSyntax, rule_attributes
 from dolma_pipe.lineblocks import AttributeRows, line_blocks
 from dolma_pipe.quarantine import Quarantine
-from dolma_pipe.stages.report.bins import add_nested, code_key, length_codes, length_key, value_codes, weighted_bins
+from report.bins import add_nested, code_key, length_codes, length_key, value_codes, weighted_bins
 
 # As the mix names it in its manifest (mixers/summary.py), so the report's rows line up with it.
 NO_INCLUDE = "include (none matched)"

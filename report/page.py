@@ -17,14 +17,14 @@ from typing import Any
 import orjson
 
 from dolma_pipe import storage
-from dolma_pipe.stages.report import bundle
+from report import bundle
 
 PAGE = "report.html"
 DATA_DIR = "report_data"
 
 
 def _asset(name: str) -> str:
-    return resources.files("dolma_pipe.stages.report").joinpath("assets").joinpath(name).read_text(encoding="utf-8")
+    return resources.files("report").joinpath("assets").joinpath(name).read_text(encoding="utf-8")
 
 
 def _script_json(data: Any) -> str:

@@ -11,8 +11,8 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from dolma_pipe.stages.report import bundle, charts, sections
-from dolma_pipe.stages.report.bins import length_edges, length_key
+from report import bundle, charts, sections
+from report.bins import length_edges, length_key
 
 vl_convert = pytest.importorskip("vl_convert")
 

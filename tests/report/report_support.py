@@ -18,16 +18,16 @@ from dolma_pipe.documents import read_documents, write_documents
 from dolma_pipe.runner import run_stage
 from dolma_pipe.stages.dedup import DedupStage
 from dolma_pipe.stages.dedup.config import DedupConfig
-from dolma_pipe.stages.report import ReportStage
-from dolma_pipe.stages.report.config import ReportConfig
 from dolma_pipe.stages.tokenize import TokenizeStage
 from dolma_pipe.stages.tokenize.config import TokenizeConfig
 from mixers.config import MixConfig
 from mixers.stage import MixStage
+from report import ReportStage
+from report.config import ReportConfig
 from taggers.stage import TagConfig, TagStage
 from tests.helpers import train_tokenizer
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "examples" / "sample" / "documents"
 SOURCES = ("debian-handbook", "python-doc")
 

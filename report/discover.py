@@ -22,6 +22,8 @@ from dolma_pipe import lock, storage
 from dolma_pipe.config import ConfigError
 from dolma_pipe.errors import DolmaPipeError
 from dolma_pipe.manifest import MANIFEST, InputFile, Manifest, ManifestError, read_manifest
+from mixers import report as mix_report
+from mixers.rules import StreamRules
 
 # Stages whose inputs are the corpus's documents (their outputs are attributes or counts).
 CORPUS_READERS = ("tag", "dedup", "stats", "mix")
@@ -76,6 +78,17 @@ def holder_gone(root: str) -> str | None:
     return None if why is None else why.replace("its run", "its process", 1)
 
 
+@dataclass(frozen=True)
+class RunVerdicts:
+    """A mix run's verdicts on one of its files: the ones its task kept, else its rules evaluated
+    again (:func:`mixers.report.verdicts`)."""
+
+    stored: dict[str, str]  # input path -> its verdicts file
+
+    def __call__(self, rules: StreamRules, path: str) -> tuple[dict[int, int], dict[str, int]]:
+        return mix_report.verdicts(rules, path, self.stored.get(path))
+
+
 @dataclass
 class MixGroup:
     """One stream or source of a mix run, with the rules the report evaluates on its files."""
@@ -84,23 +97,12 @@ class MixGroup:
     index: int  # its position in the run's groups
     name: str
     kind: str  # "stream" or "source"
-    rules: Any  # the mix's compiled rules (mixers.rules.StreamRules)
+    rules: StreamRules  # compiled as the mix compiled them
     files: list[str]
-    verdicts: Any  # (rules, path) -> (match mask per document line, documents per mask)
+    verdicts: RunVerdicts  # (rules, path) -> (match mask per document line, documents per mask)
     # Per file: documents the rules kept that min_text_length then dropped (after span replacement),
     # as the mix's task counted them; the mix keeps the count per file, not which documents.
     short: dict[str, int] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class RunVerdicts:
-    """A mix run's verdicts on one of its files: the ones its task kept, else its rules evaluated again."""
-
-    evaluate: Any  # the mix stage's report_verdicts(rules, path, stored)
-    stored: dict[str, str]  # input path -> its verdicts file
-
-    def __call__(self, rules: Any, path: str) -> tuple[dict[int, int], dict[str, int]]:
-        return self.evaluate(rules, path, self.stored.get(path))
 
 
 @dataclass
@@ -211,23 +213,16 @@ def discover(folders: list[str], exclude: str) -> RunSet:
 
 
 def _mix_groups(found: RunSet) -> list[MixGroup]:
-    """The streams and sources of every complete mix run, their rules compiled as the mix did (by
-    the mix stage itself, found through the CLI's registry)."""
-    from dolma_pipe.cli import stage_class
-
-    mix = stage_class("mix")
-    report_groups, report_verdicts = getattr(mix, "report_groups", None), getattr(mix, "report_verdicts", None)
-    verdict_files = getattr(mix, "report_verdict_files", None)
-    if report_groups is None or report_verdicts is None:
-        return []
+    """The streams and sources of every complete mix run, their rules compiled as the mix did
+    (:mod:`mixers.report`)."""
     groups = []
     for run in found.of("mix"):
         try:
-            made = report_groups(run.manifest.config, {f.path for f in run.manifest.inputs})
+            made = mix_report.rule_groups(run.manifest.config, {f.path for f in run.manifest.inputs})
         except (DolmaPipeError, ValueError) as exc:
             found.problems.append(f"{run.root}: the mix's rules cannot be evaluated again ({exc}); its per-rule samples are left out")
             continue
-        verdicts = RunVerdicts(report_verdicts, verdict_files(run.root, run.manifest) if verdict_files else {})
+        verdicts = RunVerdicts(mix_report.stored_verdicts(run.root, run.manifest))
         for g in made:
             groups.append(MixGroup(run.name, g.index, g.name, g.kind, g.rules, g.files, verdicts, _short(run.manifest, g.index)))
     return groups

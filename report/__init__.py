@@ -1,6 +1,6 @@
 """``dolma-pipe report``: one offline HTML page showing what every stage did to the corpus, and the
 data folder behind it (see :mod:`.stage`)."""
 
-from dolma_pipe.stages.report.stage import ReportStage
+from report.stage import ReportStage
 
 __all__ = ["ReportStage"]

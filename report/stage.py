@@ -26,11 +26,11 @@ from dolma_pipe import tokenizer as toks
 from dolma_pipe.manifest import InputFile, TaskRecord
 from dolma_pipe.quarantine import Quarantine
 from dolma_pipe.stage import Phase, RunContext, Stage, StepResult, Task, TaskOutput
-from dolma_pipe.stages.report import charts, page, sections
-from dolma_pipe.stages.report.config import ReportConfig
-from dolma_pipe.stages.report.discover import RunSet, attribute_sets, corpus_files, discover, token_metadata, warn
-from dolma_pipe.stages.report.summarize import RuleSet, merge, summarize_documents, summarize_tokens
-from dolma_pipe.stages.report.training import read_train_run
+from report import charts, page, sections
+from report.config import ReportConfig
+from report.discover import RunSet, attribute_sets, corpus_files, discover, token_metadata, warn
+from report.summarize import RuleSet, merge, summarize_documents, summarize_tokens
+from report.training import read_train_run
 
 _WORD = re.compile(r"\w+")
 
