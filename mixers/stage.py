@@ -12,13 +12,11 @@ Every output document has ``metadata.provenance = "<input file name>:<line>"``.
 
 from __future__ import annotations
 
-from typing import Any
-
 from dolma_pipe import paths, storage
 from dolma_pipe import tokenizer as toks
 from dolma_pipe.config import ConfigError
 from dolma_pipe.manifest import InputFile
-from dolma_pipe.stage import Phase, Stage
+from dolma_pipe.stage import Phase, Resolved, Stage
 from dolma_pipe.workdir import WorkDir
 from mixers import dolmino, quality, tokens
 from mixers.config import MixConfig
@@ -26,6 +24,16 @@ from mixers.layout import Group, MixLayout
 from mixers.olmix import apply_mixture
 from mixers.sources import Sources
 from mixers.streams import Streams, dry_run
+
+
+class MixResolved(Resolved):
+    """What a mix run resolves: the attribute files its rules read (path, size, mtime), and for a
+    mix of sources the tokenizer that counts (its file's digest, 16 hex digits) and each source's
+    requested tokens (None for streams: left out of the manifest)."""
+
+    attributes: tuple[tuple[str, int, float], ...]
+    tokenizer: str | None = None
+    requested_tokens: dict[str, int] | None = None
 
 
 def check_spec(cfg: MixConfig) -> None:
@@ -96,15 +104,15 @@ class MixStage(Stage[MixConfig]):
     def groups(self) -> list[Group]:
         return self.layout.groups
 
-    def resolve(self, inputs: list[InputFile]) -> dict[str, Any]:
+    def resolve(self, inputs: list[InputFile]) -> MixResolved:
         """The attribute files the rules read, as they are (a tag or dedup run redone since gives
         other rows: the mix is redone too); sources: the tokenizer that counts (its file's digest)
         and each source's requested tokens."""
-        out: dict[str, Any] = {"attributes": [[f.path, f.size, f.mtime] for f in self._attribute_files]}
-        if self.config.sources:
-            out.update(tokenizer=self.tokenizer_id, requested_tokens=self.requested)
-            toks.ship(self.work, self.tokenizer_path, self.tokenizer_sha)  # for nodes that lack the file
-        return out
+        attributes = tuple((f.path, f.size, f.mtime) for f in self._attribute_files)
+        if not self.config.sources:
+            return MixResolved(attributes=attributes)
+        toks.ship(self.work, self.tokenizer_path, self.tokenizer_sha)  # for nodes that lack the file
+        return MixResolved(attributes=attributes, tokenizer=self.tokenizer_id, requested_tokens=self.requested)
 
     def plan_inputs(self) -> list[InputFile]:
         """Every group's inputs (named ``<group>/<relative name>``), each with its attribute files."""
