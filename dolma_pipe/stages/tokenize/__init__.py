@@ -25,8 +25,10 @@ Layout: ``<destination>/train/part-XXXXX.npy`` (+ ``.csv.gz``) and, with a valid
 ``<destination>/val/part-XXXXX.npy``: the ``data.paths`` and ``data.val_paths`` of ``train/``.
 
 Modules: :mod:`.config` (the config, with Dolma's keys), :mod:`.rules` (Dolma's rules for a
-document's tokens, the seeded order and hold-out keys, shard packing), :mod:`.encode` (phase 1),
-:mod:`.shards` (phases 2 and 3), :mod:`.stage` (the stage: the tokenizer, paths, phases).
+document's tokens, the seeded order and hold-out keys, shard packing), :mod:`.run` (the tokenizer
+settled once, the resolved values, and the run's value every phase is built from), :mod:`.plan`
+(what the phases hand each other, typed), :mod:`.encode` (phase 1), :mod:`.shards` (phases 2 and
+3), :mod:`.stage` (the stage: builds the run's value and asks the phase classes for the phases).
 
 Three phases (each resumable where it stopped):
 
