@@ -23,6 +23,7 @@ import orjson
 from dolma_pipe import storage
 from report.bins import bin_edges, length_edges, sorted_bins, value_bin
 from report.discover import RunSet, evaluation_table
+from report.resolved import Clusters
 from report.summarize import SHORT, language_prefix
 from report.training import TrainRun
 
@@ -461,7 +462,7 @@ def diff_words(a: str, b: str) -> list[list[str]]:
 
 
 def dedup(
-    found: RunSet, counts: dict[str, Any], samples: dict[str, Any], texts: dict[str, str], clusters: dict[str, Any], weigh: Weigher
+    found: RunSet, counts: dict[str, Any], samples: dict[str, Any], texts: dict[str, str], clusters: dict[str, Clusters], weigh: Weigher
 ) -> dict[str, Any]:
     charts = []
     present = counts.get("present", {})
@@ -488,7 +489,7 @@ def dedup(
         )
         info = clusters.get(run.name)
         if info:
-            sizes: dict[str, int] = info["sizes"]
+            sizes = info.sizes
             ordered = sorted(sizes, key=int)
             charts.append(
                 chart(
@@ -505,17 +506,17 @@ def dedup(
                 )
             )
             shown = []
-            for c in info["largest"]:
-                members = [m for m in c["members"] if m["id"] in texts]
+            for c in info.largest:
+                members = [m for m in c.members if m.id in texts]
                 if not members:
                     continue
-                base = texts[members[0]["id"]]
+                base = texts[members[0].id]
                 shown.append(
                     {
-                        "cluster": c["cluster"],
-                        "size": c["size"],
+                        "cluster": c.cluster,
+                        "size": c.size,
                         "members": [
-                            {**{k: m[k] for k in ("id", "file", "line", "survivor")}, "diff": diff_words(base, texts[m["id"]])}
+                            {"id": m.id, "file": m.file, "line": m.line, "survivor": m.survivor, "diff": diff_words(base, texts[m.id])}
                             for m in members
                         ],
                     }

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from typing import Any
 
 from dolma_pipe import paths, storage
 from dolma_pipe import tokenizer as toks
@@ -29,6 +28,7 @@ from dolma_pipe.stage import Phase, RunContext, Stage, StepResult, Task, TaskOut
 from report import charts, page, sections
 from report.config import ReportConfig
 from report.discover import RunSet, attribute_sets, corpus_files, discover, token_metadata, warn
+from report.resolved import Clusters, ReportResolved, TokenizerFile
 from report.summarize import RuleSet, merge, summarize_documents, summarize_tokens
 from report.training import read_train_run
 
@@ -40,6 +40,7 @@ class ReportStage(Stage[ReportConfig]):
     description = "one offline HTML page (and its data) of what every stage did to the corpus"
     config_model = ReportConfig
     run_keys = frozenset({"title", "series_points"})
+    resolved: ReportResolved
 
     def __init__(self, config: ReportConfig):
         super().__init__(config)
@@ -70,35 +71,41 @@ class ReportStage(Stage[ReportConfig]):
                 return str(name)
         return None
 
-    def resolve(self, inputs: list[InputFile]) -> dict[str, Any]:
-        tokenizer = None
+    def resolve(self, inputs: list[InputFile]) -> ReportResolved:
+        return ReportResolved(
+            runs=tuple((r.root, r.stage, r.status, r.manifest.fingerprint) for r in self.found.runs),
+            rules={k: rs.rules.digest() for k, rs in sorted(self.rule_sets.items())},
+            tokenizer=self._tokenizer_file(),
+            clusters=self._clusters(),
+            contamination=tuple(
+                sorted(
+                    run.manifest.config["decontamination"]["attribute_name"]
+                    for run in self.found.of("dedup")
+                    if run.manifest.config.get("decontamination")
+                )
+            ),
+        )
+
+    def _tokenizer_file(self) -> TokenizerFile | None:
         name = self._tokenizer_name()
-        if name:
-            try:
-                path = toks.resolve(name)
-                tokenizer = {"path": path, "digest": toks.file_digest(path)}
-            except toks.TokenizerError as exc:
-                self.found.problems.append(f"tokenizer {name!r}: {exc}; token weights are left out")
-        clusters = {}
+        if not name:
+            return None
+        try:
+            path = toks.resolve(name)
+            return TokenizerFile(path=path, digest=toks.file_digest(path))
+        except toks.TokenizerError as exc:
+            self.found.problems.append(f"tokenizer {name!r}: {exc}; token weights are left out")
+            return None
+
+    def _clusters(self) -> dict[str, Clusters]:
+        """The clusters of every MinHash dedup run that kept its clusters file, by the run's name."""
+        out = {}
         for run in self.found.of("dedup"):
             path = storage.join(run.root, "_clusters.jsonl.gz")
             if run.manifest.config.get("minhash") and storage.exists(path):
                 sizes, largest = sections.read_clusters(path, self.config.largest_clusters, self.config.members_per_cluster)
-                clusters[run.name] = {"sizes": {str(k): v for k, v in sorted(sizes.items())}, "largest": largest}
-        contamination = sorted(
-            run.manifest.config["decontamination"]["attribute_name"]
-            for run in self.found.of("dedup")
-            if run.manifest.config.get("decontamination")
-        )
-        return {
-            # Not when a run finished: a rerun that redid nothing rewrites its manifest. What a task
-            # reads beside its document file (attribute files) is in its params.
-            "runs": [[r.root, r.stage, r.status, r.manifest.fingerprint] for r in self.found.runs],
-            "rules": {k: rs.rules.digest() for k, rs in sorted(self.rule_sets.items())},
-            "tokenizer": tokenizer,
-            "clusters": clusters,
-            "contamination": contamination,
-        }
+                out[run.name] = Clusters.model_validate({"sizes": {str(k): v for k, v in sorted(sizes.items())}, "largest": largest})
+        return out
 
     # ---- phases -------------------------------------------------------------------------------
 
@@ -115,10 +122,10 @@ class ReportStage(Stage[ReportConfig]):
             for path in g.files:
                 groups.setdefault(path, []).append(f"{g.run} / {g.name}")
         wanted: dict[str, list[str]] = {}
-        for info in self.resolved["clusters"].values():
-            for c in info["largest"]:
-                for m in c["members"]:
-                    wanted.setdefault(m["file"], []).append(m["id"])
+        for clusters in self.resolved.clusters.values():
+            for c in clusters.largest:
+                for m in c.members:
+                    wanted.setdefault(m.file, []).append(m.id)
         tasks = []
         for f in ctx.inputs:
             ids = sorted({i for rel, got in wanted.items() if f.path == rel or f.path.endswith("/" + rel) for i in got})
@@ -132,7 +139,7 @@ class ReportStage(Stage[ReportConfig]):
         return tasks
 
     def _documents(self, task: Task, quarantine: Quarantine, ctx: RunContext) -> TaskOutput:
-        tok = self.resolved["tokenizer"]
+        tok = self.resolved.tokenizer
         cfg = self.config
         summary = summarize_documents(
             task.path,
@@ -140,12 +147,12 @@ class ReportStage(Stage[ReportConfig]):
             task.params["sets"],
             [self.rule_sets[k] for k in task.params["rules"]],
             set(task.params["texts"]),
-            self.resolved["contamination"],
+            list(self.resolved.contamination),
             quarantine,
             seed=cfg.seed,
             sample_chars=cfg.sample_chars,
             samples_per_rule=max(cfg.samples_per_rule, cfg.contaminated_samples),
-            tokenizer=toks.load(tok["path"]) if tok else None,
+            tokenizer=toks.load(tok.path) if tok else None,
         )
         docs = sum(w[0] for w in summary["counts"]["sources"].values())
         return TaskOutput(docs_in=docs, data=summary)
@@ -185,7 +192,7 @@ class ReportStage(Stage[ReportConfig]):
             sections.overview(self.found, counts, weigh, trains),
             sections.tag(self.found, counts, weigh),
             sections.mixes(self.found, self.rule_sets, counts, samples.get("removed", {}), weigh),
-            sections.dedup(self.found, counts, samples, merged["texts"], self.resolved["clusters"], weigh),
+            sections.dedup(self.found, counts, samples, merged["texts"], self.resolved.clusters, weigh),
             sections.tokenize(counts),
             sections.train(self.found, trains, cfg.series_points),
         ]
