@@ -6,9 +6,11 @@
 //! - `text`: CPython-compatible text primitives (character classes, lengths in code points,
 //!   word splitting) shared by the kernels;
 //! - `text_stats`: the text-statistics kernels of the Gopher and C4 rule taggers;
+//! - `document`: the one reader of a Dolma document line (string or integer `id`, `text`), with
+//!   the Python reader's quarantine kinds, for dedup, the mixer and the report;
 //! - `filters`: the mixer's jq and JSONPath rules and span replacement, with Dolma's semantics;
 //! - `minhash`: shingles, MinHash signatures, LSH bands and clustering for near-duplicates;
-//! - `dedup`: document and paragraph keys, the fast JSON-line path, work-file records and the
+//! - `dedup`: document and paragraph keys, its fast path over document lines, work-file records and the
 //!   per-bucket steps of `dolma-pipe dedup`;
 //! - `suffix`: suffix arrays (libsais) and their queries: counts, longest matches, repeated
 //!   windows across shards;
@@ -20,6 +22,7 @@
 //! builds into `dolma_pipe._rust`.
 pub mod bloom;
 pub mod dedup;
+pub mod document;
 pub mod filters;
 pub mod minhash;
 mod python;

@@ -1,16 +1,15 @@
-//! The fast path for one JSON line: its `id`, `text` and (optionally) the value at a key path.
+//! Dedup's fast path for one JSON line: its `id`, `text` and (optionally) the value at a key path,
+//! read by `crate::document`.
 //!
 //! It accepts a line only when `dolma_pipe.documents.read_documents` would accept it with the
 //! same `id` and `text`: valid UTF-8, one JSON object and nothing after it but JSON whitespace,
-//! `id` and `text` both strings, present once. Every other value is parsed too (not skipped),
-//! so that what orjson refuses is refused here as well: unpaired surrogate escapes, control
-//! characters, numbers that overflow a double. Lines it does not accept (integer ids, bad JSON,
-//! duplicated fields, very deep nesting...) are not judged here: the caller hands them to the
-//! Python reader, which quarantines or normalises them exactly as every other stage does.
+//! `id` and `text` both strings, present once. Every other value is validated too (not skipped),
+//! so that what orjson refuses is refused here as well. Lines it does not accept (integer ids,
+//! which the Python reader normalises, bad JSON, duplicated fields, very deep nesting...) are not
+//! judged here: the caller hands them to the Python reader, which quarantines or normalises them
+//! exactly as every other stage does.
 use super::keypath::{KeyPath, KeyValue};
-use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
-use serde_json::Value;
-use std::fmt;
+use crate::document::{read_fields, Id, Rest};
 
 /// One accepted document.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,197 +40,27 @@ impl KeySpec {
     }
 }
 
-/// Parses (and discards) any JSON value, validating it as a full parse would (serde's
-/// `IgnoredAny` would skip strings without checking their escapes).
-struct Validate;
-
-impl<'de> DeserializeSeed<'de> for Validate {
-    type Value = ();
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_any(ValidateVisitor)
-    }
-}
-
-struct ValidateVisitor;
-
-impl<'de> Visitor<'de> for ValidateVisitor {
-    type Value = ();
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("any JSON value")
-    }
-    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_str<E>(self, _: &str) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_unit<E>(self) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        while seq.next_element_seed(Validate)?.is_some() {}
-        Ok(())
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        while map.next_key_seed(Validate)?.is_some() {
-            map.next_value_seed(Validate)?;
-        }
-        Ok(())
-    }
-}
-
-/// A string value, or `None` for any other (validated) value.
-struct MaybeString;
-
-impl<'de> DeserializeSeed<'de> for MaybeString {
-    type Value = Option<String>;
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Option<String>, D::Error> {
-        d.deserialize_any(MaybeStringVisitor)
-    }
-}
-
-struct MaybeStringVisitor;
-
-impl<'de> Visitor<'de> for MaybeStringVisitor {
-    type Value = Option<String>;
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("any JSON value")
-    }
-    fn visit_str<E>(self, v: &str) -> Result<Option<String>, E> {
-        Ok(Some(v.to_owned()))
-    }
-    fn visit_string<E>(self, v: String) -> Result<Option<String>, E> {
-        Ok(Some(v))
-    }
-    fn visit_bool<E>(self, _: bool) -> Result<Option<String>, E> {
-        Ok(None)
-    }
-    fn visit_i64<E>(self, _: i64) -> Result<Option<String>, E> {
-        Ok(None)
-    }
-    fn visit_u64<E>(self, _: u64) -> Result<Option<String>, E> {
-        Ok(None)
-    }
-    fn visit_f64<E>(self, _: f64) -> Result<Option<String>, E> {
-        Ok(None)
-    }
-    fn visit_unit<E>(self) -> Result<Option<String>, E> {
-        Ok(None)
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Option<String>, A::Error> {
-        ValidateVisitor.visit_seq(seq).map(|_| None)
-    }
-    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Option<String>, A::Error> {
-        ValidateVisitor.visit_map(map).map(|_| None)
-    }
-}
-
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Field {
-    Id,
-    Text,
-    Head,
-    Other,
-}
-
-struct FieldSeed<'k>(Option<&'k str>);
-
-impl<'de> DeserializeSeed<'de> for FieldSeed<'_> {
-    type Value = Field;
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Field, D::Error> {
-        d.deserialize_str(self)
-    }
-}
-
-impl<'de> Visitor<'de> for FieldSeed<'_> {
-    type Value = Field;
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a field name")
-    }
-    fn visit_str<E>(self, v: &str) -> Result<Field, E> {
-        Ok(match v {
-            "id" => Field::Id,
-            "text" => Field::Text,
-            _ if Some(v) == self.0 => Field::Head,
-            _ => Field::Other,
-        })
-    }
-}
-
-#[derive(Default)]
-struct Fields {
-    id: Option<Option<String>>,
-    text: Option<Option<String>>,
-    head: Option<Value>,
-    duplicated: bool,
-}
-
-struct DocVisitor<'k>(Option<&'k str>);
-
-impl<'de> Visitor<'de> for DocVisitor<'_> {
-    type Value = Fields;
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a JSON object")
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Fields, A::Error> {
-        let mut out = Fields::default();
-        while let Some(field) = map.next_key_seed(FieldSeed(self.0))? {
-            match field {
-                Field::Id => {
-                    out.duplicated |= out.id.is_some();
-                    out.id = Some(map.next_value_seed(MaybeString)?);
-                }
-                Field::Text => {
-                    out.duplicated |= out.text.is_some();
-                    out.text = Some(map.next_value_seed(MaybeString)?);
-                }
-                Field::Head => {
-                    out.duplicated |= out.head.is_some();
-                    out.head = Some(map.next_value::<Value>()?);
-                }
-                Field::Other => map.next_value_seed(Validate)?,
-            }
-        }
-        Ok(out)
-    }
-}
-
-/// Whether `b` is a JSON line `read_documents` skips as blank (`bytes.isspace()` or empty).
-#[inline]
-pub fn is_blank(b: &[u8]) -> bool {
-    b.iter().all(|c| matches!(c, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c))
-}
-
 /// The document on this line, or `None` when the Python reader must decide.
 pub fn parse_line(line: &[u8], key: &KeySpec) -> Option<Parsed> {
-    let s = std::str::from_utf8(line).ok()?;
+    // Invalid UTF-8 anywhere in the line (not only in the fields kept) is the Python reader's.
+    std::str::from_utf8(line).ok()?;
     let head = match key {
         KeySpec::Path(p) => p.head(),
         _ => None,
     };
-    let mut de = serde_json::Deserializer::from_str(s);
-    let fields = de.deserialize_map(DocVisitor(head)).ok()?;
-    de.end().ok()?;
+    let fields = read_fields(line, head, Rest::Validate).ok()?;
     if fields.duplicated {
         return None;
     }
-    let id = fields.id??;
-    let text = fields.text??;
+    let doc = fields.check().ok()?;
+    let Id::Str(id) = doc.id else { return None };
+    let (id, text) = (id.into_owned(), doc.text.into_owned());
     let key = match key {
         KeySpec::None => KeyValue::Missing,
         KeySpec::Text => KeyValue::Str(text.clone()),
         KeySpec::Id => KeyValue::Str(id.clone()),
-        KeySpec::Path(p) => match &fields.head {
-            Some(v) => p.resolve_tail(v),
+        KeySpec::Path(p) => match doc.extra {
+            Some(v) => p.resolve_tail(&v.into_value()),
             None => KeyValue::Missing,
         },
     };
@@ -241,6 +70,7 @@ pub fn parse_line(line: &[u8], key: &KeySpec) -> Option<Parsed> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::document::is_blank_line as is_blank;
 
     fn parse(line: &str) -> Option<Parsed> {
         parse_line(line.as_bytes(), &KeySpec::None)

@@ -2,9 +2,9 @@
 //!
 //! - `digest`: 128-bit key digests, one seed per kind of key so kinds never collide;
 //! - `keypath`: the JSONPath subset of Dolma's `dedupe.documents.key` (`$.a.b`, `$['a']`, `$.a[0]`);
-//! - `jsonline`: the fast path that reads one JSON line's `id`, `text` and key, accepting only
-//!   lines that `dolma_pipe.documents.read_documents` accepts the same way (anything else goes
-//!   back to Python, which decides exactly as every other stage does);
+//! - `jsonline`: the fast path that reads one JSON line's `id`, `text` and key (through
+//!   `crate::document`), accepting only lines that `dolma_pipe.documents.read_documents` accepts
+//!   the same way (anything else goes back to Python, which decides exactly as every other stage does);
 //! - `paragraph`: Dolma's paragraph split with character spans, and its word tokens (Unicode
 //!   word boundaries, whitespace dropped) for `min_words` and `by_ngram`;
 //! - `records`: the binary work files (bucketed records with an offset table);

@@ -13,10 +13,11 @@
 //! accept is handed back to the caller, which decides (quarantine, or a normalised document
 //! given back through `add_document`), so documents are always processed in line order.
 use super::digest::{bucket_of, digest, digest_tokens, high64, Kind};
-use super::jsonline::{is_blank as is_blank_line, parse_line, KeySpec};
+use super::jsonline::{parse_line, KeySpec};
 use super::keypath::{KeyPath, KeyValue};
 use super::paragraph::{self, has_words, is_blank, ngram_starts, tokens, Paragraph};
 use super::records::{self, Bucketed};
+use crate::document::is_blank_line;
 use crate::minhash::lsh::band_hashes;
 use crate::minhash::shingle::Scratch;
 use crate::minhash::{Permutations, Shingler};

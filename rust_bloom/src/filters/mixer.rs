@@ -1,7 +1,7 @@
 //! The mixer's work on one document, batch by batch, with Dolma's semantics and order of steps:
 //!
-//! 1. the raw line is parsed and checked (an object with a string or integer `id` and a string
-//!    `text`; anything else is a bad document, reported with its kind and skipped);
+//! 1. the raw line is parsed and checked by `crate::document` (an object with a string or integer
+//!    `id` and a string `text`; anything else is a bad document, reported with its kind and skipped);
 //! 2. one row of each attribute file is taken, its id checked against the document's, and its
 //!    `attributes` merged (later sets win) into the document's `attributes` object;
 //! 3. the filter: kept when any include rule matches (or there is none) and no exclude rule
@@ -24,6 +24,7 @@ use super::jq::{to_val, truthy, JqProgram};
 use super::jsonpath::{numbers_as_floats, JsonPathRule};
 use super::selector::{ReplacementText, Selector, SpanReplacer};
 use super::spans::{apply, Replacement};
+use crate::document::{check_value, parse_value, value_id, DocumentError, Id};
 use jaq_interpret::Val;
 use serde_json::{Map, Value};
 use xxhash_rust::xxh3::xxh3_64;
@@ -200,6 +201,12 @@ pub struct BadDocument {
     pub message: String,
 }
 
+impl BadDocument {
+    fn new(index: usize, error: DocumentError) -> Self {
+        BadDocument { index, kind: error.kind(), message: error.to_string() }
+    }
+}
+
 /// What stops a batch: attribute rows that do not line up, or a rule failing on a document.
 #[derive(Debug, Clone, PartialEq)]
 pub enum BatchError {
@@ -244,52 +251,6 @@ pub struct BatchOutput {
     /// count the overlap between rules and to say which rule removed a document.
     pub matches: Vec<u64>,
     pub error: Option<BatchError>,
-}
-
-fn type_name(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "NoneType",
-        Value::Bool(_) => "bool",
-        Value::Number(n) if n.is_f64() => "float",
-        Value::Number(_) => "int",
-        Value::String(_) => "str",
-        Value::Array(_) => "list",
-        Value::Object(_) => "dict",
-    }
-}
-
-/// A document's or row's id as text: strings as they are, integers in decimal.
-fn id_text(v: Option<&Value>) -> Option<Result<String, &'static str>> {
-    match v {
-        None | Some(Value::Null) => None,
-        Some(Value::String(s)) => Some(Ok(s.clone())),
-        Some(Value::Number(n)) if !n.is_f64() => Some(Ok(n.to_string())),
-        Some(other) => Some(Err(type_name(other))),
-    }
-}
-
-/// Check one parsed line as a document; its id as text, or why it is bad.
-fn check_document(doc: &Value) -> Result<String, (&'static str, String)> {
-    let Value::Object(obj) = doc else {
-        return Err(("not_an_object", "line is valid JSON but not an object".into()));
-    };
-    let id = match id_text(obj.get("id")) {
-        None => return Err(("missing_id", "document has no 'id'".into())),
-        Some(Err(t)) => return Err(("bad_id", format!("'id' must be a string or an integer within 64 bits, got {t}"))),
-        Some(Ok(id)) => id,
-    };
-    match obj.get("text") {
-        None | Some(Value::Null) => Err(("missing_text", "document has no 'text'".into())),
-        Some(Value::String(_)) => Ok(id),
-        Some(other) => Err(("bad_text", format!("'text' must be a string, got {}", type_name(other)))),
-    }
-}
-
-fn parse_line(line: &[u8]) -> Result<Value, (&'static str, String)> {
-    serde_json::from_slice(line).map_err(|e| match std::str::from_utf8(line) {
-        Err(u) => ("invalid_utf8", format!("invalid UTF-8 at byte {}", u.valid_up_to())),
-        Ok(_) => ("malformed_json", e.to_string()),
-    })
 }
 
 impl MixRules {
@@ -367,19 +328,19 @@ impl MixRules {
             };
             consumed[set] += 1;
             let bad = |message: String| BatchError::BadAttributeRow { set, row: row_index, message };
-            let mut row = parse_line(raw).map_err(|(_, m)| bad(m))?;
+            let mut row = parse_value(raw).map_err(|e| bad(e.to_string()))?;
             let Value::Object(obj) = &mut row else {
                 return Err(bad("attribute row is not an object".into()));
             };
-            match id_text(obj.get("id")) {
-                Some(Ok(row_id)) if row_id == id => {}
-                Some(Ok(row_id)) => {
+            match value_id(obj.get("id")) {
+                Ok(row_id) if row_id.as_str() == id => {}
+                Ok(row_id) => {
                     return Err(BatchError::AttributeMismatch {
                         doc: index,
                         set,
                         row: row_index,
                         doc_id: id.into(),
-                        row_id,
+                        row_id: row_id.into_string(),
                     })
                 }
                 _ => return Err(bad("attribute row has no string 'id'".into())),
@@ -425,17 +386,11 @@ impl MixRules {
         }
         let mut consumed = vec![0usize; attrs.len()];
         for (index, line) in docs.iter().enumerate() {
-            let mut doc = match parse_line(line) {
-                Ok(v) => v,
-                Err((kind, message)) => {
-                    out.bad.push(BadDocument { index, kind, message });
-                    continue;
-                }
-            };
-            let id = match check_document(&doc) {
-                Ok(id) => id,
-                Err((kind, message)) => {
-                    out.bad.push(BadDocument { index, kind, message });
+            let checked = parse_value(line).and_then(|doc| check_value(&doc).map(Id::into_string).map(|id| (doc, id)));
+            let (mut doc, id) = match checked {
+                Ok(read) => read,
+                Err(error) => {
+                    out.bad.push(BadDocument::new(index, error));
                     continue;
                 }
             };

@@ -41,7 +41,7 @@ impl PyDocumentColumns {
         let doc_refs: Vec<&[u8]> = docs.iter().map(|b| b.as_bytes()).collect();
         let attr_refs: Vec<Vec<&[u8]>> = attrs.iter().map(|set| set.iter().map(|b| b.as_bytes()).collect()).collect();
         let inner = &mut self.inner;
-        py.detach(|| inner.add(&doc_refs, &attr_refs)).map(|b| b.ids).map_err(PyValueError::new_err)
+        py.detach(|| inner.add(&doc_refs, &attr_refs)).map(|b| b.ids).map_err(|e| PyValueError::new_err(e.to_string()))
     }
 
     #[getter]

@@ -12,13 +12,20 @@
 //! Anything unusual (a line that is not a good document, a row whose id differs, a key given by two
 //! attribute sets for one document, a span that is not numbers) is an `Err` naming it: the caller
 //! then reads the file with the Python pass, which quarantines or refuses as the other stages do.
-use serde::de::{Deserialize, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
-use serde_json::Value;
-use std::borrow::Cow;
-use std::collections::HashMap;
-use std::fmt;
+//!
+//! Document lines are read by `crate::document`; `rows` reads attribute rows, `spans` an
+//! attribute's spans; `error` says what this pass does not read.
+mod error;
+mod rows;
+mod spans;
 
+use crate::document::{read_fields, Field, Rest};
 use crate::text::char_len;
+use serde_json::Value;
+use spans::{Num, Span};
+use std::collections::HashMap;
+
+pub use error::{DocumentProblem, ReportError, RowProblem};
 
 /// One attribute key's columns (document indices are positions in the file's good documents).
 #[derive(Default)]
@@ -58,391 +65,6 @@ pub struct DocumentColumns {
 /// What one call of `add` read: the ids of the batch's documents, in order.
 pub struct BatchIds {
     pub ids: Vec<String>,
-}
-
-fn id_string(v: &Value) -> Option<String> {
-    match v {
-        Value::String(s) => Some(s.clone()),
-        Value::Number(n) if n.is_i64() || n.is_u64() => Some(n.to_string()),
-        _ => None,
-    }
-}
-
-/// A JSON string borrowed from the line when it has no escapes; anything else as a `Value`.
-enum Field<'de> {
-    Str(Cow<'de, str>),
-    Other(Value),
-}
-
-struct FieldVisitor;
-
-impl<'de> Visitor<'de> for FieldVisitor {
-    type Value = Field<'de>;
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a JSON value")
-    }
-    fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Field<'de>, E> {
-        Ok(Field::Str(Cow::Borrowed(v)))
-    }
-    fn visit_str<E>(self, v: &str) -> Result<Field<'de>, E> {
-        Ok(Field::Str(Cow::Owned(v.to_string())))
-    }
-    fn visit_string<E>(self, v: String) -> Result<Field<'de>, E> {
-        Ok(Field::Str(Cow::Owned(v)))
-    }
-    fn visit_bool<E>(self, v: bool) -> Result<Field<'de>, E> {
-        Ok(Field::Other(Value::Bool(v)))
-    }
-    fn visit_i64<E>(self, v: i64) -> Result<Field<'de>, E> {
-        Ok(Field::Other(Value::from(v)))
-    }
-    fn visit_u64<E>(self, v: u64) -> Result<Field<'de>, E> {
-        Ok(Field::Other(Value::from(v)))
-    }
-    fn visit_f64<E>(self, v: f64) -> Result<Field<'de>, E> {
-        Ok(Field::Other(Value::from(v)))
-    }
-    fn visit_unit<E>(self) -> Result<Field<'de>, E> {
-        Ok(Field::Other(Value::Null))
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Field<'de>, A::Error> {
-        Value::deserialize(serde::de::value::SeqAccessDeserializer::new(seq)).map(Field::Other)
-    }
-    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Field<'de>, A::Error> {
-        Value::deserialize(serde::de::value::MapAccessDeserializer::new(map)).map(Field::Other)
-    }
-}
-
-impl<'de> Deserialize<'de> for Field<'de> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(FieldVisitor)
-    }
-}
-
-/// An object key, borrowed from the line when it has no escapes.
-struct Key<'de>(Cow<'de, str>);
-
-impl<'de> Deserialize<'de> for Key<'de> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        match d.deserialize_str(FieldVisitor)? {
-            Field::Str(s) => Ok(Key(s)),
-            Field::Other(_) => Err(serde::de::Error::custom("an object key that is not a string")),
-        }
-    }
-}
-
-fn id_of(f: &Field) -> Option<String> {
-    match f {
-        Field::Str(s) => Some(s.to_string()),
-        Field::Other(v) => id_string(v),
-    }
-}
-
-/// A document line's fields this pass reads; the rest is skipped unparsed.
-#[derive(Default)]
-struct DocFields<'de> {
-    id: Option<Field<'de>>,
-    text: Option<Field<'de>>,
-    source: Option<Field<'de>>,
-}
-
-struct DocVisitor;
-
-impl<'de> Visitor<'de> for DocVisitor {
-    type Value = DocFields<'de>;
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a JSON object")
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<DocFields<'de>, A::Error> {
-        let mut out = DocFields::default();
-        while let Some(Key(key)) = map.next_key::<Key<'de>>()? {
-            match key.as_ref() {
-                "id" => out.id = Some(map.next_value()?),
-                "text" => out.text = Some(map.next_value()?),
-                "source" => out.source = Some(map.next_value()?),
-                _ => {
-                    map.next_value::<IgnoredAny>()?;
-                }
-            }
-        }
-        Ok(out)
-    }
-}
-
-/// A JSON number as Python holds it: an integer (exact) or a float.
-#[derive(Clone, Copy)]
-enum Num {
-    Int(i128),
-    Float(f64),
-}
-
-impl Num {
-    fn as_f64(self) -> f64 {
-        match self {
-            Num::Int(i) => i as f64,
-            Num::Float(f) => f,
-        }
-    }
-    /// Python's `int(x)` (a float truncated toward zero); None for a float that is not finite.
-    fn as_int(self) -> Option<i128> {
-        match self {
-            Num::Int(i) => Some(i),
-            Num::Float(f) if f.is_finite() => Some(f.trunc() as i128),
-            Num::Float(_) => None,
-        }
-    }
-}
-
-/// One element of an attribute's list, as far as this pass reads it: its first two items as
-/// numbers (None: not a number) and its third (None: not there; Some(None): not a number).
-#[derive(Clone, Copy)]
-struct Span {
-    start: Option<Num>,
-    end: Option<Num>,
-    score: Option<Option<Num>>,
-    /// Whether the element is a list of at least two items.
-    list: bool,
-}
-
-const NOT_A_SPAN: Span = Span { start: None, end: None, score: None, list: false };
-
-/// One item of a span: a number, or something else (skipped unparsed).
-struct Item(Option<Num>);
-
-struct ItemVisitor;
-
-impl<'de> Visitor<'de> for ItemVisitor {
-    type Value = Item;
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a JSON value")
-    }
-    fn visit_i64<E>(self, v: i64) -> Result<Item, E> {
-        Ok(Item(Some(Num::Int(v as i128))))
-    }
-    fn visit_u64<E>(self, v: u64) -> Result<Item, E> {
-        Ok(Item(Some(Num::Int(v as i128))))
-    }
-    fn visit_f64<E>(self, v: f64) -> Result<Item, E> {
-        Ok(Item(Some(Num::Float(v))))
-    }
-    fn visit_bool<E>(self, _: bool) -> Result<Item, E> {
-        Ok(Item(None))
-    }
-    fn visit_str<E>(self, _: &str) -> Result<Item, E> {
-        Ok(Item(None))
-    }
-    fn visit_unit<E>(self) -> Result<Item, E> {
-        Ok(Item(None))
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Item, A::Error> {
-        while seq.next_element::<IgnoredAny>()?.is_some() {}
-        Ok(Item(None))
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Item, A::Error> {
-        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-        Ok(Item(None))
-    }
-}
-
-impl<'de> Deserialize<'de> for Item {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(ItemVisitor)
-    }
-}
-
-struct SpanVisitor;
-
-impl<'de> Visitor<'de> for SpanVisitor {
-    type Value = Span;
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a JSON value")
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Span, A::Error> {
-        let mut span = NOT_A_SPAN;
-        let mut n = 0;
-        while let Some(Item(x)) = seq.next_element::<Item>()? {
-            match n {
-                0 => span.start = x,
-                1 => span.end = x,
-                2 => span.score = Some(x),
-                _ => {}
-            }
-            n += 1;
-        }
-        span.list = n >= 2;
-        Ok(span)
-    }
-    fn visit_bool<E>(self, _: bool) -> Result<Span, E> {
-        Ok(NOT_A_SPAN)
-    }
-    fn visit_i64<E>(self, _: i64) -> Result<Span, E> {
-        Ok(NOT_A_SPAN)
-    }
-    fn visit_u64<E>(self, _: u64) -> Result<Span, E> {
-        Ok(NOT_A_SPAN)
-    }
-    fn visit_f64<E>(self, _: f64) -> Result<Span, E> {
-        Ok(NOT_A_SPAN)
-    }
-    fn visit_str<E>(self, _: &str) -> Result<Span, E> {
-        Ok(NOT_A_SPAN)
-    }
-    fn visit_unit<E>(self) -> Result<Span, E> {
-        Ok(NOT_A_SPAN)
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Span, A::Error> {
-        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-        Ok(NOT_A_SPAN)
-    }
-}
-
-impl<'de> Deserialize<'de> for Span {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(SpanVisitor)
-    }
-}
-
-/// An attribute's value: a list of spans (read into the vector), or not a list (`false`).
-struct SpansSeed<'a>(&'a mut Vec<Span>);
-
-impl<'de> DeserializeSeed<'de> for SpansSeed<'_> {
-    type Value = bool;
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<bool, D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for SpansSeed<'_> {
-    type Value = bool;
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a JSON value")
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<bool, A::Error> {
-        self.0.clear();
-        while let Some(span) = seq.next_element::<Span>()? {
-            self.0.push(span);
-        }
-        Ok(true)
-    }
-    fn visit_bool<E>(self, _: bool) -> Result<bool, E> {
-        Ok(false)
-    }
-    fn visit_i64<E>(self, _: i64) -> Result<bool, E> {
-        Ok(false)
-    }
-    fn visit_u64<E>(self, _: u64) -> Result<bool, E> {
-        Ok(false)
-    }
-    fn visit_f64<E>(self, _: f64) -> Result<bool, E> {
-        Ok(false)
-    }
-    fn visit_str<E>(self, _: &str) -> Result<bool, E> {
-        Ok(false)
-    }
-    fn visit_unit<E>(self) -> Result<bool, E> {
-        Ok(false)
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<bool, A::Error> {
-        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-        Ok(false)
-    }
-}
-
-/// An attribute row: its id, and its attributes handed to `columns` key by key, in file order.
-struct RowSeed<'a> {
-    columns: &'a mut DocumentColumns,
-    doc: u32,
-    n_chars: u64,
-    problem: &'a mut Option<String>,
-    set: usize,
-}
-
-struct RowVisitor<'a>(RowSeed<'a>);
-
-impl<'de> DeserializeSeed<'de> for RowSeed<'_> {
-    type Value = Option<String>;
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Option<String>, D::Error> {
-        d.deserialize_map(RowVisitor(self))
-    }
-}
-
-impl<'de> Visitor<'de> for RowVisitor<'_> {
-    type Value = Option<String>;
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("an attribute row (a JSON object)")
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Option<String>, A::Error> {
-        let seed = self.0;
-        let mut id = None;
-        let mut seen_attributes = false;
-        while let Some(Key(key)) = map.next_key::<Key<'de>>()? {
-            match key.as_ref() {
-                "id" => id = id_of(&map.next_value::<Field<'de>>()?),
-                "attributes" if !seen_attributes => {
-                    seen_attributes = true;
-                    map.next_value_seed(AttributesSeed {
-                        columns: &mut *seed.columns,
-                        doc: seed.doc,
-                        n_chars: seed.n_chars,
-                        problem: &mut *seed.problem,
-                        set: seed.set,
-                    })?;
-                }
-                "attributes" => {
-                    *seed.problem = Some("an attribute row has two 'attributes'".into());
-                    map.next_value::<IgnoredAny>()?;
-                }
-                _ => {
-                    map.next_value::<IgnoredAny>()?;
-                }
-            }
-        }
-        Ok(id)
-    }
-}
-
-struct AttributesSeed<'a> {
-    columns: &'a mut DocumentColumns,
-    doc: u32,
-    n_chars: u64,
-    problem: &'a mut Option<String>,
-    set: usize,
-}
-
-impl<'de> DeserializeSeed<'de> for AttributesSeed<'_> {
-    type Value = ();
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for AttributesSeed<'_> {
-    type Value = ();
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("an object of attributes or null")
-    }
-    fn visit_unit<E>(self) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_none<E>(self) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        let mut spans = std::mem::take(&mut self.columns.spans);
-        let mut position = 0;
-        while let Some(Key(key)) = map.next_key::<Key<'de>>()? {
-            let list = map.next_value_seed(SpansSeed(&mut spans))?;
-            if list && !spans.is_empty() && self.problem.is_none() {
-                let k = self.columns.key_at(self.set, position, &key);
-                position += 1;
-                if let Err(p) = self.columns.attribute(k, &spans, self.doc, self.n_chars) {
-                    *self.problem = Some(p);
-                }
-            }
-        }
-        self.columns.spans = spans;
-        Ok(())
-    }
 }
 
 impl DocumentColumns {
@@ -500,15 +122,15 @@ impl DocumentColumns {
 
     /// Key `k`'s non-empty list of `spans` for document `doc` (its text `n_chars` characters
     /// long), as summarize.py reads it.
-    fn attribute(&mut self, k: usize, spans: &[Span], doc: u32, n_chars: u64) -> Result<(), String> {
+    fn attribute(&mut self, k: usize, spans: &[Span], doc: u32, n_chars: u64) -> Result<(), RowProblem> {
         let col = &mut self.columns[k];
         let name = &self.keys[k];
         if col.last_doc == Some(doc) {
-            return Err(format!("attribute {name:?} is given by two attribute sets of one document"));
+            return Err(RowProblem::TwoSets { key: name.clone() });
         }
         col.last_doc = Some(doc);
         col.present.push(doc);
-        let bad = || format!("attribute {name:?} has a span that is not [start, end, ...] numbers");
+        let bad = || RowProblem::NotASpan { key: name.clone() };
         let first = spans[0];
         let (Some(start), Some(end), true) = (first.start, first.end, first.list) else { return Err(bad()) };
         if spans.len() == 1 && start.as_f64() == 0.0 && end.as_f64() >= n_chars as f64 {
@@ -542,28 +164,25 @@ impl DocumentColumns {
 
     /// Read a batch: `docs` lines (every one a good document) and, per attribute set, as many rows
     /// in the same order. `Err` names the first thing this pass does not read (see the module).
-    pub fn add(&mut self, docs: &[&[u8]], attrs: &[Vec<&[u8]>]) -> Result<BatchIds, String> {
+    pub fn add(&mut self, docs: &[&[u8]], attrs: &[Vec<&[u8]>]) -> Result<BatchIds, ReportError> {
         for (set, rows) in attrs.iter().enumerate() {
             if rows.len() != docs.len() {
-                return Err(format!("attribute set {set} has {} rows for {} documents", rows.len(), docs.len()));
+                return Err(ReportError::RowCount { set, rows: rows.len(), docs: docs.len() });
             }
         }
         let mut ids = Vec::with_capacity(docs.len());
         for (i, line) in docs.iter().enumerate() {
-            let mut de = serde_json::Deserializer::from_slice(line);
-            let fields = de.deserialize_map(DocVisitor).map_err(|e| format!("document {i}: {e}"))?;
-            de.end().map_err(|e| format!("document {i}: {e}"))?;
-            let id =
-                fields.id.as_ref().and_then(id_of).ok_or_else(|| format!("document {i}: no string or integer id"))?;
-            let text: &str = match &fields.text {
-                Some(Field::Str(t)) => t,
-                _ => return Err(format!("document {i}: no string text")),
-            };
-            let source: &str = match &fields.source {
+            let bad = |problem| ReportError::Document { doc: i, problem };
+            let fields =
+                read_fields(line, Some("source"), Rest::Skip).map_err(|e| bad(DocumentProblem::Json(e.to_string())))?;
+            let document =
+                fields.check().map_err(|e| bad(if e.is_id() { DocumentProblem::Id } else { DocumentProblem::Text }))?;
+            let text: &str = &document.text;
+            let source: &str = match &document.extra {
                 None | Some(Field::Other(Value::Null)) => "(none)",
                 Some(Field::Str(s)) if s.is_empty() => "(none)",
                 Some(Field::Str(s)) => s,
-                Some(_) => return Err(format!("document {i}: a source that is not a string")),
+                Some(_) => return Err(bad(DocumentProblem::Source)),
             };
             let doc = self.src.len() as u32;
             let n_chars = char_len(text) as u64;
@@ -575,21 +194,15 @@ impl DocumentColumns {
                 self.sample_texts[src as usize].push(text.to_string());
                 self.sample_filled[src as usize] += text.len() as u64;
             }
+            let id = document.id.as_str();
             for (set, rows) in attrs.iter().enumerate() {
-                let mut problem = None;
-                let mut de = serde_json::Deserializer::from_slice(rows[i]);
-                let seed = RowSeed { columns: self, doc, n_chars, problem: &mut problem, set };
-                let row_id = seed.deserialize(&mut de).map_err(|e| format!("attribute set {set}, row {i}: {e}"))?;
-                de.end().map_err(|e| format!("attribute set {set}, row {i}: {e}"))?;
-                if let Some(p) = problem {
-                    return Err(format!("attribute set {set}, row {i}: {p}"));
-                }
-                match row_id {
+                let row_error = |problem| ReportError::Row { set, row: i, problem };
+                match rows::read_row(self, rows[i], doc, n_chars, set).map_err(row_error)? {
                     Some(r) if r == id => {}
-                    _ => return Err(format!("attribute set {set}, row {i}: another id than its document's")),
+                    _ => return Err(row_error(RowProblem::OtherId)),
                 }
             }
-            ids.push(id);
+            ids.push(id.to_string());
         }
         Ok(BatchIds { ids })
     }
@@ -599,7 +212,7 @@ impl DocumentColumns {
 mod tests {
     use super::*;
 
-    fn add(cols: &mut DocumentColumns, docs: &[&str], attrs: &[&[&str]]) -> Result<Vec<String>, String> {
+    fn add(cols: &mut DocumentColumns, docs: &[&str], attrs: &[&[&str]]) -> Result<Vec<String>, ReportError> {
         let d: Vec<&[u8]> = docs.iter().map(|s| s.as_bytes()).collect();
         let a: Vec<Vec<&[u8]>> = attrs.iter().map(|set| set.iter().map(|s| s.as_bytes()).collect()).collect();
         cols.add(&d, &a).map(|b| b.ids)
@@ -655,6 +268,27 @@ mod tests {
             &[&[r#"{"id":"a","attributes":{"k":[[0,1,1]]}}"#], &[r#"{"id":"a","attributes":{"k":[[0,1,1]]}}"#]],
         );
         assert!(two.is_err());
+    }
+
+    #[test]
+    fn errors_say_what_and_where() {
+        let error =
+            |docs: &[&str], attrs: &[&[&str]]| add(&mut DocumentColumns::new(0), docs, attrs).unwrap_err().to_string();
+        let doc = r#"{"id":"a","text":"x"}"#;
+        assert_eq!(error(&[r#"{"id":"a"}"#], &[]), "document 0: no string text");
+        assert_eq!(error(&[doc, r#"{"id":1.5,"text":"x"}"#], &[]), "document 1: no string or integer id");
+        assert_eq!(error(&[r#"{"id":"a","text":"x","source":3}"#], &[]), "document 0: a source that is not a string");
+        assert_eq!(error(&[r#"{"id":"a","text":"x"} x"#], &[]), "document 0: trailing characters at line 1 column 23");
+        assert_eq!(error(&[doc], &[&[]]), "attribute set 0 has 0 rows for 1 documents");
+        assert_eq!(error(&[doc], &[&[r#"{"id":"b"}"#]]), "attribute set 0, row 0: another id than its document's");
+        assert_eq!(
+            error(&[doc], &[&[r#"{"id":"a","attributes":{"k":[[0,"1",1]]}}"#]]),
+            r#"attribute set 0, row 0: attribute "k" has a span that is not [start, end, ...] numbers"#
+        );
+        assert_eq!(
+            error(&[doc], &[&[r#"{"id":"a","attributes":{},"attributes":{}}"#]]),
+            "attribute set 0, row 0: an attribute row has two 'attributes'"
+        );
     }
 
     #[test]
