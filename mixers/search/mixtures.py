@@ -5,13 +5,21 @@ A mixture is feasible for ``tokens`` when no source repeats past its cap:
 seeded Dirichlet around the prior (``alpha_i = n * prior_i * concentration``, so concentration 1
 around the uniform prior is the uniform distribution over mixtures) and an infeasible draw is
 drawn again; everything here is a rule of the seed, so a rerun samples the same mixtures.
+
+A search's mixtures: the swarm's (:func:`swarm`) and the microanneal's baseline and anneals
+(:func:`microanneal`).
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from dolma_pipe.config import ConfigError
+
+if TYPE_CHECKING:
+    from mixers.search.config import MicroannealSection, SwarmSection
 
 # Weights below this are written as 0 (a source a mixture does not use).
 EPS = 1e-6
@@ -60,3 +68,25 @@ def as_dict(weights: np.ndarray, names: list[str], digits: int = 6) -> dict[str,
     w = np.round(w / w.sum(), digits)
     w[int(np.argmax(w))] += round(1.0 - float(w.sum()), digits)
     return {n: float(round(x, digits)) for n, x in zip(names, w)}
+
+
+def swarm(sw: SwarmSection, names: list[str], available: np.ndarray, cap: np.ndarray) -> list[dict[str, float]]:
+    """The swarm's ``runs`` mixtures, within ``cap``: a rule of ``swarm.seed``, the prior and the sources' sizes."""
+    center = prior(sw.prior, names, available)
+    rng = np.random.default_rng([sw.seed, 1])
+    drawn = sample(rng, center, sw.concentration, sw.runs, cap, "swarm")
+    return [as_dict(w, names) for w in drawn]
+
+
+def microanneal(ma: MicroannealSection, names: list[str]) -> dict[str, dict[str, float]]:
+    """``baseline``, then one anneal per candidate: the baseline with ``share`` of the candidate."""
+    base = normalise(ma.baseline, names)
+    out = {"baseline": as_dict(base, names)}
+    if isinstance(ma.candidates, dict):
+        cands = {k: normalise(v, names) for k, v in ma.candidates.items()}
+    else:
+        chosen = ma.candidates or [n for n in names if ma.baseline.get(n, 0) == 0]
+        cands = {n: normalise({n: 1.0}, names) for n in chosen}
+    for k, c in cands.items():
+        out[f"with-{k}"] = as_dict((1 - ma.share) * base + ma.share * c, names)
+    return out

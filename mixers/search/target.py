@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -39,6 +39,9 @@ from mixers.config import MixConfig
 from mixers.reading import mix_file
 from mixers.sources import Sources
 from mixers.stage import MixStage
+
+if TYPE_CHECKING:
+    from mixers.search.config import MixSearchConfig
 
 
 @dataclass(frozen=True)
@@ -74,6 +77,32 @@ class Target:
             "caps": dict(zip(names, (round(float(c), 6) for c in cap))),
             "binding": [names[i] for i in binding],
         }
+
+
+def search_target(config: MixSearchConfig, spec: SpecMix | None, available: np.ndarray, counts_path: str) -> Target:
+    """The size, caps and tokens a search's proposal must be feasible at (``available``: the
+    search's shards' tokens; ``counts_path``: where the spec's count is kept)."""
+    names = [s.name for s in config.sources]
+    reps = np.array([s.max_repetition for s in config.sources], dtype=np.float64)
+    keys = [f"sources.{i}.max_repetition" for i in range(len(names))]
+    fit = config.fit
+    if spec is None:
+        tokens, where = (fit.target_tokens, "fit.target_tokens") if fit.target_tokens else (config.proxy.tokens, "proxy.tokens")
+        return Target(tokens, where, "tokens of the search's shards", available, reps, keys)
+    counted = spec.count(counts_path)
+    spec_reps = np.array([spec.max_repetition(n) for n in names])
+    for i, n in enumerate(names):  # the cap that holds: the lower of the two (both, when equal)
+        spec_key = f"fit.spec's sources.{spec.index[n]}.max_repetition"
+        keys[i] = spec_key if spec_reps[i] < reps[i] else keys[i] if reps[i] < spec_reps[i] else f"{keys[i]} and {spec_key}"
+    tokens, where = (fit.target_tokens, "fit.target_tokens") if fit.target_tokens else (spec.target_tokens, "fit.spec")
+    return Target(
+        tokens,
+        where,
+        f"tokens of fit.spec's sources after its filters ({spec.config.tokenizer})",
+        np.array([counted[n] for n in names], dtype=np.float64),
+        np.minimum(reps, spec_reps),
+        keys,
+    )
 
 
 class SpecError(ConfigError):
