@@ -8,7 +8,7 @@ Two methods, both deterministic by seed and resumable run by run (:mod:`.stage`)
 - **microanneal** (OLMo 2's Dolmino choices): for each candidate, a short anneal from a checkpoint on
   baseline + candidate, compared per domain with the baseline's own anneal.
 
-The parts: :mod:`.config` (the spec), :mod:`.tokenizers` (the shards
+The parts: :mod:`.config` (the spec, and what a run resolves), :mod:`.tokenizers` (the shards
 checked against the proxy when the config loads), :mod:`.run` (what every phase reads, fixed when
 the config loads), :mod:`.phases` (pools, runs, confirm), :mod:`.pools` (each source's documents
 as token counts, and a proxy's data drawn from them), :mod:`.mixtures` (the swarm's and the

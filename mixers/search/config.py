@@ -1,17 +1,19 @@
 """The ``mix-search`` spec: sources as token shards, evaluation domains, the proxy runs, the method.
 
 Checked when it loads (types, ranges, unknown keys) and when the stage is made (names that must
-agree across sections); each mistake is one message naming the key.
+agree across sections); each mistake is one message naming the key. :class:`MixSearchResolved` is
+what a run resolves from it (the manifest's ``resolved``).
 """
 
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from dolma_pipe.config import PathStr, RunOptions, StrictModel
+from dolma_pipe.stage import Resolved
 
 # As a mix spec's source names (an olmix domain ``a:b`` is the source ``a.b``).
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
@@ -197,3 +199,12 @@ class MixSearchConfig(RunOptions):
         weights = self.fit.objective or {d: 1.0 for d in self.domain_paths}
         total = sum(weights.values())
         return {d: w / total for d, w in weights.items() if w > 0}
+
+
+class MixSearchResolved(Resolved):
+    """What a search resolves once: the proxy's training config as the trainer reads it (overrides
+    applied), and a microanneal's checkpoint as it is (its ``trainer_state.json``: path, size, mtime),
+    so a checkpoint trained further since redoes the anneals."""
+
+    proxy: dict[str, Any]
+    checkpoint: tuple[str, int, float] | None = None

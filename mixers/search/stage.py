@@ -2,7 +2,7 @@
 
 The stage checks the config when it is made (the proxy's training config, every source and domain
 tokenized as the proxy reads them, ``fit.spec`` loaded by ``mix``, a microanneal's checkpoint),
-lists the shards as inputs and resolves what the run uses (the proxy's config, the checkpoint); its
+lists the shards as inputs and resolves what the run uses (:class:`.config.MixSearchResolved`); its
 phases are :mod:`.phases` (``pools``, ``runs``, ``confirm``) built from one :class:`.run.SearchRun`.
 
 Outputs under ``output``: ``runs/<key>/{result.json,config.yaml,train.log}``, ``search.json`` (every
@@ -13,15 +13,13 @@ with another regression refits without training anything again.
 
 from __future__ import annotations
 
-from typing import Any
-
 from dolma_pipe import paths, storage
 from dolma_pipe.config import ConfigError
 from dolma_pipe.manifest import InputFile
 from dolma_pipe.stage import Phase, Stage
 from dolma_pipe.workdir import WorkDir
 from mixers.search import tables, tokenizers
-from mixers.search.config import MixSearchConfig
+from mixers.search.config import MixSearchConfig, MixSearchResolved
 from mixers.search.phases import SearchPhases
 from mixers.search.proxy import train_settings
 from mixers.search.run import SearchRun
@@ -95,13 +93,13 @@ class MixSearchStage(Stage[MixSearchConfig]):
             out.append(InputFile(path=p, rel=rel, size=info.size, mtime=info.mtime))
         return out
 
-    def resolve(self, inputs: list[InputFile]) -> dict[str, Any]:
+    def resolve(self, inputs: list[InputFile]) -> MixSearchResolved:
         """The proxy's training config as the trainer reads it, and the checkpoint anneals start from."""
-        out: dict[str, Any] = {"proxy": self.run.settings.raw}
-        if self.config.microanneal is not None:
-            state = storage.stat(storage.join(self.config.microanneal.checkpoint, "trainer_state.json"))
-            out["checkpoint"] = [self.config.microanneal.checkpoint, state.size, state.mtime]
-        return out
+        ma = self.config.microanneal
+        if ma is None:
+            return MixSearchResolved(proxy=self.run.settings.raw)
+        state = storage.stat(storage.join(ma.checkpoint, "trainer_state.json"))
+        return MixSearchResolved(proxy=self.run.settings.raw, checkpoint=(ma.checkpoint, state.size, state.mtime))
 
     def phases(self) -> list[Phase]:
         return SearchPhases(self.run).phases()
