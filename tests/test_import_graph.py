@@ -1,20 +1,52 @@
-"""The packages' import graph: no module imports itself through a cycle, and dependencies go one
-way (docs/development.md, Layout): ``train/`` knows nothing of the curation packages; ``taggers/`` and
-``mixers/`` use ``dolma_pipe`` and never each other; in ``dolma_pipe`` only the CLI knows them.
+"""The packages' import graph: no module imports itself through a cycle, and the layers of
+docs/development.md (Layers) hold: who may import whom, and that nothing but ``dolma_pipe.__main__``
+imports the CLI.
 
 Every import counts, also those inside functions (a local import that hides a cycle is still a
-cycle), but those only type checkers read (under ``if TYPE_CHECKING:``). A module importing its
-own parent package is no cycle: Python has begun initialising the parent before any child.
+cycle), but those only type checkers read (under ``if TYPE_CHECKING:``). So do imports by string:
+a ``"module:Attr"`` literal naming a project module (the CLI's ``COMMANDS`` targets), the literal
+argument of ``importlib.import_module``/``__import__``, and the literal after ``"-m"`` in a command
+line (a module run in a subprocess). A module importing its own parent package is no cycle: Python
+has begun initialising the parent before any child.
 """
 
 from __future__ import annotations
 
 import ast
+import re
+import sys
 from pathlib import Path
 
 from tests.helpers import REPO_ROOT
 
-PACKAGES = ("dolma_pipe", "taggers", "mixers", "train")
+PACKAGES = ("dolma_pipe", "taggers", "mixers", "report", "train")
+
+# Who may import whom (docs/development.md, Layers): a module obeys the most specific entry that
+# names it or a package above it, and may import what the entry lists (modules or packages).
+LAYERS: dict[str, tuple[str, ...]] = {
+    # The top: the command line knows every stage (by string, in COMMANDS) and the taggers' registry.
+    "dolma_pipe.cli": PACKAGES,
+    "dolma_pipe.__main__": ("dolma_pipe.cli",),
+    # The core: I/O, the runner and the stages that need no plugin family. The token-shard format
+    # (train.shards: numpy only) is shared by the tokenizer, the index and the trainer.
+    "dolma_pipe": ("dolma_pipe", "train.shards"),
+    "taggers": ("taggers", "dolma_pipe"),
+    "mixers": ("mixers", "dolma_pipe"),
+    # Choosing a mixture trains proxy models: mix-search is the one stage that runs the trainer.
+    "mixers.search": ("mixers", "dolma_pipe", "train"),
+    # The report reads what every stage wrote, with the stages' own code.
+    "report": ("report", "dolma_pipe", "taggers", "mixers", "train.shards"),
+    # The trainer reads token shards and knows nothing of the curation packages.
+    "train": ("train",),
+    "train.shards": ("train.shards",),
+}
+CLI = "dolma_pipe.cli"
+CLI_IMPORTERS = ("dolma_pipe.__main__",)
+# What the token-shard format may import beside the standard library: the core imports it, so it
+# must not pull in torch (the `train` extra).
+SHARDS_THIRD_PARTY = {"numpy"}
+
+_TARGET = re.compile(rf"^({'|'.join(PACKAGES)})(\.\w+)*:\w+$")
 
 
 def _modules() -> dict[str, Path]:
@@ -37,30 +69,96 @@ def _type_checking_only(tree: ast.AST) -> set[int]:
     return skip
 
 
+def _imports(name: str, tree: ast.AST, is_pkg: bool) -> set[str]:
+    """What the import statements of module ``name`` name (every prefix a ``from`` line implies)."""
+    skip = _type_checking_only(tree)
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = name.split(".")
+                keep = len(parts) - node.level + (1 if is_pkg else 0)
+                base = ".".join(parts[:keep] + ([base] if base else []))
+            found.add(base)
+            found.update(f"{base}.{a.name}" for a in node.names)
+    return found
+
+
+def _literal(node: ast.AST) -> str | None:
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+
+
+def string_imports(tree: ast.AST) -> set[str]:
+    """The modules a module imports by string: ``"pkg.module:Attr"`` literals of a project package,
+    ``import_module("...")``/``__import__("...")`` with a literal, and ``"-m", "..."`` in a list."""
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        text = _literal(node)
+        if text is not None and _TARGET.match(text):
+            found.add(text.partition(":")[0])
+        elif isinstance(node, ast.Call) and node.args:
+            func = node.func
+            called = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+            module = _literal(node.args[0])
+            if called in ("import_module", "__import__") and module is not None:
+                found.add(module)
+        elif isinstance(node, (ast.List, ast.Tuple)):
+            for flag, arg in zip(node.elts, node.elts[1:]):
+                module = _literal(arg)
+                if _literal(flag) == "-m" and module is not None:
+                    found.add(module)
+    return found
+
+
+def _in_project(module: str) -> bool:
+    return module.split(".")[0] in PACKAGES
+
+
 def import_graph() -> dict[str, set[str]]:
+    """Module -> the project modules it imports, by statement or by string. A string naming a
+    project module that does not exist is kept (``unknown_modules`` reports it)."""
     modules = _modules()
     graph: dict[str, set[str]] = {}
     for name, path in modules.items():
         tree = ast.parse(path.read_text(), str(path))
-        skip = _type_checking_only(tree)
-        is_pkg = path.name == "__init__.py"
-        found: set[str] = set()
-        for node in ast.walk(tree):
-            if id(node) in skip:
-                continue
-            if isinstance(node, ast.Import):
-                found.update(a.name for a in node.names)
-            elif isinstance(node, ast.ImportFrom):
-                base = node.module or ""
-                if node.level:
-                    parts = name.split(".")
-                    keep = len(parts) - node.level + (1 if is_pkg else 0)
-                    base = ".".join(parts[:keep] + ([base] if base else []))
-                found.add(base)
-                found.update(f"{base}.{a.name}" for a in node.names)
+        found = {m for m in _imports(name, tree, path.name == "__init__.py") if m in modules}
+        found |= {m for m in string_imports(tree) if _in_project(m)}
         ancestors = {".".join(name.split(".")[:i]) for i in range(1, name.count(".") + 1)}
-        graph[name] = {m for m in found if m in modules and m != name and m not in ancestors}
+        graph[name] = {m for m in found if m != name and m not in ancestors}
     return graph
+
+
+def third_party_imports(module: str) -> set[str]:
+    """The top-level names a module imports that are neither the standard library nor the project."""
+    path = _modules()[module]
+    tree = ast.parse(path.read_text(), str(path))
+    tops = {m.split(".")[0] for m in _imports(module, tree, path.name == "__init__.py") | string_imports(tree) if m}
+    return {t for t in tops if t not in sys.stdlib_module_names and t not in PACKAGES and t != "__future__"}
+
+
+def _under(module: str, prefix: str) -> bool:
+    return module == prefix or module.startswith(prefix + ".")
+
+
+def layer_of(module: str, layers: dict[str, tuple[str, ...]] = LAYERS) -> str:
+    return max((p for p in layers if _under(module, p)), key=len)
+
+
+def layering_violations(graph: dict[str, set[str]], layers: dict[str, tuple[str, ...]] = LAYERS) -> list[tuple[str, str]]:
+    """(module, what it imports) for every import its layer does not allow, and every import of
+    the CLI by another module than ``__main__``."""
+    wrong = []
+    for module, deps in sorted(graph.items()):
+        allowed = layers[layer_of(module, layers)]
+        for dep in sorted(deps):
+            if not any(_under(dep, a) for a in allowed) or (_under(dep, CLI) and module not in CLI_IMPORTERS):
+                wrong.append((module, dep))
+    return wrong
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -75,7 +173,7 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
         index[v] = low[v] = len(index)
         stack.append(v)
         on_stack.add(v)
-        for w in sorted(graph[v]):
+        for w in sorted(graph.get(v, ())):
             if w not in index:
                 visit(w)
                 low[v] = min(low[v], low[w])
@@ -107,17 +205,53 @@ def test_the_check_finds_a_cycle_and_ignores_a_parent_package():
     assert cycles({"p": {"p.x"}, "p.x": set()}) == []
 
 
-def test_dependencies_go_one_way():
-    graph = import_graph()
-    wrong = []
-    for module, deps in graph.items():
-        top = module.split(".")[0]
-        for dep in deps:
-            other = dep.split(".")[0]
-            if top == "train" and other != "train":
-                wrong.append((module, dep))  # the trainer reads token shards and knows nothing else
-            if {top, other} == {"taggers", "mixers"}:
-                wrong.append((module, dep))
-            if top == "dolma_pipe" and other in ("taggers", "mixers") and module != "dolma_pipe.cli":
-                wrong.append((module, dep))
-    assert wrong == []
+def test_every_string_import_names_a_module():
+    modules = _modules()
+    unknown = sorted((m, d) for m, deps in import_graph().items() for d in deps if d not in modules)
+    assert unknown == []
+
+
+def test_the_cli_targets_are_string_imports_of_the_cli():
+    from dolma_pipe.cli import COMMANDS
+
+    targets = {c.target.partition(":")[0] for c in COMMANDS if c.target}
+    assert targets and targets <= import_graph()[CLI]
+
+
+def test_layers_hold():
+    assert layering_violations(import_graph()) == []
+
+
+def test_the_token_shard_format_needs_no_torch():
+    assert third_party_imports("train.shards") <= SHARDS_THIRD_PARTY
+
+
+def test_the_layer_check_finds_a_violation():
+    graph = {
+        "dolma_pipe.runner": {"mixers.stage"},  # the core reaching up
+        "taggers.stage": {"mixers.rules"},  # a plugin family reaching sideways
+        "mixers.stage": {"train.trainer"},  # only mix-search runs the trainer
+        "mixers.search.stage": {"train.trainer", "train.shards"},
+        "report.discover": {"mixers.report", "dolma_pipe.cli"},  # the CLI, from below it
+        "train.shards": {"dolma_pipe.storage"},
+        "dolma_pipe.__main__": {"dolma_pipe.cli"},
+        "dolma_pipe.cli": {"report", "taggers.registry"},
+    }
+    assert layering_violations(graph) == [
+        ("dolma_pipe.runner", "mixers.stage"),
+        ("mixers.stage", "train.trainer"),
+        ("report.discover", "dolma_pipe.cli"),
+        ("taggers.stage", "mixers.rules"),
+        ("train.shards", "dolma_pipe.storage"),
+    ]
+
+
+def test_string_imports_are_seen():
+    tree = ast.parse(
+        'T = "mixers.stage:MixStage"\n'
+        'importlib.import_module("report.stage")\n'
+        '__import__("taggers")\n'
+        'cmd = [sys.executable, "-m", "train", "--config", "x"]\n'
+        'note = "time: 12:00"\n'
+    )
+    assert string_imports(tree) == {"mixers.stage", "report.stage", "taggers", "train"}
