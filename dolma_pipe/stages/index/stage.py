@@ -23,17 +23,15 @@ from __future__ import annotations
 
 import functools
 import io
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import orjson
 
 from dolma_pipe import paths, storage, suffix
-from dolma_pipe import tokenizer as toks
-from dolma_pipe.config import ConfigError
+from dolma_pipe.compression import gzip_member
 from dolma_pipe.documents import read_documents
-from dolma_pipe.filters import gzip_member
-from dolma_pipe.manifest import InputFile, TaskRecord, run_beside
+from dolma_pipe.manifest import InputFile, TaskRecord
 from dolma_pipe.quarantine import Quarantine
 from dolma_pipe.stage import Phase, RunContext, Stage, StepResult, Task, TaskOutput
 from train.shards import (
@@ -63,7 +61,8 @@ from .format import (
     part_path,
     part_rel,
 )
-from .sources import list_shards, refuse_destination_among_shards, shard_folders
+from .resolved import IndexResolved, token_settings
+from .sources import list_shards, refuse_destination_among_shards
 
 
 def _save_array(files: TaskFiles, rel: str, array: np.ndarray) -> None:
@@ -125,53 +124,16 @@ class IndexStage(Stage[IndexConfig]):
 
     def __init__(self, config: IndexConfig):
         super().__init__(config)
-        self.kind = "tokens" if config.shards is not None else "documents"
+        self.kind: Literal["tokens", "documents"] = "tokens" if config.shards is not None else "documents"
         self.tokenizer: dict | None = None
+        self.symbol: suffix.Symbol
         if self.kind == "tokens":
-            self.dtype, self.tokenizer, runs = self._token_settings()
+            self.dtype, self.tokenizer, runs = token_settings(config)
             self.symbol = suffix.symbol_for(self.dtype)
             refuse_destination_among_shards(config.destination, list(config.shards or []), runs)
         else:
             self.dtype, self.symbol = np.dtype(np.uint8), "u8"
         self.max_symbols = max(1, config.memory_per_task // MEMORY_PER_SYMBOL[self.symbol])
-
-    def _token_settings(self) -> tuple[np.dtype, dict | None, list[str]]:
-        """The shards' dtype and tokenizer: given, or as the tokenize run that wrote them recorded;
-        and the folders of the tokenize runs found beside them."""
-        cfg = self.config
-        assert cfg.shards is not None
-        recorded: dict[str, Any] = {}
-        runs = []
-        for folder in sorted(set(shard_folders(cfg.shards))):
-            found = run_beside(folder, "tokenize")
-            if found is not None:
-                recorded = recorded or found[1].results
-                runs.append(found[0])
-        dtype = cfg.dtype or recorded.get("dtype")
-        if dtype is None:
-            raise ConfigError("config key 'dtype': the shards' token dtype (uint16 or uint32); no tokenize manifest beside them says it")
-        if np.dtype(dtype) not in (np.dtype(np.uint16), np.dtype(np.uint32)):
-            raise ConfigError(f"config key 'dtype': token shards are uint16 or uint32, got {dtype}")
-        tok = dict(recorded.get("tokenizer") or {})
-        if cfg.tokenizer is not None:
-            try:
-                info = toks.inspect(cfg.tokenizer)
-            except toks.TokenizerError as exc:
-                raise ConfigError(f"config key 'tokenizer': {exc}") from None
-            if tok and tok.get("sha256") != info.sha256:
-                raise ConfigError(
-                    f"config key 'tokenizer': {cfg.tokenizer} is not the tokenizer the shards were written with ({tok.get('name_or_path')})"
-                )
-            tok.update(name_or_path=cfg.tokenizer, file=info.path, sha256=info.sha256, vocab_size=info.vocab_size)
-        if cfg.eos_token_id is not None:
-            if tok.get("eos_token_id") not in (None, cfg.eos_token_id):
-                raise ConfigError(f"config key 'eos_token_id': the shards were written with {tok['eos_token_id']} ending every document")
-            tok["eos_token_id"] = cfg.eos_token_id
-        if tok.get("eos_token_id") is None:
-            raise ConfigError(
-                "config key 'eos_token_id': the token ending every document (no match runs past it); no tokenize manifest beside the shards says it"
-            )
-        return np.dtype(dtype), tok, runs
 
     @property
     def output_root(self) -> str:
@@ -194,12 +156,15 @@ class IndexStage(Stage[IndexConfig]):
         except ShardError as exc:
             raise paths.PathError(str(exc)) from None
 
-    def resolve(self, inputs: list[InputFile]) -> dict[str, Any]:
-        out: dict[str, Any] = {"kind": self.kind, "symbol": self.symbol, "max_symbols": self.max_symbols}
-        if self.kind == "tokens":
-            out["tokenizer_sha256"] = (self.tokenizer or {}).get("sha256")
-            out["eos_token_id"] = (self.tokenizer or {}).get("eos_token_id")
-        return out
+    def resolve(self, inputs: list[InputFile]) -> IndexResolved:
+        tok = self.tokenizer or {}
+        return IndexResolved(
+            kind=self.kind,
+            symbol=self.symbol,
+            max_symbols=self.max_symbols,
+            tokenizer_sha256=tok.get("sha256"),
+            eos_token_id=tok.get("eos_token_id"),
+        )
 
     # ---- the build phase ----------------------------------------------------------------------
 
@@ -347,7 +312,7 @@ class IndexStage(Stage[IndexConfig]):
     def _finish(self, records: list[TaskRecord], ctx: RunContext) -> StepResult:
         order = {f.rel: i for i, f in enumerate(ctx.inputs)}
         records = sorted(records, key=lambda r: order[r.key])
-        info = IndexInfo(kind=self.kind, symbol=self.symbol, tokenizer=self.tokenizer)  # type: ignore[arg-type]
+        info = IndexInfo(kind=self.kind, symbol=self.symbol, tokenizer=self.tokenizer)
         for i, r in enumerate(records):
             info.sources.append(Source.model_validate(r.data["source"]))
             info.parts += [Part(source=i, **p) for p in r.data["parts"]]
