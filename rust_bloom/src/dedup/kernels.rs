@@ -13,6 +13,7 @@
 //!
 //! Inputs are `(file index, records)` slices; outputs are bucketed files (`records`), bucketed
 //! by file index so that each file's later task reads only its own slice.
+use super::error::DedupError;
 use super::records::{self, f32_at, u128_at, u32_at, u64_at, Bucketed, WHOLE_DOCUMENT};
 use crate::bloom::{Bloom, BloomError};
 use crate::minhash::cluster::{Components, U64Map};
@@ -62,9 +63,9 @@ pub struct FirstSeen {
 }
 
 impl FirstSeen {
-    pub fn new(record_size: usize, files: usize) -> Result<FirstSeen, String> {
+    pub fn new(record_size: usize, files: usize) -> Result<FirstSeen, DedupError> {
         if record_size != records::DOC && record_size != records::PARA {
-            return Err(format!("first_occurrence: unknown record size {record_size}"));
+            return Err(DedupError::UnknownRecordSize { kernel: "first_occurrence", size: record_size });
         }
         Ok(FirstSeen {
             record_size,
@@ -79,13 +80,13 @@ impl FirstSeen {
 
     /// The records of file `file` (files in increasing order), leaving out the documents in
     /// `removed` (sorted): a removed document's key is neither a first occurrence nor a duplicate.
-    pub fn add(&mut self, file: u32, buf: &[u8], removed: &[u32]) -> Result<(), String> {
+    pub fn add(&mut self, file: u32, buf: &[u8], removed: &[u32]) -> Result<(), DedupError> {
         records::check_records(buf, self.record_size, "key records")?;
         if file as usize >= self.files {
-            return Err(format!("first_occurrence: file index {file} out of range"));
+            return Err(DedupError::FileOutOfRange { kernel: "first_occurrence", file: file as usize });
         }
         if self.last_file.is_some_and(|last| file <= last) {
-            return Err("first_occurrence: files must come in increasing order, each once".into());
+            return Err(DedupError::FilesOutOfOrder);
         }
         self.last_file = Some(file);
         for rec in buf.chunks_exact(self.record_size) {
@@ -121,7 +122,7 @@ pub fn first_occurrence(
     record_size: usize,
     files: usize,
     removed: &[Removed],
-) -> Result<(Bucketed, u64), String> {
+) -> Result<(Bucketed, u64), DedupError> {
     let mut order: Vec<usize> = (0..slices.len()).collect();
     order.sort_by_key(|&i| slices[i].0);
     let mut fs = FirstSeen::new(record_size, files)?;
@@ -186,12 +187,12 @@ pub fn bloom_test_and_set(
 /// a band. A group of up to `max_group` documents gives all its pairs; a larger one (a band
 /// shared by thousands, e.g. boilerplate) gives each member paired with the group's first
 /// document and with its predecessor, which connects the group without a quadratic blow-up.
-pub fn band_candidates(slices: &[Slice], files: usize, max_group: usize) -> Result<(Bucketed, u64), String> {
+pub fn band_candidates(slices: &[Slice], files: usize, max_group: usize) -> Result<(Bucketed, u64), DedupError> {
     let mut entries: Vec<(u32, u64, u64)> = Vec::new();
     for &(file, buf) in slices {
         records::check_records(buf, records::BAND, "band records")?;
         if file as usize >= files {
-            return Err(format!("band_candidates: file index {file} out of range"));
+            return Err(DedupError::FileOutOfRange { kernel: "band_candidates", file: file as usize });
         }
         entries.reserve(buf.len() / records::BAND);
         for rec in buf.chunks_exact(records::BAND) {
@@ -254,7 +255,7 @@ pub fn verify_pairs(
     values: &U64Map<&[u8]>,
     mode: Verify,
     threshold: f64,
-) -> Result<Vec<(Vec<u8>, u64, u64)>, String> {
+) -> Result<Vec<(Vec<u8>, u64, u64)>, DedupError> {
     // Each document's values once: shingle values are stored as they came (unsorted, repeated)
     // and become a sorted set here; signatures stay in order.
     let mut decoded: U64Map<Vec<u32>> = U64Map::default();
@@ -275,7 +276,7 @@ pub fn verify_pairs(
                     continue;
                 }
                 let Some(raw) = values.get(&n) else {
-                    return Err(format!("verify_pairs: no values for document {n:#x}"));
+                    return Err(DedupError::NoValues { node: n });
                 };
                 let mut v: Vec<u32> =
                     raw.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
@@ -319,16 +320,16 @@ pub struct Clustered {
 /// Clusters of verified pairs given per later file (`(hi file, VERIFIED records)`; pass
 /// unverified `PAIR` records with `record_size = records::PAIR`). Returns the `MEMBER` records
 /// bucketed by file, and every member in (cluster, global order) order.
-pub fn cluster(slices: &[Slice], record_size: usize, files: usize) -> Result<(Bucketed, Vec<Clustered>), String> {
+pub fn cluster(slices: &[Slice], record_size: usize, files: usize) -> Result<(Bucketed, Vec<Clustered>), DedupError> {
     if record_size != records::VERIFIED && record_size != records::PAIR {
-        return Err(format!("cluster: unknown record size {record_size}"));
+        return Err(DedupError::UnknownRecordSize { kernel: "cluster", size: record_size });
     }
     let mut comps = Components::new();
     for &(hi_file, buf) in slices {
         records::check_records(buf, record_size, "pair records")?;
         for rec in buf.chunks_exact(record_size) {
             if record_size == records::VERIFIED && f32_at(rec, 12).is_nan() {
-                return Err("cluster: a verified pair has no similarity".into());
+                return Err(DedupError::NoSimilarity);
             }
             comps.union(node(u32_at(rec, 0), u32_at(rec, 4)), node(hi_file, u32_at(rec, 8)));
         }
@@ -343,7 +344,7 @@ pub fn cluster(slices: &[Slice], record_size: usize, files: usize) -> Result<(Bu
         }
         let file = (m.node >> 32) as usize;
         if file >= files {
-            return Err(format!("cluster: file index {file} out of range"));
+            return Err(DedupError::FileOutOfRange { kernel: "cluster", file });
         }
         let mut rec = [0u8; records::MEMBER];
         rec[..4].copy_from_slice(&(m.node as u32).to_le_bytes());

@@ -2,6 +2,7 @@
 //! `['name']`, `["name"]` or `[index]` steps, e.g. `$.text`, `$.metadata.url`,
 //! `$['metadata']['warc-id']`, `$.urls[0]`. Filters, wildcards and slices are refused when the
 //! config loads (a key must name one value).
+use super::error::DedupError;
 use serde_json::Value;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,8 +27,8 @@ pub enum KeyValue {
 }
 
 impl KeyPath {
-    pub fn parse(path: &str) -> Result<KeyPath, String> {
-        let bad = |why: &str| Err(format!("unsupported key {path:?}: {why} (use $.field, $.a.b, $['a'] or $.a[0])"));
+    pub fn parse(path: &str) -> Result<KeyPath, DedupError> {
+        let bad = |why: &'static str| Err(DedupError::UnsupportedKey { path: path.to_string(), why });
         let rest = match path.strip_prefix('$') {
             Some(r) => r,
             None => return bad("it must start with $"),

@@ -1,6 +1,7 @@
 //! Exact, paragraph and near-duplicate dedup kernels, pure Rust (`python/dedup.rs` binds them):
 //!
 //! - `digest`: 128-bit key digests, one seed per kind of key so kinds never collide;
+//! - `error`: why a kernel refuses its input (`DedupError`);
 //! - `keypath`: the JSONPath subset of Dolma's `dedupe.documents.key` (`$.a.b`, `$['a']`, `$.a[0]`);
 //! - `jsonline`: the fast path that reads one JSON line's `id`, `text` and key (through
 //!   `crate::document`), accepting only lines that `dolma_pipe.documents.read_documents` accepts
@@ -14,6 +15,7 @@
 //!   candidate pairs, verification, clustering);
 //! - `render`: one file's attribute rows as JSON lines.
 pub mod digest;
+pub mod error;
 pub mod jsonline;
 pub mod kernels;
 pub mod keypath;

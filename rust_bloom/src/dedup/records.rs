@@ -20,6 +20,8 @@
 //! - `PAIR` (12 B): earlier file u32, earlier document u32, later document u32
 //! - `VERIFIED` (16 B): `PAIR` and its similarity f32
 //! - `MEMBER` (16 B): document u32, cluster u32, cluster size u32, survivor flag u32
+use super::error::DedupError;
+
 pub const MAGIC: [u8; 8] = *b"DPBKT\0\0\x01";
 pub const DOC: usize = 20;
 pub const PARA: usize = 24;
@@ -83,20 +85,20 @@ pub struct BucketedView<'a> {
 }
 
 impl<'a> BucketedView<'a> {
-    pub fn parse(bytes: &'a [u8]) -> Result<BucketedView<'a>, String> {
+    pub fn parse(bytes: &'a [u8]) -> Result<BucketedView<'a>, DedupError> {
         if bytes.len() < 16 || bytes[..8] != MAGIC {
-            return Err("not a dolma-pipe bucketed work file (bad magic)".into());
+            return Err(DedupError::Damaged("not a dolma-pipe bucketed work file (bad magic)"));
         }
         let record_size = u32_at(bytes, 8) as usize;
         let buckets = u32_at(bytes, 12) as usize;
         let head = 16 + 8 * (buckets + 1);
         if record_size == 0 || bytes.len() < head {
-            return Err("truncated bucketed work file".into());
+            return Err(DedupError::Damaged("truncated bucketed work file"));
         }
         let offsets: Vec<u64> = (0..=buckets).map(|i| u64_at(bytes, 16 + 8 * i)).collect();
         let data = &bytes[head..];
         if data.len() as u64 != offsets[buckets] * record_size as u64 {
-            return Err("bucketed work file size does not match its offsets".into());
+            return Err(DedupError::Damaged("bucketed work file size does not match its offsets"));
         }
         Ok(BucketedView { record_size, offsets, data })
     }
@@ -136,9 +138,9 @@ pub fn f32_at(b: &[u8], off: usize) -> f32 {
 }
 
 /// Checks that a record buffer is whole records.
-pub fn check_records(buf: &[u8], record_size: usize, what: &str) -> Result<(), String> {
+pub fn check_records(buf: &[u8], record_size: usize, what: &'static str) -> Result<(), DedupError> {
     if !buf.len().is_multiple_of(record_size) {
-        return Err(format!("{what}: {} bytes is not a whole number of {record_size}-byte records", buf.len()));
+        return Err(DedupError::PartialRecords { what, bytes: buf.len(), record_size });
     }
     Ok(())
 }

@@ -11,6 +11,7 @@
 //! - substrings, for a non-empty text: `[[start, end, 1], ...]` of the repeated substrings.
 //!
 //! Spans are character offsets; a paragraph's span includes its separator, clipped to the text.
+use super::error::DedupError;
 use super::records::{self, u32_at, WHOLE_DOCUMENT};
 use super::scan::{PARA_SKIPPED, PARA_WHOLE};
 use std::fmt::Write;
@@ -52,8 +53,8 @@ struct Meta<'a> {
     decon: &'a [u8],
 }
 
-fn parse_meta(b: &[u8]) -> Result<Meta<'_>, String> {
-    let bad = || "damaged dedup meta file".to_string();
+fn parse_meta(b: &[u8]) -> Result<Meta<'_>, DedupError> {
+    let bad = || DedupError::Damaged("damaged dedup meta file");
     if b.len() < 16 || b[..8] != super::scan::META_MAGIC {
         return Err(bad());
     }
@@ -94,12 +95,13 @@ impl Meta<'_> {
     fn chars(&self, doc: usize) -> u64 {
         u64::from(u32_at(self.chars, 4 * doc))
     }
-    fn id(&self, doc: usize) -> Result<&str, String> {
+    fn id(&self, doc: usize) -> Result<&str, DedupError> {
         let (a, b) = (
             records::u64_at(self.id_offsets, 8 * doc) as usize,
             records::u64_at(self.id_offsets, 8 * doc + 8) as usize,
         );
-        std::str::from_utf8(self.id_blob.get(a..b).ok_or("damaged ids")?).map_err(|_| "damaged ids".to_string())
+        let damaged = || DedupError::Damaged("damaged ids");
+        std::str::from_utf8(self.id_blob.get(a..b).ok_or_else(damaged)?).map_err(|_| damaged())
     }
     fn paragraphs(&self, doc: usize) -> (usize, usize) {
         if self.para_offsets.is_empty() {
@@ -133,7 +135,7 @@ fn span(out: &mut String, first: &mut bool, start: u64, end: u64, value: Option<
 }
 
 /// Grouped records of one file: DUP (document, paragraph) pairs sorted, MEMBER survivor flags.
-fn sorted_dups(buf: &[u8]) -> Result<Vec<(u32, u32)>, String> {
+fn sorted_dups(buf: &[u8]) -> Result<Vec<(u32, u32)>, DedupError> {
     records::check_records(buf, records::DUP, "dup records")?;
     let mut v: Vec<(u32, u32)> = buf.chunks_exact(records::DUP).map(|r| (u32_at(r, 0), u32_at(r, 4))).collect();
     v.sort_unstable();
@@ -151,7 +153,7 @@ pub fn render(
     para_dups: &[u8],
     members: &[u8],
     substrings: &[u8],
-) -> Result<(Vec<u8>, Marked), String> {
+) -> Result<(Vec<u8>, Marked), DedupError> {
     let m = parse_meta(meta)?;
     records::check_records(substrings, SUBSTRING, "substring records")?;
     let mut subs: Vec<(u32, u64, u64)> = substrings
@@ -177,7 +179,7 @@ pub fn render(
         let d = doc as u32;
         let chars = m.chars(doc);
         out.push_str("{\"id\":");
-        out.push_str(&serde_json::to_string(m.id(doc)?).map_err(|e| e.to_string())?);
+        out.push_str(&serde_json::to_string(m.id(doc)?).map_err(|e| DedupError::Json(e.to_string()))?);
         out.push_str(",\"attributes\":{");
         let mut first_attr = true;
         let mut attr = |out: &mut String, name: &str| {

@@ -13,6 +13,7 @@
 //! accept is handed back to the caller, which decides (quarantine, or a normalised document
 //! given back through `add_document`), so documents are always processed in line order.
 use super::digest::{bucket_of, digest, digest_tokens, high64, Kind};
+use super::error::DedupError;
 use super::jsonline::{parse_line, KeySpec};
 use super::keypath::{KeyPath, KeyValue};
 use super::paragraph::{self, has_words, is_blank, ngram_starts, tokens, Paragraph};
@@ -109,9 +110,9 @@ pub struct DecontamSet {
 }
 
 impl DecontamSet {
-    pub fn new(mode: DecontamMode, separator: String) -> Result<DecontamSet, String> {
+    pub fn new(mode: DecontamMode, separator: String) -> Result<DecontamSet, DedupError> {
         if separator.is_empty() {
-            return Err("the paragraph separator must not be empty".into());
+            return Err(DedupError::EmptySeparator);
         }
         Ok(DecontamSet { mode, separator, paragraphs: HashSet::new(), ngrams: HashSet::new(), texts: 0 })
     }
@@ -192,8 +193,8 @@ impl DecontamSet {
         out
     }
 
-    pub fn from_bytes(b: &[u8]) -> Result<DecontamSet, String> {
-        let bad = || "not a dolma-pipe decontamination set (bad magic or truncated)".to_string();
+    pub fn from_bytes(b: &[u8]) -> Result<DecontamSet, DedupError> {
+        let bad = || DedupError::Damaged("not a dolma-pipe decontamination set (bad magic or truncated)");
         if b.len() < 8 + 20 + 8 + 4 || b[..8] != DECON_MAGIC {
             return Err(bad());
         }
@@ -401,13 +402,15 @@ impl Scanner {
     /// Appends gzip-compressed bytes of the file, decompressed exactly as
     /// `dolma_pipe.documents` does: members one after another, each to its end; an error in the
     /// data is `Err` (what was decompressed before it is kept and its lines still count).
-    pub fn push_gzip(&mut self, mut data: &[u8]) -> Result<(), String> {
+    pub fn push_gzip(&mut self, mut data: &[u8]) -> Result<(), DedupError> {
         while !data.is_empty() {
             let d = self.gzip.get_or_insert_with(|| Decompress::new_gzip(15));
             self.gzip_pending = true;
             self.buf.reserve(data.len() * 4 + 4096);
             let (before_in, before_out) = (d.total_in(), d.total_out());
-            let status = d.decompress_vec(data, &mut self.buf, FlushDecompress::None).map_err(|e| e.to_string())?;
+            let status = d
+                .decompress_vec(data, &mut self.buf, FlushDecompress::None)
+                .map_err(|e| DedupError::Gzip(e.to_string()))?;
             let consumed = (d.total_in() - before_in) as usize;
             let produced = d.total_out() - before_out;
             data = &data[consumed..];
@@ -418,7 +421,7 @@ impl Scanner {
                     self.gzip_pending = false;
                 }
                 _ if consumed == 0 && produced == 0 && self.buf.capacity() > self.buf.len() => {
-                    return Err("the decompressor made no progress".into());
+                    return Err(DedupError::GzipStalled);
                 }
                 _ => {}
             }

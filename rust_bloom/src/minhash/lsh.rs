@@ -1,5 +1,6 @@
 //! Locality-sensitive hashing over signatures: band hashes, the choice of bands x rows for a
 //! Jaccard threshold, and the two similarity measures used to verify candidate pairs.
+use super::MinhashError;
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
 /// The hash of each band of `rows` consecutive signature values (bands x rows <= sig.len()),
@@ -51,15 +52,15 @@ pub fn optimal_bands(
     num_perm: usize,
     fp_weight: f64,
     fn_weight: f64,
-) -> Result<(usize, usize), String> {
+) -> Result<(usize, usize), MinhashError> {
     if !(threshold > 0.0 && threshold < 1.0) {
-        return Err(format!("threshold must be strictly between 0 and 1, got {threshold}"));
+        return Err(MinhashError::Threshold(threshold));
     }
     if num_perm == 0 {
-        return Err("num_perm must be at least 1".into());
+        return Err(MinhashError::NoPermutations);
     }
     if !(fp_weight >= 0.0 && fn_weight >= 0.0 && fp_weight + fn_weight > 0.0) {
-        return Err("weights must be non-negative and not both zero".into());
+        return Err(MinhashError::Weights);
     }
     let mut best = (f64::INFINITY, 1usize, 1usize);
     for bands in 1..=num_perm {

@@ -7,14 +7,17 @@
 //!   vectorised where the CPU allows (AVX-512, AVX2) and identical on every CPU;
 //! - `lsh`: band hashes, the choice of bands x rows for a Jaccard threshold, exact Jaccard of
 //!   shingle sets and the similarity of two signatures;
+//! - `error`: why a setting is refused (`MinhashError`);
 //! - `cluster`: connected components of candidate pairs with the smallest node as the root,
 //!   so that a cluster's survivor is its first document in the global order.
 pub mod cluster;
+pub mod error;
 pub mod lsh;
 pub mod shingle;
 pub mod signature;
 
 pub use cluster::Components;
+pub use error::MinhashError;
 pub use lsh::{band_hash, candidate_probability, jaccard_sorted, optimal_bands, signature_similarity};
 pub use shingle::{Shingler, Words};
 pub use signature::Permutations;

@@ -10,6 +10,7 @@
 //! words is an order-sensitive fold of their hashes, finished by a 64-bit mixer. A text with at
 //! least one word but fewer than n is one shingle of all its words; a text without words has
 //! none.
+use super::MinhashError;
 use crate::text::{is_space, is_unspaced, is_word};
 use std::sync::OnceLock;
 
@@ -268,9 +269,9 @@ fn fold(words: &[u64]) -> u64 {
 }
 
 impl Shingler {
-    pub fn new(ngram: usize, lowercase: bool, words: Words, seed: u64) -> Result<Shingler, String> {
+    pub fn new(ngram: usize, lowercase: bool, words: Words, seed: u64) -> Result<Shingler, MinhashError> {
         if ngram == 0 {
-            return Err("ngram size must be at least 1".into());
+            return Err(MinhashError::NgramSize);
         }
         Ok(Shingler { ngram, lowercase, words, seed })
     }

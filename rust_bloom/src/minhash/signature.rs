@@ -4,7 +4,7 @@
 //! evaluate K times per shingle. The loop is compiled three times (AVX-512, AVX2, baseline)
 //! and chosen at run time; all three compute the same integers, so signatures do not depend
 //! on the CPU.
-use super::splitmix64;
+use super::{splitmix64, MinhashError};
 
 /// The K hash functions of a signature (K = bands x rows).
 #[derive(Debug, Clone)]
@@ -73,9 +73,9 @@ fn pick() -> UpdateFn {
 }
 
 impl Permutations {
-    pub fn new(num_perm: usize, seed: u64) -> Result<Permutations, String> {
+    pub fn new(num_perm: usize, seed: u64) -> Result<Permutations, MinhashError> {
         if num_perm == 0 || num_perm > 4096 {
-            return Err(format!("the number of permutations must be in [1, 4096], got {num_perm}"));
+            return Err(MinhashError::PermutationCount(num_perm));
         }
         let mut state = seed;
         let mut a = Vec::with_capacity(num_perm);

@@ -2,9 +2,10 @@
 //! plan and the per-file scanner, the decontamination set, and the per-bucket steps. Work
 //! happens without the GIL; records cross the boundary as `bytes` in the formats of
 //! `crate::dedup::records`.
-use super::minhash::shingler;
+use super::minhash::{minhash_error, shingler};
 use crate::bloom::params::{false_positive_rate, Params};
 use crate::bloom::{Bloom, BloomError};
+use crate::dedup::error::DedupError;
 use crate::dedup::kernels::{self, Verify};
 use crate::dedup::keypath::{KeyPath, KeyValue, Step};
 use crate::dedup::records;
@@ -21,8 +22,9 @@ use pyo3::types::{PyBytes, PyDict, PyString};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-fn value_error(e: String) -> PyErr {
-    PyValueError::new_err(e)
+/// A kernel's refusal, as the `ValueError` Python callers catch.
+fn value_error(e: DedupError) -> PyErr {
+    PyValueError::new_err(e.to_string())
 }
 
 fn buckets(n: u32, what: &str) -> PyResult<u32> {
@@ -196,7 +198,7 @@ impl PyScanPlan {
                 let words: String = get("words")?.extract()?;
                 Some(MinhashSpec {
                     shingler: shingler(get("ngram")?.extract()?, get("lowercase")?.extract()?, &words, seed)?,
-                    perms: Permutations::new(num_perm, seed).map_err(value_error)?,
+                    perms: Permutations::new(num_perm, seed).map_err(minhash_error)?,
                     bands,
                     rows,
                     band_seed: seed,

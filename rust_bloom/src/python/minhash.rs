@@ -3,7 +3,7 @@
 use crate::minhash::lsh::band_hashes as lsh_band_hashes;
 use crate::minhash::shingle::Scratch;
 use crate::minhash::{candidate_probability as lsh_probability, jaccard_sorted, optimal_bands as lsh_optimal};
-use crate::minhash::{Permutations, Shingler, Words};
+use crate::minhash::{MinhashError, Permutations, Shingler, Words};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyString;
@@ -16,8 +16,13 @@ pub(crate) fn words_mode(words: &str) -> PyResult<Words> {
     }
 }
 
+/// A refused MinHash setting, as a `ValueError`.
+pub(crate) fn minhash_error(e: MinhashError) -> PyErr {
+    PyValueError::new_err(e.to_string())
+}
+
 pub(crate) fn shingler(ngram: usize, lowercase: bool, words: &str, seed: u64) -> PyResult<Shingler> {
-    Shingler::new(ngram, lowercase, words_mode(words)?, seed).map_err(PyValueError::new_err)
+    Shingler::new(ngram, lowercase, words_mode(words)?, seed).map_err(minhash_error)
 }
 
 /// A MinHash signer: shingling settings plus `num_perm` seeded hash functions.
@@ -34,7 +39,7 @@ impl PyMinHasher {
     #[pyo3(signature = (num_perm=128, *, ngram=5, lowercase=true, words="word", seed=1))]
     fn new(num_perm: usize, ngram: usize, lowercase: bool, words: &str, seed: u64) -> PyResult<Self> {
         let shingler = shingler(ngram, lowercase, words, seed)?;
-        let perms = Permutations::new(num_perm, seed).map_err(PyValueError::new_err)?;
+        let perms = Permutations::new(num_perm, seed).map_err(minhash_error)?;
         Ok(PyMinHasher { shingler, perms, words: words.to_string() })
     }
 
@@ -143,7 +148,7 @@ fn optimal_bands(
     fp_weight: f64,
     fn_weight: f64,
 ) -> PyResult<(usize, usize)> {
-    py.detach(|| lsh_optimal(threshold, num_perm, fp_weight, fn_weight)).map_err(PyValueError::new_err)
+    py.detach(|| lsh_optimal(threshold, num_perm, fp_weight, fn_weight)).map_err(minhash_error)
 }
 
 /// The probability that two sets of Jaccard `j` share a band.
