@@ -69,7 +69,7 @@ RAY_PORT = "6379"
 FAST_PAGES = {"docs/configs.md", "docs/benchmarks.md", "docs/development.md"}
 BLOCK_TIMEOUT = 240
 # Top-level folders of the repository that backticked paths in the pages are checked against.
-REPO_DIRS = ("bench/", "dolma_pipe/", "docs/", "examples/", "mixers/", "rust_bloom/", "taggers/", "tests/", "train/", ".ci/")
+REPO_DIRS = ("bench/", "dolma_pipe/", "docs/", "examples/", "mixers/", "report/", "rust_bloom/", "taggers/", "tests/", "train/", ".ci/")
 
 
 @dataclass
