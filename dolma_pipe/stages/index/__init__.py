@@ -4,6 +4,7 @@ it answers.
 - :mod:`.config`: what to index (token shards or documents), where, contamination counts;
 - :mod:`.format`: ``index.json``, the index's record of its sources and parts (checksums);
 - :mod:`.sources`: the shards an index is built from (local or S3), and where it may go;
+- :mod:`.resolved`: what a run settles first (the shards' dtype and tokenizer) and records;
 - :mod:`.stage`: the build (one task per source, as phases on the runner);
 - :mod:`.files`: a build task's files, written with their checksums, checked, uploaded (S3);
 - :mod:`.checked`: an index's files on this machine, checked before a query reads them;
