@@ -6,7 +6,9 @@ multi-member allowed), ``.zst``/``.zstd`` (zstandard, multi-frame allowed) and
 UTF-8, a missing or mistyped ``id``/``text``, an empty file or a truncated
 archive is handed to the caller's :class:`~dolma_pipe.quarantine.Quarantine`
 with the file and line, and reading goes on with the next good record.  An
-integer ``id`` is accepted as its string form.
+integer ``id`` is accepted as its string form.  Compressions (their names, members, and
+decompression) are :mod:`dolma_pipe.compression`'s; which error that stops a file's reading becomes
+which quarantine kind is :mod:`dolma_pipe.read_errors`'.
 
 Writing is deterministic (gzip with ``mtime=0``, fixed zstd level) so that a
 resumed run produces the same bytes as an uninterrupted one, and atomic (see
@@ -21,23 +23,27 @@ import decimal
 import gzip
 import hashlib
 import json
-import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import IO, Any, cast
+from typing import IO, Any, Literal
 
 import orjson
 import zstandard
 
 from dolma_pipe import storage
-from dolma_pipe.errors import DolmaPipeError
+from dolma_pipe.compression import Codec, decompressed
 from dolma_pipe.quarantine import Quarantine, QuarantinedRecordError
+from dolma_pipe.read_errors import (
+    READ_ERRORS,
+    DocumentError,
+    NotJsonLines,
+    quarantine_corrupt_parquet,
+    quarantine_if_empty,
+    quarantine_read_error,
+)
 
-CHUNK = 1 << 20
-GZIP_LEVEL = 6
 # Integer ids every stage reads exactly (a signed or an unsigned 64-bit integer), as ``mix`` does.
 ID_INT_MIN, ID_INT_MAX = -(2**63), 2**64 - 1
-ZSTD_LEVEL = 3
 # Columns kept as plain strings in Parquet; anything else is stored as JSON text.
 PARQUET_STRING_COLUMNS = ("id", "text", "source", "added", "created")
 PARQUET_JSON_COLUMNS_KEY = b"dolma_pipe.json_columns"
@@ -57,100 +63,17 @@ def _has_long_digits(line: bytes) -> bool:
     return _DIGIT_RUN in mapped or _NEGATIVE_RUN in mapped
 
 
-class DocumentError(DolmaPipeError, ValueError):
-    """A document file could not be read; the message names the file and line."""
+def compression_of(path: str) -> Codec | Literal["parquet"]:
+    """``"parquet"``, or the codec a document file's name says (a :class:`Codec` is its name: "gzip", "zstd", "none")."""
+    return "parquet" if path.lower().endswith(".parquet") else Codec.of_path(path)
 
 
-class TruncatedArchive(DocumentError):
-    pass
-
-
-def compression_of(path: str) -> str:
-    name = path.lower()
-    if name.endswith(".parquet"):
-        return "parquet"
-    if name.endswith(".gz"):
-        return "gzip"
-    if name.endswith((".zst", ".zstd")):
-        return "zstd"
-    return "none"
-
-
-def _decompressed_chunks(
-    raw: IO[bytes], path: str, label: str, new_decompressor: Callable[[], Any], errors: tuple[type[Exception], ...]
-) -> Iterator[bytes]:
-    """Decompress a stream of concatenated members/frames, detecting a truncated last one.
-
-    Neither ``gzip`` nor ``zstandard``'s readers report every truncation (zstd's
-    stream reader just stops), so the end of each member is checked here.
-    """
-    decomp = new_decompressor()
-    pending = False  # input fed to the current member that has not reached its end
-    while True:
-        block = raw.read(CHUNK)
-        if not block:
-            break
-        while block:
-            try:
-                out = decomp.decompress(block)
-            except errors as exc:
-                raise DocumentError(f"{path}: corrupt {label} data ({exc})") from exc
-            pending = True
-            if out:
-                yield out
-            if decomp.eof:
-                block = decomp.unused_data
-                decomp = new_decompressor()
-                pending = False
-            else:
-                block = b""
-    if pending:
-        raise TruncatedArchive(f"{path}: truncated {label} archive (stream ended early)")
-
-
-def _gzip_chunks(raw: IO[bytes], path: str) -> Iterator[bytes]:
-    # wbits 47 = 32 + 15: accept gzip or zlib headers, as `gzip` would.
-    return _decompressed_chunks(raw, path, "gzip", lambda: zlib.decompressobj(wbits=47), (zlib.error,))
-
-
-def _zstd_chunks(raw: IO[bytes], path: str) -> Iterator[bytes]:
-    dctx = zstandard.ZstdDecompressor()
-    return _decompressed_chunks(raw, path, "zstd", dctx.decompressobj, (zstandard.ZstdError,))
-
-
-def _plain_chunks(raw: IO[bytes], path: str) -> Iterator[bytes]:
-    while True:
-        block = raw.read(CHUNK)
-        if not block:
-            return
-        yield block
-
-
-_CHUNKERS: dict[str, Callable[[IO[bytes], str], Iterator[bytes]]] = {
-    "gzip": _gzip_chunks,
-    "zstd": _zstd_chunks,
-    "none": _plain_chunks,
-}
-
-
-class _Replay:
-    """A raw stream whose first block was already read (to look at the magic bytes)."""
-
-    def __init__(self, first: bytes, raw: IO[bytes]):
-        self.first, self.raw = first, raw
-
-    def read(self, n: int = -1) -> bytes:
-        if self.first:
-            out, self.first = self.first, b""
-            return out
-        return self.raw.read(n)
-
-
-def chunks_after(first: bytes, raw: IO[bytes], path: str, kind: str) -> Iterator[bytes]:
-    """Decompressed bytes of ``raw`` read as ``kind`` (gzip, zstd or none), its first block
-    already taken (to look at its magic bytes): the members, truncation and corruption rules of
-    ``iter_lines``. For readers with a faster path for some files (Rust gzip) and this for the rest."""
-    return _CHUNKERS[kind](cast(IO[bytes], _Replay(first, raw)), path)
+def lines_codec(path: str) -> Codec:
+    """The codec of a JSON-lines file, by its name; :class:`NotJsonLines` for a Parquet file."""
+    codec = compression_of(path)
+    if codec == "parquet":
+        raise NotJsonLines(f"{path}: a Parquet file has no lines (read_documents reads it)")
+    return codec
 
 
 def iter_lines(path: str) -> Iterator[tuple[int, bytes]]:
@@ -159,13 +82,13 @@ def iter_lines(path: str) -> Iterator[tuple[int, bytes]]:
     Raises :class:`TruncatedArchive` or :class:`DocumentError` after yielding
     every line that could be recovered.  A UTF-8 byte-order mark is dropped.
     """
-    chunker = _CHUNKERS[compression_of(path)]
+    codec = lines_codec(path)
     lineno = 0
     # Pieces of a line that spans chunks, joined once its end arrives (no quadratic re-copying).
     pending: list[bytes] = []
     failure: Exception | None = None
     with storage.open_read(path) as raw:
-        chunks = chunker(raw, path)
+        chunks = decompressed(raw, path, codec)
         while True:
             try:
                 chunk = next(chunks, None)
@@ -320,14 +243,10 @@ def _read_jsonl(path: str, quarantine: Quarantine, require_text: bool, fields: F
                 doc = _normalise_attribute_row(obj, path, lineno, quarantine, line)
             if doc is not None:
                 yield lineno, doc
-    except TruncatedArchive as exc:
-        quarantine.add(path, lineno + 1, "truncated_archive", str(exc), None)
-    except DocumentError as exc:
-        quarantine.add(path, lineno + 1, "corrupt_archive", str(exc), None)
-    except storage.StorageError as exc:
-        quarantine.add(path, 0, "unreadable", str(exc), None)
-    if lines == 0 and require_text and not quarantine.has_file_error(path):
-        quarantine.add(path, 0, "empty_file", f"{path}: file has no records", None)
+    except READ_ERRORS as exc:
+        quarantine_read_error(quarantine, path, exc, lineno + 1)
+    if require_text:  # an empty attribute file is valid: its document file had no good documents
+        quarantine_if_empty(quarantine, path, lines)
 
 
 def _normalise_attribute_row(obj: Any, path: str, lineno: int, quarantine: Quarantine, raw: Any) -> dict | None:
@@ -389,15 +308,14 @@ def _read_parquet(path: str, quarantine: Quarantine, fields: Fields = STANDARD_F
                     if doc is not None:
                         yield rows, doc
     except storage.StorageError as exc:
-        quarantine.add(path, 0, "unreadable", str(exc), None)
+        quarantine_read_error(quarantine, path, exc, rows + 1)
         return
     except QuarantinedRecordError:
         raise
     except Exception as exc:  # pyarrow raises ArrowInvalid, OSError, ... for broken files
-        quarantine.add(path, rows + 1, "corrupt_parquet", f"{path}: unreadable after row {rows} ({exc})", None)
+        quarantine_corrupt_parquet(quarantine, path, rows, exc)
         return
-    if rows == 0:
-        quarantine.add(path, 0, "empty_file", f"{path}: file has no records", None)
+    quarantine_if_empty(quarantine, path, rows)
 
 
 def read_documents(path: str, quarantine: Quarantine | None = None, fields: Fields = STANDARD_FIELDS) -> Iterator[tuple[int, dict]]:
@@ -460,10 +378,10 @@ class JsonlWriter:
 
     def __enter__(self) -> JsonlWriter:
         self._raw = self._ctx.__enter__()
-        if self._kind == "gzip":
-            self._stream = gzip.GzipFile(fileobj=self._raw, mode="wb", compresslevel=self._level or GZIP_LEVEL, mtime=0, filename="")
-        elif self._kind == "zstd":
-            self._stream = zstandard.ZstdCompressor(level=self._level or ZSTD_LEVEL).stream_writer(self._raw, closefd=False)
+        if self._kind is Codec.GZIP:
+            self._stream = gzip.GzipFile(fileobj=self._raw, mode="wb", compresslevel=self._level or Codec.GZIP.level, mtime=0, filename="")
+        elif self._kind is Codec.ZSTD:
+            self._stream = zstandard.ZstdCompressor(level=self._level or Codec.ZSTD.level).stream_writer(self._raw, closefd=False)
         else:
             self._stream = self._raw
         return self
@@ -479,7 +397,7 @@ class JsonlWriter:
 
     def __exit__(self, exc_type, exc, tb) -> bool | None:
         if exc_type is None and self._stream is not self._raw:
-            self._stream.close() if self._kind == "gzip" else self._stream.flush(zstandard.FLUSH_FRAME)
+            self._stream.close() if self._kind is Codec.GZIP else self._stream.flush(zstandard.FLUSH_FRAME)
         return self._ctx.__exit__(exc_type, exc, tb)
 
 

@@ -2,8 +2,9 @@
 a Python step per line, for readers whose per-document work happens elsewhere (the mix's rule
 engine, the report's Rust columns).
 
-gzip is inflated by zlib-rs, zstd by zstandard; ``compression`` (Dolma's names: gz, zst, zstd)
-overrides what a file's name says. As in :func:`dolma_pipe.documents.iter_lines`, blank lines are
+Files are decompressed by :func:`dolma_pipe.compression.fast_decompressed` (gzip by zlib-rs);
+``compression`` (a config's name for it, in Dolma's words: gz, zst, zstd, '') overrides what a
+file's name says. As in :func:`dolma_pipe.documents.iter_lines`, blank lines are
 skipped (they still count for line numbers), a UTF-8 byte-order mark is dropped, and a corrupt or
 truncated archive is raised after every line before it. :class:`AttributeRows` hands out an
 attribute file's rows in the batches of the document file they belong to.
@@ -16,36 +17,11 @@ from collections.abc import Iterator
 
 from dolma_pipe import storage
 from dolma_pipe.attributes import AttributeMismatchError
-from dolma_pipe.documents import CHUNK, DocumentError, TruncatedArchive, chunks_after, compression_of
-from dolma_pipe.filters import GzipInflater
-
-# Dolma's names for compressions (``compression.input``) -> documents.compression_of's names.
-_KINDS = {"gz": "gzip", "zst": "zstd", "zstd": "zstd", "": "none"}
+from dolma_pipe.compression import Codec, fast_decompressed
+from dolma_pipe.documents import lines_codec
+from dolma_pipe.read_errors import DocumentError
 
 Block = tuple[list[int], list[bytes]]  # line numbers and lines (blank lines left out)
-
-
-def _chunks(path: str, kind: str) -> Iterator[bytes]:
-    """Decompressed bytes of ``path`` read as ``kind`` (gzip, zstd or none)."""
-    with storage.open_read(path) as raw:
-        block = raw.read(CHUNK)
-        if kind == "gzip" and block.startswith(b"\x1f\x8b"):
-            inflater = GzipInflater()
-            fed = bool(block)
-            while block:
-                try:
-                    yield inflater.feed(block)
-                except ValueError as exc:
-                    raise DocumentError(f"{path}: corrupt gzip data ({exc})") from None
-                block = raw.read(CHUNK)
-            if fed:
-                try:
-                    yield inflater.finish()
-                except ValueError:
-                    raise TruncatedArchive(f"{path}: truncated gzip archive (stream ended early)") from None
-            return
-        # zstd frames, a zlib stream under a .gz name, plain text: the documents reader's rules.
-        yield from chunks_after(block, raw, path, kind)
 
 
 def _blank_free(linenos: list[int], lines: list[bytes], notes: Counter | None) -> Block:
@@ -60,13 +36,13 @@ def _blank_free(linenos: list[int], lines: list[bytes], notes: Counter | None) -
 def line_blocks(path: str, compression: str | None = None, notes: Counter | None = None) -> Iterator[Block]:
     """(line numbers, lines) per decompressed chunk of a JSON-lines file, blank lines left out
     (and counted in ``notes["blank_lines"]``, as the documents reader notes them)."""
-    kind = _KINDS[compression] if compression is not None else compression_of(path)
+    codec = Codec.named(compression) if compression is not None else lines_codec(path)
     lineno = 0
     pending = b""
     first = True
     failure: DocumentError | None = None
     try:
-        for out in _chunks(path, kind):
+        for out in fast_decompressed(path, codec):
             if first and out:
                 first = False
                 if out.startswith(b"\xef\xbb\xbf"):

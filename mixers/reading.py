@@ -16,13 +16,13 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from dolma_pipe import paths, storage
+from dolma_pipe import paths
 from dolma_pipe.attributes import AttributeMismatchError
-from dolma_pipe.documents import DocumentError, TruncatedArchive
 from dolma_pipe.errors import DolmaPipeError
 from dolma_pipe.filters import BatchResult, MixCounts
 from dolma_pipe.lineblocks import AttributeRows, line_blocks
 from dolma_pipe.quarantine import Quarantine
+from dolma_pipe.read_errors import READ_ERRORS, quarantine_if_empty, quarantine_read_error
 from mixers.rules import StreamRules
 
 
@@ -89,16 +89,11 @@ def mix_file(
             while len(lines) >= batch_size:
                 flush(numbers[:batch_size], lines[:batch_size])
                 del numbers[:batch_size], lines[:batch_size]
-    except TruncatedArchive as exc:
-        quarantine.add(doc_path, last + 1, "truncated_archive", str(exc), None)
-    except DocumentError as exc:
-        quarantine.add(doc_path, last + 1, "corrupt_archive", str(exc), None)
-    except storage.StorageError as exc:
-        quarantine.add(doc_path, 0, "unreadable", str(exc), None)
+    except READ_ERRORS as exc:
+        quarantine_read_error(quarantine, doc_path, exc, last + 1)
     if lines:
         flush(numbers, lines)
-    if records == 0 and not quarantine.has_file_error(doc_path):
-        quarantine.add(doc_path, 0, "empty_file", f"{doc_path}: file has no records", None)
+    quarantine_if_empty(quarantine, doc_path, records)
     if quarantine.has_file_error(doc_path):
         return counts  # the attribute files' rows past the readable part are not comparable
     for r in rows:

@@ -10,8 +10,9 @@ import signal
 import orjson
 import pytest
 
+from dolma_pipe.compression import CHUNK
 from dolma_pipe.config import ConfigError, load_config, read_config_file
-from dolma_pipe.documents import CHUNK, read_attribute_rows, read_documents, write_documents
+from dolma_pipe.documents import read_attribute_rows, read_documents, write_documents
 from dolma_pipe.quarantine import Quarantine
 from dolma_pipe.runner import RunFailed, run_stage
 from dolma_pipe.stages.convert import ConvertConfig, ConvertStage

@@ -18,12 +18,9 @@ lengths, paragraph lengths) and the later phases' outputs, without reading the d
 
 from __future__ import annotations
 
-import zstandard
-
 from dolma_pipe import paths, storage, workdir
 from dolma_pipe._rust import render_attributes
-from dolma_pipe.documents import GZIP_LEVEL, ZSTD_LEVEL, compression_of
-from dolma_pipe.filters import gzip_member
+from dolma_pipe.compression import Codec
 from dolma_pipe.stage import TaskOutput
 
 from . import scaleout
@@ -41,14 +38,9 @@ def write_jsonl_bytes(path: str, data: bytes) -> None:
     (one gzip member with mtime 0, a zstd frame, or plain), written atomically. gzip is zlib-rs's
     (as the mixer's): half CPython zlib's CPU time at the same level, and most of what the
     attributes phase spends."""
-    kind = compression_of(path)
+    packed = Codec.of_path(path).compress(data)
     with storage.open_write_atomic(path) as raw:
-        if kind == "gzip":
-            raw.write(gzip_member(data, GZIP_LEVEL))
-        elif kind == "zstd":
-            raw.write(zstandard.ZstdCompressor(level=ZSTD_LEVEL).compress(data))
-        else:
-            raw.write(data)
+        raw.write(packed)
 
 
 def run_attributes(

@@ -22,16 +22,10 @@ from typing import Any, cast
 
 from dolma_pipe import storage, workdir
 from dolma_pipe._rust import DecontamSet, DedupScanner, ScanPlan, bucketed_file, key_path_steps
-from dolma_pipe.documents import (
-    CHUNK,
-    DocumentError,
-    TruncatedArchive,
-    chunks_after,
-    compression_of,
-    parse_document_line,
-    read_documents,
-)
+from dolma_pipe.compression import CHUNK, Codec, chunks_after, corrupt_data, truncated_archive
+from dolma_pipe.documents import compression_of, parse_document_line, read_documents
 from dolma_pipe.quarantine import Quarantine
+from dolma_pipe.read_errors import DocumentError, quarantine_if_empty, quarantine_read_error
 from dolma_pipe.stage import Task, TaskOutput
 
 from .config import DedupConfig
@@ -148,7 +142,7 @@ def scan_documents(scanner: DedupScanner, key: KeyReader, path: str, quarantine:
         for row, doc in read_documents(path, quarantine):
             scanner.add_document(row, doc["id"], doc["text"], key(doc) if key.steps else None)
         return
-    failure: tuple[str, str] | None = None
+    failure: DocumentError | None = None
     try:
         with storage.open_read(path) as raw:
             first = raw.read(CHUNK)
@@ -158,31 +152,29 @@ def scan_documents(scanner: DedupScanner, key: KeyReader, path: str, quarantine:
                     try:
                         scanner.push_gzip(block)
                     except ValueError as exc:
-                        failure = ("corrupt_archive", f"{path}: corrupt gzip data ({exc})")
+                        failure = corrupt_data(path, Codec.GZIP, exc)
                     _drain(scanner, key, path, quarantine)
                     if failure is not None:
                         break
                     block = raw.read(CHUNK)
                 if failure is None and scanner.gzip_truncated:
-                    failure = ("truncated_archive", f"{path}: truncated gzip archive (stream ended early)")
+                    failure = truncated_archive(path, Codec.GZIP)
             else:
                 try:
                     for chunk in chunks_after(first, raw, path, kind):
                         scanner.push(chunk)
                         _drain(scanner, key, path, quarantine)
-                except TruncatedArchive as exc:
-                    failure = ("truncated_archive", str(exc))
                 except DocumentError as exc:
-                    failure = ("corrupt_archive", str(exc))
+                    failure = exc
     except storage.StorageError as exc:
-        quarantine.add(path, 0, "unreadable", str(exc), None)
+        quarantine_read_error(quarantine, path, exc, 0)
         return
     # An unfinished last line is a line (as in iter_lines, also before an archive error).
     last = scanner.end_of_input()
     if last is not None:
         _python_line(scanner, key, path, last[0], last[1], quarantine)
     if failure is not None:
-        quarantine.add(path, scanner.last_line + 1, failure[0], failure[1], None)
+        quarantine_read_error(quarantine, path, failure, scanner.last_line + 1)
 
 
 def bloom_lookup(records: bytes, record_size: int, filter_: Any) -> bytes:
@@ -213,11 +205,10 @@ def run_scan(
     scan_documents(scanner, key, task.path, quarantine)
     out = scanner.finish()
     counts = out["counts"]
-    if counts["lines"] == 0 and not quarantine.has_file_error(task.path) and compression_of(task.path) != "parquet":
-        quarantine.add(task.path, 0, "empty_file", f"{task.path}: file has no records", None)
     if compression_of(task.path) != "parquet":
-        # What read_documents notes for the runner (Parquet files went through it already): blank
-        # lines, and every good document's id for the duplicate-id check.
+        # What read_documents says and notes for the runner (Parquet files went through it already):
+        # a file with no records, blank lines, and every good document's id for the duplicate-id check.
+        quarantine_if_empty(quarantine, task.path, counts["lines"])
         if counts["blank_lines"]:
             quarantine.notes["blank_lines"] += counts["blank_lines"]
         if config.duplicate_ids != "ignore":
