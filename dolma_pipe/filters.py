@@ -22,9 +22,8 @@ batches of raw JSON lines (a document file's lines and the matching rows of its 
   Dolma writes them.
 
 :func:`check_rule` compiles one expression so a config can be checked when it loads, and
-:func:`rule_attributes` lists the attribute names it reads;
-:func:`gzip_member` compresses the mixer's output members and :class:`GzipInflater` reads its
-gzip inputs (zlib-rs, about twice CPython's zlib speed each way).
+:func:`rule_attributes` lists the attribute names it reads. (The mixer's gzip members are written
+and read by :mod:`dolma_pipe.compression`.)
 """
 
 from __future__ import annotations
@@ -34,16 +33,8 @@ from typing import Any, Literal, cast
 
 from dolma_pipe import _rust
 
-GzipInflater = _rust.GzipInflater
-
 RuleSyntax = Literal["jq", "jsonpath"]
 RuleKind = Literal["filter", "span", "replacement"]
-
-
-def gzip_member(data: bytes, level: int = 6) -> bytes:
-    """``data`` as one complete gzip member (mtime 0: equal input, equal bytes); members
-    concatenate into one valid gzip stream. zlib-rs compresses several times faster than CPython's zlib."""
-    return _rust.gzip_member(data, level)
 
 
 def check_rule(kind: RuleKind, syntax: RuleSyntax, expr: str) -> tuple[int | None, str] | None:

@@ -21,11 +21,12 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from dolma_pipe.compression import CONFIG_NAMES
 from dolma_pipe.config import PathStr, RunOptions, StrictModel
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
 DOLMA_MAX_SIZE = 2 * 2**30
-COMPRESSIONS = ("gz", "zst", "zstd", "")
+COMPRESSIONS = tuple(CONFIG_NAMES)  # Dolma's names: gz, zst, zstd, '' (none)
 
 
 def _check_name(v: str) -> str:

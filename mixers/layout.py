@@ -18,13 +18,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from dolma_pipe import storage
+from dolma_pipe.compression import Codec
 from dolma_pipe.config import ConfigError
 from dolma_pipe.manifest import InputFile, TaskRecord, relative_to_root, under_root
 from dolma_pipe.quarantine import Quarantine
 from dolma_pipe.stage import RunContext, Task, TaskOutput, remove_stale
 from dolma_pipe.workdir import WorkDir
 from mixers.config import MixConfig
-from mixers.output import Compression, concatenate, extension
+from mixers.output import concatenate
 from mixers.rules import StreamRules, compile_rules
 from mixers.sharding import Piece, shard_name, shard_pattern
 
@@ -39,7 +40,7 @@ class Group:
     patterns: tuple[str, ...]
     rules: StreamRules
     compression_in: str | None
-    out_compression: Compression
+    out_compression: Codec
     output: str  # streams: output.path (sources: unused)
     max_bytes: int
 
@@ -60,7 +61,7 @@ def make_groups(cfg: MixConfig) -> list[Group]:
     for i, stream in enumerate(cfg.streams):
         key = f"streams.{i}"
         out = stream.compression.output
-        compression: Compression = "gz" if out is None else "zst" if out in ("zst", "zstd") else ""
+        compression = Codec.GZIP if out is None else Codec.named(out)
         o = stream.output
         files = _glob(key, stream.documents)
         rules = compile_rules(key, stream.filter, stream.span_replacement, stream.attributes, o.discard_fields, o.min_text_length, files)
@@ -73,8 +74,9 @@ def make_groups(cfg: MixConfig) -> list[Group]:
         rules = compile_rules(
             key, source.filter, source.span_replacement, source.attributes, source.discard_fields, source.min_text_length, files
         )
+        out_codec = Codec.named(cfg.compression)
         groups.append(
-            Group(i, key, source.name, tuple(source.documents), rules, source.compression.input, cfg.compression, "", cfg.max_size_in_bytes)
+            Group(i, key, source.name, tuple(source.documents), rules, source.compression.input, out_codec, "", cfg.max_size_in_bytes)
         )
     return groups
 
@@ -136,7 +138,7 @@ class MixLayout:
 
     def shard_path(self, task: Task) -> str:
         g = self.group(task)
-        name = shard_name(g.name, task.params["index"], extension(g.out_compression))
+        name = shard_name(g.name, task.params["index"], g.out_compression.extension)
         if "seed" in task.params:
             return storage.join(self.root, f"seed-{task.params['seed']}", "documents", name)
         return storage.join(g.output, name)
@@ -162,7 +164,7 @@ class MixLayout:
 
     def remove_stale(self, folder: str, g: Group, count: int) -> int:
         """Remove ``g``'s shards in ``folder`` past the ``count`` this run wrote (an earlier run's); how many."""
-        keep = {shard_name(g.name, j, extension(g.out_compression)) for j in range(count)}
+        keep = {shard_name(g.name, j, g.out_compression.extension) for j in range(count)}
         return len(remove_stale(folder, shard_pattern(g.name), keep))
 
 

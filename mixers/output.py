@@ -6,38 +6,21 @@ member's offset, length and document count. An intermediate file is a work file
 (:mod:`dolma_pipe.workdir`: sealed with a checksum trailer, its members read back checked). A file of several gzip members (zstd frames) is one
 valid gzip (zstd) stream that every reader (Python's ``gzip``, Dolma's ``MultiGzDecoder``, ``zcat``)
 reads whole, so a shard is made by copying members' bytes one after another: no document is
-decompressed or compressed twice. Members are compressed deterministically (gzip ``mtime`` 0),
-so outputs are byte-identical whatever ran them.
+decompressed or compressed twice. Members are compressed deterministically
+(:meth:`dolma_pipe.compression.Codec.compress`: gzip ``mtime`` 0), so outputs are byte-identical
+whatever ran them.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from types import TracebackType
-from typing import IO, Any, Literal
-
-import zstandard
+from typing import IO, Any
 
 from dolma_pipe import storage, workdir
-from dolma_pipe.filters import gzip_member
+from dolma_pipe.compression import Codec
 
-Compression = Literal["gz", "zst", ""]
-DEFAULT_LEVELS = {"gz": 6, "zst": 3, "": 0}
 COPY_CHUNK = 8 << 20
-
-
-def extension(compression: Compression) -> str:
-    return {"gz": ".gz", "zst": ".zst", "": ""}[compression]
-
-
-def compression_for(name: str) -> Compression:
-    """The compression a file name asks for (``.gz``, ``.zst``/``.zstd``, else none)."""
-    lower = name.lower()
-    if lower.endswith(".gz"):
-        return "gz"
-    if lower.endswith((".zst", ".zstd")):
-        return "zst"
-    return ""
 
 
 @dataclass(frozen=True)
@@ -51,28 +34,20 @@ class Member:
         return [self.offset, self.length, self.docs, self.raw_bytes]
 
 
-def compress(raw: bytes, compression: Compression, level: int | None = None) -> bytes:
-    if compression == "gz":
-        return gzip_member(raw, DEFAULT_LEVELS["gz"] if level is None else level)
-    if compression == "zst":
-        return zstandard.ZstdCompressor(level=DEFAULT_LEVELS["zst"] if level is None else level).compress(raw)
-    return raw
-
-
 class MemberWriter:
     """Writes JSON lines to ``path`` (atomically) as members of about ``member_bytes`` raw bytes."""
 
     def __init__(
         self,
         path: str,
-        compression: Compression,
+        compression: Codec | str,
         member_bytes: int,
         level: int | None = None,
         empty_member: bool = False,
         work_file: bool = False,
     ):
         self.path = path
-        self.compression = compression
+        self.compression = Codec.named(compression)  # a codec, or a config's name for one
         self.member_bytes = max(1, member_bytes)
         self.level = level
         # Write one empty member when nothing is kept (a final output file must be a valid archive).
@@ -125,7 +100,7 @@ class MemberWriter:
         ends = raw.count(b"\n")
         if ends != self._buf_docs or not raw.endswith(b"\n"):
             raise ValueError(f"{self.path}: a member of {self._buf_docs:,} documents holds {ends:,} line ends (a bug in its writer)")
-        packed = compress(raw, self.compression, self.level)
+        packed = self.compression.compress(raw, self.level)
         assert self._fh is not None
         self._fh.write(packed)
         self.members.append(Member(self._offset, len(packed), self._buf_docs, len(raw)))
@@ -136,9 +111,9 @@ class MemberWriter:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> Any:
         if exc_type is None:
             self._emit()
-            if not self.members and self.empty_member and self.compression:
+            if not self.members and self.empty_member and self.compression is not Codec.NONE:
                 assert self._fh is not None
-                self._fh.write(compress(b"", self.compression, self.level))
+                self._fh.write(self.compression.compress(b"", self.level))
         return self._ctx.__exit__(exc_type, exc, tb)
 
 

@@ -38,7 +38,7 @@ from dolma_pipe.stage import Phase, RunContext, StepResult, Task, TaskOutput
 from dolma_pipe.workdir import WorkFileError
 from mixers import dolmino, quality, tokens
 from mixers.layout import MixLayout, shard_tasks
-from mixers.output import MemberWriter, extension
+from mixers.output import MemberWriter
 from mixers.reading import mix_file
 from mixers.sharding import Piece, member_bytes, pack
 from mixers.streams import totals as group_totals
@@ -249,7 +249,7 @@ class Sources:
 
     def _sample_path(self, task: Task, seed: int) -> str:
         g = self.layout.group(task)
-        return self.layout.work.path("sample", f"seed-{seed}", task.key + ".members" + extension(g.out_compression))
+        return self.layout.work.path("sample", f"seed-{seed}", task.key + ".members" + g.out_compression.extension)
 
     def sample_outputs(self, task: Task) -> list[str]:
         return [self._sample_path(task, s) for s in self.config.seeds]

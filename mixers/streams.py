@@ -21,12 +21,13 @@ from __future__ import annotations
 from typing import Any
 
 from dolma_pipe import storage
+from dolma_pipe.compression import Codec
 from dolma_pipe.filters import BatchResult, MixCounts
 from dolma_pipe.manifest import TaskRecord
 from dolma_pipe.quarantine import Quarantine
 from dolma_pipe.stage import Phase, RunContext, StepResult, Task, TaskOutput
 from mixers.layout import MixLayout, shard_tasks
-from mixers.output import MemberWriter, compression_for, extension
+from mixers.output import MemberWriter
 from mixers.reading import mix_file
 from mixers.sharding import Piece, member_bytes, pack
 from mixers.summary import group_summary, render
@@ -80,7 +81,7 @@ class Streams:
     def _filter_path(self, task: Task) -> str:
         if not self.config.shuffle:
             return self._unsharded_path(task)
-        return self.layout.work.path("filter", task.key + ".members" + extension(self.layout.group(task).out_compression))
+        return self.layout.work.path("filter", task.key + ".members" + self.layout.group(task).out_compression.extension)
 
     def filter_outputs(self, task: Task) -> list[str]:
         return [self._filter_path(task), verdict_path(self.layout.root, task.key)]
@@ -89,7 +90,7 @@ class Streams:
         g = self.layout.group(task)
         out = self._filter_path(task)
         shuffle = self.config.shuffle
-        compression = g.out_compression if shuffle else compression_for(out)
+        compression = g.out_compression if shuffle else Codec.of_path(out)
         level = self.config.compression_level
         verdicts = VerdictRecorder()
 
@@ -128,7 +129,7 @@ class Streams:
         planned = ctx.steps["filter"].data["shards"]
         stale = {g.name: self.layout.remove_stale(g.output, g, len(planned[g.name])) for g in self.layout.groups}
         lines = self.layout.shard_lines(records)
-        outputs = {g.name: f"{g.output}/{g.name}-NNNN.jsonl{extension(g.out_compression)}" for g in self.layout.groups}
+        outputs = {g.name: f"{g.output}/{g.name}-NNNN.jsonl{g.out_compression.extension}" for g in self.layout.groups}
         for name in groups:
             lines.setdefault(name, "written: no documents kept, no shards")
             lines[name] += f" -> {outputs[name]}"
