@@ -33,11 +33,7 @@ a run completes, its work directory is removed unless the config's ``keep_work``
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import glob
-import hashlib
-import heapq
 import os
 import platform
 import re
@@ -45,16 +41,14 @@ import socket
 import sys
 import time
 import traceback
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TextIO
 
-import orjson
-from pydantic import ValidationError
-
 from dolma_pipe import __version__, storage, workdir
 from dolma_pipe.destinations import check_destination
+from dolma_pipe.duplicate_ids import duplicate_ids_across as _duplicate_ids_across
+from dolma_pipe.duplicate_ids import write_unique_ids as _write_unique_ids
 from dolma_pipe.errors import DolmaPipeError
 from dolma_pipe.executors import Executor, make_executor, refuse_local_paths
 from dolma_pipe.lock import RunLock, command_line
@@ -70,6 +64,11 @@ from dolma_pipe.manifest import (
     relative_to_root,
     under_root,
 )
+from dolma_pipe.markers import chain as _chain
+from dolma_pipe.markers import clear_stale_temporaries, errors_path, ids_name, marker_path
+from dolma_pipe.markers import done_markers as _done_markers
+from dolma_pipe.markers import finished as _finished
+from dolma_pipe.markers import phase_dir as _phase_dir
 from dolma_pipe.paths import PathError
 from dolma_pipe.progress import progress
 from dolma_pipe.quarantine import FILE_KINDS, Quarantine
@@ -79,43 +78,6 @@ from dolma_pipe.workdir import WorkFileError
 
 class RunFailed(DolmaPipeError, RuntimeError):
     """The run ended without finishing every task; the message says why."""
-
-
-def _phase_dir(phases: list[Phase], index: int) -> str:
-    # A single-phase stage keeps its markers and errors directly under _done/ and _errors/.
-    return "" if len(phases) == 1 else phases[index].name
-
-
-def marker_path(root: str, key: str, phase_dir: str = "") -> str:
-    return storage.join(root, "_done", *([phase_dir] if phase_dir else []), key + ".done")
-
-
-def ids_name(key: str, phase_dir: str = "") -> str:
-    """Where a task's id hashes go, relative to the output root (markers must not name the root)."""
-    return "/".join(["_ids", *([phase_dir] if phase_dir else []), key + ".ids"])
-
-
-def errors_path(root: str, key: str, phase_dir: str = "") -> str:
-    return storage.join(root, "_errors", *([phase_dir] if phase_dir else []), key + ".jsonl")
-
-
-def clear_stale_temporaries(final_paths: list[str]) -> int:
-    """Remove temporaries a killed run left next to these outputs (local paths only).
-
-    They are hidden (``.name.tmp-*``) so they are never mistaken for outputs, but
-    without this they would pile up, one per kill.
-    """
-    removed = 0
-    for final in final_paths:
-        if storage.is_remote(final):
-            continue  # an unfinished S3 upload leaves no object
-        local = storage.local_path(final)
-        pattern = os.path.join(glob.escape(os.path.dirname(local) or "."), "." + glob.escape(os.path.basename(local)) + ".tmp-*")
-        for stale in glob.glob(pattern):
-            with contextlib.suppress(OSError):
-                os.unlink(stale)
-                removed += 1
-    return removed
 
 
 def _check_visible(root: str, task: Task) -> None:
@@ -128,44 +90,8 @@ def _check_visible(root: str, task: Task) -> None:
             raise PathError(f"worker {socket.gethostname()} cannot see input {f.path} that the driver listed; {hint}")
 
 
-_ID_SIZE = 16  # a blake2b-128 of the id (Quarantine.saw_document)
 # Above this many ids numpy sorts them (~0.3 us an id against Python's ~1.3 us), worth its import
 # (~0.1 CPU-s, and np.unique imports numpy.ma besides); below it Python's sort is quicker overall.
-_NUMPY_IDS = 100_000
-
-
-def _write_unique_ids(path: str, hashes: list[bytes]) -> int:
-    """Write the sorted unique id hashes of one task; return how many ids repeated within it."""
-    if len(hashes) > _NUMPY_IDS:
-        import numpy as np
-
-        unique = np.unique(np.frombuffer(b"".join(hashes), dtype=f"V{_ID_SIZE}")).tobytes()
-    else:
-        unique = b"".join(sorted(set(hashes)))  # bytes order is numpy's void order: the same file
-    workdir.write(path, unique)
-    return len(hashes) - len(unique) // _ID_SIZE
-
-
-def _duplicate_ids_across(root: str, records: list[TaskRecord]) -> int:
-    """Documents whose id appears in another task's files too (each task's ids are unique already).
-
-    Merges the tasks' sorted files, holding them (16 bytes per document of the phase) in the
-    driver; ``duplicate_ids: ignore`` skips it.
-    """
-    parts = [workdir.read(storage.join(root, r.ids_file)) for r in records if r.ids_file]
-    if len(parts) < 2:
-        return 0
-    repeated = 0
-    previous = None
-    for h in heapq.merge(*(_records(part) for part in parts)):
-        if h == previous:
-            repeated += 1
-        previous = h
-    return repeated
-
-
-def _records(data: bytes) -> Iterator[bytes]:
-    return (data[i : i + _ID_SIZE] for i in range(0, len(data), _ID_SIZE))
 
 
 def execute_task(stage: Stage, phase_index: int, ctx: RunContext, fingerprint: str, task: Task) -> TaskRecord:
@@ -247,35 +173,6 @@ def _changed_outputs(root: str, records: list[TaskRecord], skip: workdir.WorkDir
             elif now != size:
                 out[r.key] = (path, "truncated" if now < size else "changed")
     return out
-
-
-def _same_inputs(record: TaskRecord, task: Task) -> bool:
-    if len(record.inputs) != len(task.inputs):
-        return False
-    return all(a.path == b.path and a.size == b.size and abs(a.mtime - b.mtime) <= 1e-3 for a, b in zip(record.inputs, task.inputs))
-
-
-def _finished(path: str, task: Task, fingerprint: str) -> TaskRecord | None:
-    """The task's record if its marker shows it done under the same inputs, params and fingerprint."""
-    try:
-        record = TaskRecord.model_validate_json(storage.read_bytes(path))
-    except (storage.StorageError, FileNotFoundError, ValidationError):
-        return None  # unreadable, or written by another version: redo
-    if record.fingerprint != fingerprint or record.key != task.key or not _same_inputs(record, task):
-        return None
-    if orjson.dumps(record.params, option=orjson.OPT_SORT_KEYS) != orjson.dumps(task.params, option=orjson.OPT_SORT_KEYS):
-        return None
-    record.skipped = True
-    return record
-
-
-def _chain(fingerprint: str, phase: str, records: list[TaskRecord] | None = None) -> str:
-    """The next phase's fingerprint: this one, the phase's name and (after it ran) its records."""
-    h = hashlib.sha256(fingerprint.encode())
-    h.update(b"\0" + phase.encode())
-    for r in records or []:
-        h.update(orjson.dumps(r.digest_view(), option=orjson.OPT_SORT_KEYS))
-    return h.hexdigest()[:16]
 
 
 @dataclass
@@ -375,14 +272,6 @@ def _refresh_totals(manifest: Manifest) -> None:
         for key, msg in p.failures.items():
             failures[key if single else f"{p.name}:{key}"] = msg
     manifest.totals, manifest.errors, manifest.warnings, manifest.failures = totals, errors, warnings, failures
-
-
-def _done_markers(root: str, sub: str, force: bool) -> set[str]:
-    """Every marker of a phase, from one listing (instead of a failed read per unfinished task, a request each on S3)."""
-    if force:
-        return set()
-    pattern = storage.join(root, "_done", *([sub] if sub else []), "**", "*.done")
-    return {storage.local_path(f.path) for f in storage.glob_info(pattern)}
 
 
 def _finalise(manifest: Manifest, seconds: float, root: str, save: bool = True) -> None:

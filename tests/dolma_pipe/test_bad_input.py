@@ -179,7 +179,7 @@ def test_id_hash_files_are_the_same_sorted_unique_records_at_any_size(tmp_path, 
 
     import numpy as np
 
-    from dolma_pipe import runner, workdir
+    from dolma_pipe import duplicate_ids, runner, workdir
     from dolma_pipe.manifest import TaskRecord
 
     rng = random.Random(7)
@@ -188,7 +188,7 @@ def test_id_hash_files_are_the_same_sorted_unique_records_at_any_size(tmp_path, 
     expected = np.unique(np.frombuffer(b"".join(hashes), dtype="V16")).tobytes()
     repeated = len(hashes) - len(expected) // 16
     assert runner._write_unique_ids(str(tmp_path / "python.ids"), hashes) == repeated
-    monkeypatch.setattr(runner, "_NUMPY_IDS", 10)
+    monkeypatch.setattr(duplicate_ids, "_NUMPY_IDS", 10)
     assert runner._write_unique_ids(str(tmp_path / "numpy.ids"), hashes) == repeated
     assert workdir.read(str(tmp_path / "python.ids")) == workdir.read(str(tmp_path / "numpy.ids")) == expected
 
