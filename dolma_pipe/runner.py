@@ -51,18 +51,15 @@ from dolma_pipe.duplicate_ids import duplicate_ids_across as _duplicate_ids_acro
 from dolma_pipe.duplicate_ids import write_unique_ids as _write_unique_ids
 from dolma_pipe.errors import DolmaPipeError
 from dolma_pipe.executors import Executor, make_executor, refuse_local_paths
-from dolma_pipe.lock import RunLock, command_line
+from dolma_pipe.lock import RunLock
 from dolma_pipe.manifest import (
     MANIFEST,
     ExecutorInfo,
     Manifest,
     ManifestError,
     PhaseRecord,
-    Redo,
     TaskRecord,
     read_manifest,
-    relative_to_root,
-    under_root,
 )
 from dolma_pipe.markers import chain as _chain
 from dolma_pipe.markers import clear_stale_temporaries, errors_path, ids_name, marker_path
@@ -72,12 +69,14 @@ from dolma_pipe.markers import phase_dir as _phase_dir
 from dolma_pipe.paths import PathError
 from dolma_pipe.progress import progress
 from dolma_pipe.quarantine import FILE_KINDS, Quarantine
+from dolma_pipe.redo import TasksToRedo as _Redo
+from dolma_pipe.redo import changed_outputs as _changed_outputs
+from dolma_pipe.redo import written_sizes as _written
+from dolma_pipe.run_summary import RunFailed, RunSummary
+from dolma_pipe.run_summary import finalise as _finalise
+from dolma_pipe.run_summary import refresh_totals as _refresh_totals
 from dolma_pipe.stage import Phase, RunContext, Stage, Task
 from dolma_pipe.workdir import WorkFileError
-
-
-class RunFailed(DolmaPipeError, RuntimeError):
-    """The run ended without finishing every task; the message says why."""
 
 
 def _check_visible(root: str, task: Task) -> None:
@@ -140,155 +139,6 @@ def execute_task(stage: Stage, phase_index: int, ctx: RunContext, fingerprint: s
     return record
 
 
-def _written(root: str, outputs: list[str]) -> dict[str, int]:
-    """The sizes of the declared outputs a task wrote (one it did not write is left out). One stat
-    each: a task writes a few files, into folders that may hold many others' (no listing)."""
-    out = {}
-    for path in outputs:
-        try:
-            out[relative_to_root(root, path)] = storage.stat(path).size
-        except storage.StorageError:
-            continue
-    return out
-
-
-def _changed_outputs(root: str, records: list[TaskRecord], skip: workdir.WorkDir | None) -> dict[str, tuple[str, str]]:
-    """Finished tasks whose recorded files are gone or changed size: {key: (path, problem)}.
-
-    Files under ``skip`` (a work directory its complete run removed on purpose) are not looked for.
-    """
-    wanted = {under_root(root, rel): size for r in records for rel, size in r.outputs.items()}
-    if skip is not None:
-        wanted = {p: n for p, n in wanted.items() if not skip.contains(p)}
-    found = storage.sizes(list(wanted))
-    out: dict[str, tuple[str, str]] = {}
-    for r in records:
-        for rel, size in r.outputs.items():
-            path = under_root(root, rel)
-            if path not in wanted or r.key in out:
-                continue
-            now = found.get(path)
-            if now is None:
-                out[r.key] = (path, "missing")
-            elif now != size:
-                out[r.key] = (path, "truncated" if now < size else "changed")
-    return out
-
-
-@dataclass
-class RunSummary:
-    """The end of a run: its manifest, and the table the stage asked to print."""
-
-    manifest: Manifest
-    root: str
-    seconds: float
-    table: str | None = None
-
-    @property
-    def stage(self) -> str:
-        return self.manifest.stage
-
-    @property
-    def status(self) -> str:
-        return self.manifest.status
-
-    @property
-    def results(self) -> list[TaskRecord]:
-        return [r for p in self.manifest.phases for r in p.tasks.values()]
-
-    @property
-    def totals(self) -> dict[str, int]:
-        return self.manifest.totals
-
-    @property
-    def errors(self) -> dict[str, int]:
-        return self.manifest.errors
-
-    def render(self) -> str:
-        m = self.manifest
-        rows: list[tuple[str, str]] = []
-        single = len(m.phases) == 1
-        idle = 0
-        never = [p.name for p in m.phases if p.status == "pending"]
-        for p in m.phases:
-            if p.status == "pending":
-                continue  # a stopped run never reached it: said once below, not as idle
-            done = sum(1 for r in p.tasks.values() if not r.skipped)
-            skipped = len(p.tasks) - done
-            label = "files" if single and p.name == "files" else f"{p.name} tasks"
-            not_run = f", {len(p.not_run):,} not run" if p.not_run else ""
-            total = len(p.tasks) + len(p.failures) + len(p.not_run)
-            if total == 0 and not single:
-                # Phases a run did not need (dedup's scaled-out clustering below its budget, its
-                # star steps after the graph settled): one line, not one each.
-                idle += 1
-                continue
-            rows.append((label, f"{total:,} ({done:,} processed, {skipped:,} already done, {len(p.failures):,} failed{not_run})"))
-        if idle:
-            rows.append(("idle phases", f"{idle:,} planned no task (listed in the manifest)"))
-        if never:
-            shown = ", ".join(never[:3]) + (f" and {len(never) - 3:,} more" if len(never) > 3 else "")
-            rows.append(("not reached", f"{len(never):,} phase(s) after the stop ({shown})"))
-        if self.table is None:
-            # A stage's own table says what it did; without one, the counts it summed say it.
-            # (Either way they are all in the manifest's totals.)
-            for key in sorted(m.totals):
-                rows.append((key.replace("_", " "), f"{m.totals[key]:,}"))
-        err_total = sum(m.errors.values())
-        if err_total:
-            kinds = ", ".join(f"{k} {v:,}" for k, v in sorted(m.errors.items(), key=lambda kv: (-kv[1], kv[0])))
-            rows.append(("bad records", f"{err_total:,} ({kinds}); see {storage.join(self.root, '_errors')}/"))
-        else:
-            rows.append(("bad records", "0"))
-        if m.redone:
-            rows.append(("redone", f"{len(m.redone):,} finished task(s) whose files were missing or damaged (the manifest's redone)"))
-        if m.warnings:
-            noted = ", ".join(f"{k.replace('_', ' ')} {v:,}" for k, v in sorted(m.warnings.items()))
-            rows.append(("warnings", f"{noted} (not errors; see the manifest's task records)"))
-        docs = sum(r.docs_in for r in m.phases[0].tasks.values() if not r.skipped) if m.phases else 0
-        rate = docs / self.seconds if self.seconds > 0 else 0.0
-        rows.append(("time", f"{self.seconds:,.2f} s ({rate:,.0f} docs/s)"))
-        width = max(len(k) for k, _ in rows)
-        lines = [f"dolma-pipe {m.stage}: {m.status} -> {self.root}"]
-        lines += [f"  {k.ljust(width)}  {v}" for k, v in rows]
-        for key, msg in sorted(m.failures.items()):
-            lines.append(f"  FAILED {key}: {msg}")
-        return "\n".join(lines)
-
-
-def _refresh_totals(manifest: Manifest) -> None:
-    totals: dict[str, int] = {}
-    errors: dict[str, int] = {}
-    warnings: dict[str, int] = {}
-    failures: dict[str, str] = {}
-    single = len(manifest.phases) == 1
-    for p in manifest.phases:
-        for k, v in p.totals().items():
-            totals[k] = totals.get(k, 0) + v
-        for k, v in p.errors().items():
-            errors[k] = errors.get(k, 0) + v
-        for k, v in p.warnings().items():
-            warnings[k] = warnings.get(k, 0) + v
-        for key, msg in p.failures.items():
-            failures[key if single else f"{p.name}:{key}"] = msg
-    manifest.totals, manifest.errors, manifest.warnings, manifest.failures = totals, errors, warnings, failures
-
-
-def _finalise(manifest: Manifest, seconds: float, root: str, save: bool = True) -> None:
-    """Totals, status, timings; then the manifest's last write."""
-    _refresh_totals(manifest)
-    manifest.status = "complete" if all(p.status == "complete" for p in manifest.phases) else "failed"
-    manifest.finished = datetime.now(timezone.utc).isoformat()
-    manifest.results = manifest.phases[-1].step if manifest.phases else {}
-    manifest.timings = {
-        "wall_seconds": round(seconds, 3),
-        "task_seconds": round(sum(r.seconds for p in manifest.phases for r in p.tasks.values() if not r.skipped), 3),
-        **{f"{p.name}_seconds": round(p.seconds, 3) for p in manifest.phases if len(manifest.phases) > 1},
-    }
-    if save:
-        manifest.write(root)
-
-
 def _all_unreadable(records: list[TaskRecord]) -> str | None:
     """A message when every input file of a phase was unreadable: such a run did nothing and must fail."""
     readers = [r for r in records if r.inputs]
@@ -332,72 +182,6 @@ def _previous(root: str) -> Manifest | None:
         return read_manifest(root)
     except (ManifestError, storage.StorageError):
         return None
-
-
-def _command(force: bool = True) -> str:
-    """The command of this run, with ``--force`` (what starts it over)."""
-    cmd = command_line()
-    return cmd if not force or "--force" in cmd else f"{cmd} --force"
-
-
-class _Redo:
-    """Finished tasks to redo because a file they wrote is missing, cut short or damaged."""
-
-    def __init__(self, stage: Stage, phases: list[Phase], manifest: Manifest, root: str, stream: TextIO):
-        self.stage, self.phases, self.manifest, self.root, self.stream = stage, phases, manifest, root, stream
-        self.redone: set[tuple[str, str]] = set()
-
-    def _writer(self, path: str, upto: int) -> tuple[int, TaskRecord] | None:
-        """The phase and record of the finished task that wrote ``path`` (phases up to ``upto``)."""
-        for j in range(upto, -1, -1):
-            for r in self.manifest.phases[j].tasks.values():
-                if path in {under_root(self.root, rel) for rel in r.outputs} or (r.ids_file and path == under_root(self.root, r.ids_file)):
-                    return j, r
-        return None
-
-    def note(self, phase: str, key: str, path: str, problem: str) -> None:
-        self.redone.add((phase, key))
-        self.manifest.redone.append(Redo(phase=phase, key=key, path=path, problem=problem))
-        print(f"dolma-pipe {self.stage.name}: redoing {phase} task {key!r}: its file {path} is {problem}", file=self.stream, flush=True)
-
-    def _drop(self, j: int, record: TaskRecord, path: str, problem: str) -> None:
-        storage.remove(marker_path(self.root, record.key, _phase_dir(self.phases, j)))
-        self.forget(self.phases[j].name, record, path, problem)
-
-    def forget(self, phase: str, record: TaskRecord, path: str, problem: str) -> None:
-        """Removes what a finished task wrote, to redo it: a cache or a resumable writer must not
-        reuse what is left of it."""
-        for rel in record.outputs:
-            storage.remove(under_root(self.root, rel))
-        self.note(phase, record.key, path, problem)
-
-    def plan(self, index: int, damaged: list[WorkFileError]) -> int:
-        """Drops the markers of the tasks that wrote the damaged files; the phase to go on from.
-
-        Other finished tasks of the same phase whose files are gone too (a work directory removed
-        after the run completed) are redone with it, in one go rather than one round each.
-        """
-        restart = index
-        now: set[tuple[str, str]] = set()  # several readers may find the same file damaged
-        for exc in damaged:
-            found = self._writer(exc.path, index)
-            if found is None:
-                raise RunFailed(f"{exc}; no finished task of this run wrote it, so it cannot be redone: start over with {_command()}")
-            j, record = found
-            phase = self.phases[j].name
-            if (phase, record.key) in now:
-                continue
-            now.add((phase, record.key))
-            if (phase, record.key) in self.redone:
-                raise RunFailed(f"{exc}, again after its {phase} task {record.key!r} was redone in this run: start over with {_command()}")
-            self._drop(j, record, exc.path, exc.problem)
-            tasks = self.manifest.phases[j].tasks
-            for key, (path, problem) in _changed_outputs(self.root, [r for r in tasks.values() if r.key != record.key], None).items():
-                if (phase, key) not in self.redone:
-                    now.add((phase, key))
-                    self._drop(j, tasks[key], path, problem)
-            restart = min(restart, j)
-        return restart
 
 
 def run_stage(stage: Stage, executor: Executor | None = None, stream: TextIO | None = None) -> RunSummary:
