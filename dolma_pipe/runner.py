@@ -37,7 +37,6 @@ import functools
 import os
 import platform
 import re
-import socket
 import sys
 import time
 import traceback
@@ -48,12 +47,11 @@ from typing import TextIO
 from dolma_pipe import __version__, storage, workdir
 from dolma_pipe.destinations import check_destination
 from dolma_pipe.duplicate_ids import duplicate_ids_across as _duplicate_ids_across
-from dolma_pipe.duplicate_ids import write_unique_ids as _write_unique_ids
+from dolma_pipe.duplicate_ids import write_unique_ids
 from dolma_pipe.errors import DolmaPipeError
 from dolma_pipe.executors import Executor, make_executor, refuse_local_paths
 from dolma_pipe.lock import RunLock
 from dolma_pipe.manifest import (
-    MANIFEST,
     ExecutorInfo,
     Manifest,
     ManifestError,
@@ -62,81 +60,24 @@ from dolma_pipe.manifest import (
     read_manifest,
 )
 from dolma_pipe.markers import chain as _chain
-from dolma_pipe.markers import clear_stale_temporaries, errors_path, ids_name, marker_path
 from dolma_pipe.markers import done_markers as _done_markers
 from dolma_pipe.markers import finished as _finished
+from dolma_pipe.markers import marker_path
 from dolma_pipe.markers import phase_dir as _phase_dir
 from dolma_pipe.paths import PathError
 from dolma_pipe.progress import progress
-from dolma_pipe.quarantine import FILE_KINDS, Quarantine
+from dolma_pipe.quarantine import FILE_KINDS
 from dolma_pipe.redo import TasksToRedo as _Redo
 from dolma_pipe.redo import changed_outputs as _changed_outputs
-from dolma_pipe.redo import written_sizes as _written
 from dolma_pipe.run_summary import RunFailed, RunSummary
 from dolma_pipe.run_summary import finalise as _finalise
 from dolma_pipe.run_summary import refresh_totals as _refresh_totals
-from dolma_pipe.stage import Phase, RunContext, Stage, Task
+from dolma_pipe.stage import Phase, RunContext, Stage
 from dolma_pipe.workdir import WorkFileError
+from dolma_pipe.worker import execute_task
 
-
-def _check_visible(root: str, task: Task) -> None:
-    """A worker that cannot see the driver's local paths says so (a cluster without a shared filesystem)."""
-    hint = "a cluster without a shared filesystem needs remote paths (s3://...) for inputs and destination"
-    if not storage.is_remote(root) and not os.path.exists(os.path.join(storage.local_path(root), MANIFEST)):
-        raise PathError(f"worker {socket.gethostname()} cannot see the output directory {root} that the driver created; {hint}")
-    for f in task.inputs:
-        if not storage.is_remote(f.path) and not os.path.exists(storage.local_path(f.path)):
-            raise PathError(f"worker {socket.gethostname()} cannot see input {f.path} that the driver listed; {hint}")
-
-
-# Above this many ids numpy sorts them (~0.3 us an id against Python's ~1.3 us), worth its import
-# (~0.1 CPU-s, and np.unique imports numpy.ma besides); below it Python's sort is quicker overall.
-
-
-def execute_task(stage: Stage, phase_index: int, ctx: RunContext, fingerprint: str, task: Task) -> TaskRecord:
-    """Worker side: run one task, then write its errors and its marker (in that order)."""
-    phases = stage.phases()
-    phase = phases[phase_index]
-    sub = _phase_dir(phases, phase_index)
-    root = stage.output_root
-    err_path = errors_path(root, task.key, sub)
-    done_path = marker_path(root, task.key, sub)
-    outputs = phase.outputs(task) if phase.outputs is not None else []
-    _check_visible(root, task)
-    clear_stale_temporaries([*outputs, err_path, done_path])
-    quarantine = Quarantine()
-    start = time.perf_counter()
-    out = phase.run(task, quarantine, ctx)
-    if quarantine.total:
-        with storage.open_write_atomic(err_path) as fh:
-            quarantine.write_to(fh)
-    else:
-        storage.remove(err_path)
-    warnings = dict(quarantine.notes)
-    ids_file = None
-    if quarantine.id_hashes and stage.config.duplicate_ids != "ignore":
-        ids_file = ids_name(task.key, sub)
-        within = _write_unique_ids(storage.join(root, ids_file), quarantine.id_hashes)
-        if within:
-            warnings["duplicate_ids"] = within
-    quarantine.close()
-    record = TaskRecord(
-        phase=phase.name,
-        key=task.key,
-        inputs=list(task.inputs),
-        params=task.params,
-        docs_in=out.docs_in,
-        counts=dict(out.counts),
-        errors=dict(quarantine.counts),
-        warnings=warnings,
-        ids_file=ids_file,
-        data=out.data,
-        outputs=_written(root, list(dict.fromkeys([*outputs, *out.files]))),
-        seconds=time.perf_counter() - start,
-        fingerprint=fingerprint,
-    )
-    storage.write_bytes(done_path, record.marker_bytes())
-    return record
+__all__ = ["RunFailed", "RunSummary", "execute_task", "run_stage"]
+_write_unique_ids = write_unique_ids  # tests reach it here, from before it had a module
 
 
 def _all_unreadable(records: list[TaskRecord]) -> str | None:
