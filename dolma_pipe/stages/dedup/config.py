@@ -20,6 +20,9 @@ dolma-pipe's own keys: ``destination`` (write ``<destination>/<name>/...`` inste
 ``X/attributes/<name>/...``), ``buckets`` (how many hash ranges the cross-file phases split keys
 into), ``minhash`` (near-duplicates), ``decontamination`` (evaluation-set overlap) and
 ``substrings`` (repeated substrings, by suffix arrays).
+
+What a run resolves from its config and inputs, once (hash ranges, MinHash bands x rows, the
+Bloom filter it starts from), is a :class:`DedupResolved`: the manifest's ``resolved``.
 """
 
 from __future__ import annotations
@@ -28,10 +31,11 @@ import functools
 import math
 from typing import Any, ClassVar, Literal
 
-from pydantic import Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, field_validator, model_serializer
 
 from dolma_pipe.bloom import MAX_BITS, MAX_HASHES
 from dolma_pipe.config import ConfigError, PathStr, RunOptions, StrictModel
+from dolma_pipe.stage import Resolved
 
 MIB = 1 << 20
 # Auto bucket count: one hash range per this many bytes of (compressed) input, so that a
@@ -354,11 +358,65 @@ def auto_buckets(config: DedupConfig, input_bytes: int) -> int:
     return max(1, math.ceil(input_bytes / BUCKET_INPUT_BYTES))
 
 
-def resolved(config: DedupConfig, input_bytes: int) -> dict[str, Any]:
+class _Fixed(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class MinhashShape(_Fixed):
+    """The LSH bands x rows the run uses (as given, or chosen from the threshold)."""
+
+    bands: int
+    rows: int
+    hashes: int
+
+
+class BloomStart(_Fixed):
+    """The filter a Bloom-mode run starts from (:meth:`.bloommode.FilterState.identity`)."""
+
+    file: str
+    initial_checksum: int | None
+    kind: dict[str, str | int]
+
+    @model_serializer(mode="wrap")
+    def _none_recorded(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # A run that starts from no filter records ``initial_checksum: null`` (the manifest has
+        # always said so), where the resolved values' other unset fields are left out.
+        out = handler(self)
+        return {"file": out["file"], "initial_checksum": self.initial_checksum, "kind": out["kind"]}
+
+
+class BloomResolved(_Fixed):
+    """Bloom mode: the starting filter, and the size of the filter a run makes or extends (a
+    read-only filter is used at the size it has: none recorded)."""
+
+    start: BloomStart
+    bits: int | None = None
+    hashes: int | None = None
+
+
+class DedupResolved(Resolved):
+    """What a dedup run resolved from its config and inputs (the manifest's ``resolved``)."""
+
+    name: str
+    buckets: int
+    mode: Literal["exact", "bloom"]
+    minhash: MinhashShape | None = None
+    # The evaluation files' identity (decontamination): the section and the files as they are now.
+    evaluation: str | None = None
+    bloom: BloomResolved | None = None
+
+    def parameters(self) -> dict[str, Any]:
+        """The values the scan phase's step records as the run's parameters."""
+        return self.model_dump(mode="json", include={"name", "buckets", "mode", "minhash"}, exclude_none=True)
+
+
+def resolved(config: DedupConfig, input_bytes: int, evaluation: str | None = None, bloom: BloomResolved | None = None) -> DedupResolved:
     """The parameters a run actually uses (recorded in the manifest)."""
-    out: dict[str, Any] = {"name": attribute_set_name(config), "buckets": auto_buckets(config, input_bytes)}
-    out["mode"] = "bloom" if config.bloom_filter is not None else "exact"
+    name = attribute_set_name(config)
+    assert name is not None  # check() refused a config without one
+    near = None
     if config.minhash is not None:
         bands, rows = minhash_shape(config.minhash)
-        out["minhash"] = {"bands": bands, "rows": rows, "hashes": bands * rows}
-    return out
+        near = MinhashShape(bands=bands, rows=rows, hashes=bands * rows)
+    mode: Literal["exact", "bloom"] = "bloom" if config.bloom_filter is not None else "exact"
+    return DedupResolved(name=name, buckets=auto_buckets(config, input_bytes), mode=mode, minhash=near, evaluation=evaluation, bloom=bloom)

@@ -17,7 +17,6 @@ Outputs per file (see :mod:`.workfiles`): ``meta``, and per pass the key records
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from typing import Any, cast
 
 from dolma_pipe import storage, workdir
@@ -28,7 +27,7 @@ from dolma_pipe.quarantine import Quarantine
 from dolma_pipe.read_errors import DocumentError, quarantine_if_empty, quarantine_read_error
 from dolma_pipe.stage import Task, TaskOutput
 
-from .config import DedupConfig
+from .config import DedupConfig, DedupResolved
 from .workfiles import DOC, DUP, PARA, WHOLE_DOCUMENT, Layout, meta_ids
 
 # Built once per worker process: a scan plan holds the decontamination set and the MinHash
@@ -50,11 +49,11 @@ COUNTS = (
 )
 
 
-def plan_kwargs(config: DedupConfig, resolved: Mapping[str, Any]) -> dict[str, Any]:
+def plan_kwargs(config: DedupConfig, resolved: DedupResolved) -> dict[str, Any]:
     """The scan plan's arguments (JSON-able; the decontamination set is added separately), from the
     config and what the run resolved (hash ranges, MinHash bands x rows)."""
     d = config.dedupe
-    buckets = int(resolved["buckets"])
+    buckets = resolved.buckets
     kw: dict[str, Any] = {"min_length": d.min_length or 0, "min_words": d.min_words or 0, "skip_empty": bool(d.skip_empty)}
     bloom = config.bloom_filter is not None
     if d.documents is not None:
@@ -68,7 +67,8 @@ def plan_kwargs(config: DedupConfig, resolved: Mapping[str, Any]) -> dict[str, A
         kw["paragraph_buckets"] = 1 if bloom else buckets
     m = config.minhash
     if m is not None:
-        bands, rows = resolved["minhash"]["bands"], resolved["minhash"]["rows"]
+        assert resolved.minhash is not None
+        bands, rows = resolved.minhash.bands, resolved.minhash.rows
         kw["minhash"] = {
             "num_perm": bands * rows,
             "seed": m.seed,
@@ -84,7 +84,7 @@ def plan_kwargs(config: DedupConfig, resolved: Mapping[str, Any]) -> dict[str, A
     return kw
 
 
-def get_plan(config: DedupConfig, resolved: Mapping[str, Any], decontam_path: str | None) -> ScanPlan:
+def get_plan(config: DedupConfig, resolved: DedupResolved, decontam_path: str | None) -> ScanPlan:
     kw = plan_kwargs(config, resolved)
     cache_key = json.dumps([kw, decontam_path], sort_keys=True)
     plan = _PLANS.get(cache_key)
@@ -195,7 +195,7 @@ def run_scan(
     layout: Layout,
     task: Task,
     quarantine: Quarantine,
-    resolved: Mapping[str, Any],
+    resolved: DedupResolved,
     decontam_path: str | None,
     bloom_filter: Any = None,
 ) -> TaskOutput:

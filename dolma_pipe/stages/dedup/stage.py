@@ -39,7 +39,7 @@ from dolma_pipe.stage import Phase, RunContext, Stage, StepResult, Task, TaskOut
 from dolma_pipe.workdir import WorkDir
 
 from . import attributes, bloommode, decontam, exact, minhash, scaleout, scan, substrings
-from .config import DedupConfig, attribute_set_name, check, resolved
+from .config import BloomResolved, BloomStart, DedupConfig, DedupResolved, attribute_set_name, check, resolved
 from .workfiles import Layout, documents_in
 
 _READ_ONLY_FILTERS: dict[str, BloomFilter] = {}
@@ -118,23 +118,22 @@ class DedupStage(Stage[DedupConfig]):
             raise paths.PathError(f"two inputs have the same name below '{self.document_dir}/'; rename one")
         return sorted(out, key=lambda f: f.rel)
 
-    def resolve(self, inputs: list[InputFile]) -> dict[str, Any]:
+    def resolve(self, inputs: list[InputFile]) -> DedupResolved:
         """Hash ranges, MinHash bands x rows, Bloom sizes and the filter the run starts from, and the
         evaluation files decontamination reads."""
-        out = resolved(self.config, sum(f.size for f in inputs))
-        if self.config.decontamination is not None:
-            out["evaluation"] = decontam.identity(self.config.decontamination)
-        if self.config.bloom_filter is not None:
-            self._filter = bloommode.FilterState(self.config, self.layout, self.output_root)
-            out["bloom"] = {"start": self._filter.identity()}
-            if not self.config.bloom_filter.read_only:
-                out["bloom"].update(bits=self._filter.bits, hashes=self._filter.hashes)
-        return out
+        c = self.config
+        evaluation = decontam.identity(c.decontamination) if c.decontamination is not None else None
+        bloom = None
+        if c.bloom_filter is not None:
+            state = self._filter = bloommode.FilterState(c, self.layout, self.output_root)
+            sized = {} if c.bloom_filter.read_only else {"bits": state.bits, "hashes": state.hashes}
+            bloom = BloomResolved(start=BloomStart(**state.identity()), **sized)
+        return resolved(c, sum(f.size for f in inputs), evaluation, bloom)
 
     # ---- phases -------------------------------------------------------------------------
 
     def _buckets(self, ctx: RunContext) -> int:
-        return int(self.resolved["buckets"])
+        return self.resolved.buckets
 
     @property
     def _exact(self) -> bool:
@@ -474,7 +473,7 @@ class DedupStage(Stage[DedupConfig]):
     def _after_scan(self, records: list[TaskRecord], ctx: RunContext) -> StepResult:
         step = self._sum(records, ctx)
         step.data["documents"] = sum(r.docs_in for r in records)
-        step.data["parameters"] = {k: v for k, v in self.resolved.items() if k in ("name", "buckets", "mode", "minhash")}
+        step.data["parameters"] = self.resolved.parameters()
         if "evaluation" in ctx.steps:
             step.data["evaluation"] = ctx.steps["evaluation"].data
         if self._filter is not None:
