@@ -28,7 +28,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel
 
-from dolma_pipe import __version__
+from dolma_pipe import __version__, extras
 from dolma_pipe.action import Action
 from dolma_pipe.config import load_config
 from dolma_pipe.errors import DolmaPipeError
@@ -293,6 +293,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _reader_gone()
     except DolmaPipeError as exc:
         print(f"dolma-pipe {cmd.name}: error: {exc}", file=sys.stderr)
+        return 1
+    except ModuleNotFoundError as exc:
+        line = extras.missing_extra(exc)  # a module of an extra (torch: 'train'), else a bug worth its traceback
+        if line is None:
+            raise
+        print(f"dolma-pipe {cmd.name}: error: {line}", file=sys.stderr)
         return 1
     except KeyboardInterrupt as exc:
         how = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"

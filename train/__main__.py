@@ -36,7 +36,13 @@ def main(argv=None) -> int:
     try:
         cfg = load_config(args.config, args.overrides)
         check_for_training(cfg, int(os.environ.get("WORLD_SIZE", "1") or 1))
-        from train.trainer import run  # imports torch; config errors above stay fast
+        try:
+            from train.trainer import run  # imports torch; config errors above stay fast
+        except ModuleNotFoundError as e:
+            missing = (e.name or "train").split(".")[0]
+            if missing == "train":  # a bug of ours, not a library left out
+                raise
+            raise TrainError(f"the trainer needs {missing}, which the 'train' extra installs: pip install 'dolma-pipe[train]'") from None
 
         result = run(cfg)
     except TrainError as e:

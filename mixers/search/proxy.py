@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from dolma_pipe import storage
+from dolma_pipe import extras, storage
 from dolma_pipe.config import ConfigError
 from dolma_pipe.errors import DolmaPipeError
 from mixers.search.pools import Pool, take, write_proxy_data
@@ -49,6 +49,7 @@ class TrainSettings:
 
 def train_settings(config_path: str, overrides: list[str]) -> TrainSettings:
     """The proxy config loaded and checked by the trainer's own loader; a mistake names ``proxy.config``."""
+    extras.require("torch", "the proxies' trainer")  # said before any work, not by a worker
     from train.config import ConfigError as TrainConfigError
     from train.config import load_config
     from train.data import token_dtype
