@@ -29,8 +29,9 @@ import torch
 
 from train.config import PRESETS, OptimConfig
 from train.data import GlobalOrder, TokenDataset, token_dtype
+from train.loss import lm_loss
 from train.model import Transformer, describe, init_weights
-from train.optim import build_optimizer, clip_grad_norm, lm_loss
+from train.optim import build_optimizer, clip_grad_norm
 from train.shards import ShardSetWriter
 from train.testing import launch, read_metrics, write_config
 

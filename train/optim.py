@@ -1,8 +1,8 @@
-"""The optimizer side of a step: AdamW parameter groups, the loss with z-loss, clipping.
+"""The optimizer side of a step: AdamW parameter groups, clipping (the loss is ``train.loss``).
 
 OLMo 2 settings: AdamW (0.9, 0.95, eps 1e-8), weight decay 0.1 on everything except the
-embedding (norm weights *are* decayed by default, as in OLMo 2), z-loss 1e-5 on the log of the
-softmax normaliser to keep output logits from drifting, global gradient-norm clipping at 1.0.
+embedding (norm weights *are* decayed by default, as in OLMo 2), global gradient-norm clipping
+at 1.0.
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from train.config import OptimConfig
@@ -56,24 +55,6 @@ def apply_optim_config(optimizer: torch.optim.Optimizer, cfg: OptimConfig) -> li
                 changed.append(f"param group {i} {k}: {old} (checkpoint) -> {v} (config)")
             g[k] = v
     return changed
-
-
-def lm_loss(logits: torch.Tensor, tokens: torch.Tensor, vocab_size: int, z_loss: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """Next-token cross entropy and z-loss, both means over predicted positions.
-
-    ``logits`` come from the whole instance; position t predicts token t+1, so the last
-    position has no target. The padded vocabulary rows are sliced off so padding never takes
-    probability mass. Computed in fp32 whatever the compute dtype.
-    """
-    logits = logits[:, :-1, :vocab_size].float()
-    targets = tokens[:, 1:]
-    flat = logits.reshape(-1, logits.shape[-1])
-    ce = F.cross_entropy(flat, targets.reshape(-1))
-    if z_loss:
-        z = z_loss * torch.logsumexp(flat, dim=-1).pow(2).mean()
-    else:
-        z = torch.zeros((), device=logits.device)
-    return ce, z
 
 
 @torch.no_grad()

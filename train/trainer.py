@@ -38,8 +38,9 @@ from train.checkpoint import Checkpointer, CheckpointError, has_optimizer, lates
 from train.config import Config, ConfigError, check_for_training, dump_config
 from train.data import DataError, GlobalOrder, TokenDataset, check_fingerprint, eval_indices, token_dtype, validate_shards
 from train.evaluate import evaluate_loss
+from train.loss import StepLoss, lm_loss
 from train.model import Block, Transformer, describe, init_weights
-from train.optim import apply_optim_config, build_optimizer, clip_grad_norm, lm_loss
+from train.optim import apply_optim_config, build_optimizer, clip_grad_norm
 from train.schedule import Schedule
 
 # Dense bf16 peak FLOP/s per device, for the MFU estimate.
@@ -409,31 +410,21 @@ class Trainer:
         for g in self.optimizer.param_groups:
             g["lr"] = self.lr
         idx = self.order.rank_indices(self.instances_seen, t.global_batch_size, self.rank, self.world)
-        ce_sum = torch.zeros((), device=self.device)
-        z_sum = torch.zeros((), device=self.device)
+        loss = StepLoss(self.grad_accum, self.device)
         for i, mb in enumerate(np.split(idx, self.grad_accum)):
             # gradient accumulation without communication: gradients are reduce-scattered
             # once per step, in the last micro-batch's backward
             self.fsdp.set_requires_gradient_sync(i == self.grad_accum - 1)
             tokens = torch.from_numpy(self.data.batch(mb)).to(self.device, non_blocking=True)
             logits = self.model(tokens)
-            ce, z = lm_loss(logits, tokens, self.cfg.model.vocab_size, t.z_loss)
-            # every micro-batch has the same number of tokens, so a plain mean is exact
-            ((ce + z) / self.grad_accum).backward()
-            ce_sum += ce.detach()
-            z_sum += z.detach()
+            loss.add(*lm_loss(logits, tokens, self.cfg.model.vocab_size, t.z_loss)).backward()
         grad_norm = clip_grad_norm(self.params, t.clip_grad_norm)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         self.step += 1
         self.instances_seen += t.global_batch_size
-        # one all-reduce carries the logged losses and "some rank was asked to stop"
-        red = torch.stack(
-            [ce_sum / self.grad_accum, z_sum / self.grad_accum, torch.tensor(float(self._sigterm_received), device=self.device)]
-        )
-        dist.all_reduce(red)
-        self.stop_requested = bool(red[2].item() > 0)  # the only writer of stop_requested
-        return {"loss": (red[0] / self.world).item(), "z_loss": (red[1] / self.world).item(), "grad_norm": grad_norm.item()}
+        ce, z, self.stop_requested = loss.all_reduce(self._sigterm_received)  # the only writer of stop_requested
+        return {"loss": ce, "z_loss": z, "grad_norm": grad_norm.item()}
 
     # -- the loop ----------------------------------------------------------------------
 

@@ -10,8 +10,9 @@ torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.train
 
 from train.config import ModelConfig, OptimConfig  # noqa: E402
+from train.loss import lm_loss  # noqa: E402
 from train.model import Transformer  # noqa: E402
-from train.optim import build_optimizer, clip_grad_norm, lm_loss  # noqa: E402
+from train.optim import build_optimizer, clip_grad_norm  # noqa: E402
 from train.schedule import Schedule  # noqa: E402
 
 

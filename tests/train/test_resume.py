@@ -116,8 +116,8 @@ def test_weights_do_not_depend_on_rank_count(tmp_path_factory):
     """Step 1's loss (before any update) of the 2-rank FSDP run equals a plain 1-process model's."""
     from train.config import PRESETS
     from train.data import GlobalOrder, TokenDataset
+    from train.loss import lm_loss
     from train.model import Transformer, init_weights
-    from train.optim import lm_loss
 
     s1 = stage1(tmp_path_factory)
     ds = TokenDataset([s1.data["train"]], 32, np.uint16)
