@@ -17,8 +17,6 @@ One ``Trainer`` per process (torchrun starts one per GPU/rank). Everything a ste
 from __future__ import annotations
 
 import base64
-import json
-import resource
 import shutil
 import signal
 import socket
@@ -39,27 +37,10 @@ from train.config import Config, ConfigError, check_for_training, dump_config
 from train.data import DataError, GlobalOrder, TokenDataset, check_fingerprint, eval_indices, token_dtype, validate_shards
 from train.evaluate import evaluate_loss
 from train.loss import StepLoss, lm_loss
+from train.metrics import MetricsFile, StepMeter
 from train.model import Block, Transformer, describe, init_weights
 from train.optim import apply_optim_config, build_optimizer, clip_grad_norm
 from train.schedule import Schedule
-
-# Dense bf16 peak FLOP/s per device, for the MFU estimate.
-PEAK_FLOPS = {"H100": 989.5e12, "H200": 989.5e12, "A100": 312e12, "B200": 2250e12}
-
-
-def _peak_flops(cfg: Config, device: torch.device) -> float | None:
-    if cfg.log.peak_flops_per_device:
-        return cfg.log.peak_flops_per_device
-    if device.type == "cuda":
-        name = torch.cuda.get_device_name(device)
-        return next((v for k, v in PEAK_FLOPS.items() if k in name), None)
-    return None
-
-
-def _memory_gb(device: torch.device) -> float:
-    if device.type == "cuda":
-        return torch.cuda.max_memory_allocated(device) / 2**30
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB on Linux
 
 
 class Trainer:
@@ -71,6 +52,7 @@ class Trainer:
         check_for_training(cfg, self.world)
         self.grad_accum = t.global_batch_size // (self.world * t.micro_batch_size)
         self.mesh_shape = self._mesh_shape()
+        self.metrics = MetricsFile(Path(cfg.checkpoint.save_dir) / cfg.log.metrics_file, self.rank)
         self._check_shared_save_dir()
         self._check_save_dir()
         self.model, self.fsdp = self._build_model()
@@ -111,11 +93,9 @@ class Trainer:
         self._sigterm_received = False
         self.stop_requested = False
         self.saved_step: int | None = None
-        self.peak_flops = _peak_flops(cfg, self.device)
-        self.metrics_path = Path(cfg.checkpoint.save_dir) / cfg.log.metrics_file
         self._restore()
         # after a kill, the metrics of the steps past the checkpoint go: they are logged again
-        self.evaluated_steps = self._reconcile_metrics()
+        self.evaluated_steps = self.metrics.reconcile(self.step)
         s = cfg.schedule
         self.schedule = Schedule(s.kind, self.peak_lr, s.total_steps or t.max_steps, s.warmup_steps, s.min_lr_ratio)
         if self.rank == 0:
@@ -265,7 +245,7 @@ class Trainer:
             self._print(f"checkpoint.overwrite: deleting {len(old)} old checkpoint(s) in {c.save_dir}")
             for _, p in old:
                 shutil.rmtree(p)
-            (Path(c.save_dir) / self.cfg.log.metrics_file).unlink(missing_ok=True)
+            self.metrics.path.unlink(missing_ok=True)
         dist.barrier()
 
     def _restore(self) -> None:
@@ -314,45 +294,6 @@ class Trainer:
             self._print(f"initialised from {c.init_from} (its step {state['step']}, lr {state['lr']:.3e}); starting lr {self.peak_lr:.3e}")
         elif self.cfg.schedule.kind == "linear_decay" and self.cfg.schedule.start_lr is not None:
             self.peak_lr = self.cfg.schedule.start_lr
-
-    def _reconcile_metrics(self) -> set[int]:
-        """Make the metrics file hold what this run will not log again, once per step.
-
-        A run killed after its last checkpoint logged steps it will now train again, and may
-        have left a line cut off mid-write; an older file may hold a step twice. Rank 0 keeps,
-        for each step up to the one this run starts from, its last training record and its
-        last evaluation record, and rewrites the file (atomically) if anything goes. Returns
-        the steps that already have an evaluation, the same set on every rank (broadcast), so
-        that no rank evaluates (collectives) where another does not.
-        """
-        evaluated: list[list[int] | None] = [None]
-        if self.rank == 0:
-            evaluated[0] = sorted(self._rewrite_metrics())
-        dist.broadcast_object_list(evaluated, src=0)
-        return set(evaluated[0] or [])
-
-    def _rewrite_metrics(self) -> set[int]:
-        path = self.metrics_path
-        if not path.exists():
-            return set()
-        lines = path.read_text().splitlines()
-        kept: dict[tuple[int, int], dict] = {}  # (step, 0 train / 1 eval) -> the last record
-        for line in lines:
-            try:
-                rec = json.loads(line)
-            except ValueError:
-                continue  # cut off by the kill
-            step = rec.get("step") if isinstance(rec, dict) else None
-            if not isinstance(step, int) or step > self.step:
-                continue
-            kept[(step, int(any(k.startswith("eval/") for k in rec)))] = rec
-        out = [json.dumps(kept[k]) for k in sorted(kept)]
-        if out != lines:
-            tmp = path.with_name(f".{path.name}.tmp")
-            tmp.write_text("".join(line + "\n" for line in out))
-            tmp.replace(path)
-            self._print(f"{path}: {len(lines) - len(out)} record(s) dropped (past step {self.step}, repeated or cut off by a kill)")
-        return {step for step, is_eval in kept if is_eval}
 
     # -- state -------------------------------------------------------------------------
 
@@ -440,25 +381,16 @@ class Trainer:
         )
         if self.step >= end:
             self._print(f"already at step {self.step} of {end}: nothing to train")
-        tokens_per_step = t.global_batch_size * self.cfg.data.seq_len
+        meter = StepMeter(self.cfg, self.stats["flops_per_token"], self.world, self.device)
         last_eval = None
         while self.step < end:
             inflight = self.ckpt.in_flight
             t0 = time.perf_counter()
-            m = self.train_step()
+            losses = self.train_step()
             dt = time.perf_counter() - t0
             self.ckpt.poll()
-            tps = tokens_per_step / dt
-            m.update(
-                step=self.step,
-                tokens=self.instances_seen * self.cfg.data.seq_len,
-                lr=self.lr,
-                step_time=dt,
-                tokens_per_s=tps,
-                ckpt_inflight=inflight,
-                mem_gb=_memory_gb(self.device),
-                mfu=(tps * self.stats["flops_per_token"] / (self.peak_flops * self.world)) if self.peak_flops else None,
-            )
+            tokens = self.instances_seen * self.cfg.data.seq_len
+            m = meter.record(losses, step=self.step, tokens=tokens, lr=self.lr, step_time=dt, ckpt_inflight=inflight)
             if self.step % self.cfg.log.interval == 0 or self.step == end:
                 self._log(m)
             if self.stop_requested:
@@ -504,17 +436,7 @@ class Trainer:
             print(msg, flush=True)
 
     def _log(self, m: dict) -> None:
-        if self.rank != 0:
-            return
-        parts = []
-        for k, v in m.items():
-            if isinstance(v, float):
-                parts.append(f"{k} {v:.4g}")
-            elif v is not None and not isinstance(v, bool):
-                parts.append(f"{k} {v}")
-        print(" | ".join(parts), flush=True)
-        with open(self.metrics_path, "a") as f:
-            f.write(json.dumps(m) + "\n")
+        self.metrics.write(m)
 
     def close(self) -> None:
         self.ckpt.wait()
