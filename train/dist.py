@@ -10,16 +10,29 @@ On several nodes, torchrun numbers the ranks node by node (node ``g`` holds rank
 hsdp``: a shard group is one node). Nothing in the trainer is node-local: files that one rank
 writes and another reads (checkpoints, the data order, the shard checks) live in
 ``checkpoint.save_dir``, which every node must reach (the trainer checks it at start-up).
+
+This module owns everything that spans ranks before the first step: the process group, the
+device mesh and the FSDP2 sharding over it (``parallelize``, as torchtitan's), and the start-up
+checks across ranks (one ``save_dir`` and the same data on every node).
 """
 
 from __future__ import annotations
 
 import os
 import socket
+import uuid
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import torch
 import torch.distributed as dist
+from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
+from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
+
+from train.config import TrainConfig
+from train.errors import ConfigError, DataError
+from train.model import Block, Transformer
 
 
 @dataclass
@@ -69,3 +82,133 @@ def setup() -> DistInfo:
 def teardown() -> None:
     if dist.is_initialized():
         dist.destroy_process_group()
+
+
+def barrier() -> None:
+    dist.barrier()
+
+
+def all_gather(obj: Any) -> list[Any]:
+    """``obj`` from every rank, in rank order."""
+    out: list = [None] * dist.get_world_size()
+    dist.all_gather_object(out, obj)
+    return out
+
+
+# -- the mesh and the sharded model --------------------------------------------------------
+
+
+def mesh_shape(t: TrainConfig, d: DistInfo) -> tuple[int, ...]:
+    """``(world,)`` for fsdp; ``(groups, group_size)`` for hsdp, a group being
+    ``train.shard_group_size`` consecutive ranks (by default one node's: torchrun numbers
+    the ranks node by node), so parameters are gathered within a node and only gradients
+    cross nodes, once per step."""
+    if t.data_parallel == "fsdp":
+        return (d.world,)
+    if t.shard_group_size is None:
+        per_node = sorted(set(all_gather(d.local_world)))
+        if len(per_node) > 1:
+            raise ConfigError(
+                f"train.data_parallel: hsdp shards within a node by default, but the nodes run different numbers of "
+                f"ranks ({', '.join(map(str, per_node))}); set train.shard_group_size"
+            )
+    size = t.shard_group_size or d.local_world
+    if d.world % size:
+        key = "train.shard_group_size" if t.shard_group_size else "train.data_parallel"
+        raise ConfigError(
+            f"{key}: hsdp shard groups of {size} ranks{'' if t.shard_group_size else ' (the ranks of one node)'} "
+            f"do not divide the {d.world} ranks of this run; set train.shard_group_size"
+        )
+    return (d.world // size, size)
+
+
+def layout(shape: tuple[int, ...]) -> str:
+    """The mesh in words, for the start-up line."""
+    if len(shape) == 1:
+        return "fsdp"
+    return f"hsdp {shape[0]} x {shape[1]} (replicate x shard)"
+
+
+def build_mesh(device: torch.device, shape: tuple[int, ...]) -> DeviceMesh:
+    if len(shape) == 2:  # hsdp: FSDP2 shards over the mesh's last dim, replicates over the first
+        return init_device_mesh(device.type, shape, mesh_dim_names=("replicate", "shard"))
+    return init_device_mesh(device.type, shape, mesh_dim_names=("shard",))
+
+
+def precision(t: TrainConfig, device: torch.device) -> str:
+    """``train.precision`` with ``auto`` decided: bf16 on a GPU that has it, else fp32."""
+    if t.precision == "auto":
+        ok = device.type == "cuda" and torch.cuda.is_bf16_supported()
+        return "bf16" if ok else "fp32"
+    return t.precision
+
+
+def parallelize(model: Transformer, mesh: DeviceMesh, t: TrainConfig, device: torch.device) -> FSDPModule:
+    """Shard ``model`` (still on the meta device) with FSDP2: each block, then the root
+    (embedding, final norm, lm_head); activation checkpointing and ``torch.compile`` per block.
+    Returns the same object typed as the FSDP root (for FSDP-only calls such as
+    ``set_requires_gradient_sync``)."""
+    if precision(t, device) == "bf16":
+        # bf16 compute copies of the weights, fp32 master weights and gradient reductions
+        mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    else:
+        mp = MixedPrecisionPolicy()  # fully_shard's default: the parameters' own dtype
+    for block in model.blocks:
+        if not isinstance(block, Block):  # nn.ModuleList iterates as plain modules
+            raise TypeError(f"unexpected block {type(block).__name__}")
+        block.activation_checkpointing = t.activation_checkpointing
+        if t.compile:
+            block.compile()  # in place: parameter names (checkpoint keys) do not change
+        fully_shard(block, mesh=mesh, mp_policy=mp)
+    return fully_shard(model, mesh=mesh, mp_policy=mp)
+
+
+# -- start-up checks across ranks ------------------------------------------------------------
+
+
+def check_shared_save_dir(save_dir: Path, rank: int, world: int) -> None:
+    """Every rank must see the same ``checkpoint.save_dir``: rank 0 writes what the others
+    read there (the data order, the shard checks, the checkpoint's state file) and every
+    rank writes its shards of a checkpoint into it. On several nodes that takes storage
+    they all reach; a node-local folder (a relative path resolved in another working
+    directory, /tmp, a local disk) would leave each node a part of every checkpoint.
+    Rank 0 writes a uniquely named file there and every rank looks for it."""
+    if world == 1:
+        return
+    probe: list[str | None] = [None]
+    if rank == 0:
+        save_dir.mkdir(parents=True, exist_ok=True)
+        name = f".shared-check-{uuid.uuid4().hex}"
+        (save_dir / name).write_text(socket.gethostname())
+        probe[0] = name
+    dist.broadcast_object_list(probe, src=0)
+    name = str(probe[0])
+    seen = all_gather(((save_dir / name).exists(), socket.gethostname(), str(save_dir.absolute())))
+    if rank == 0:
+        (save_dir / name).unlink(missing_ok=True)
+    blind = [f"rank {r} on {host} ({path})" for r, (ok, host, path) in enumerate(seen) if not ok]
+    if blind:
+        raise ConfigError(
+            f"checkpoint.save_dir: {save_dir} is not the same folder on every rank: rank 0 on {seen[0][1]} "
+            f"({seen[0][2]}) wrote a file there that {', '.join(blind[:4])}{', ...' if len(blind) > 4 else ''} "
+            f"cannot see. Every node writes its part of each checkpoint there and reads what rank 0 writes "
+            f"(the data order): put it on storage all nodes reach (NFS, Lustre, ...), as an absolute path."
+        )
+
+
+def check_same_data(fingerprints: tuple[str, str | None], world: int) -> None:
+    """Every rank must read the same shards (the global order is cut from rank 0's count of
+    instances): ``fingerprints`` (of the training and validation data) that differ from rank
+    0's on another node are refused."""
+    if world == 1:
+        return
+    everyone = all_gather((*fingerprints, socket.gethostname()))
+    differ = [f"rank {r} on {host}" for r, (fp, vfp, host) in enumerate(everyone) if (fp, vfp) != everyone[0][:2]]
+    if differ:
+        e = DataError(
+            f"data.paths / data.val_paths: {', '.join(differ[:4])}{', ...' if len(differ) > 4 else ''} "
+            f"see(s) other shards than rank 0 on {everyone[0][2]} (names, sizes or contents differ): "
+            f"every node must read the same files, e.g. from shared storage by absolute paths"
+        )
+        e.same_on_every_rank = True  # every rank found the same difference: said once
+        raise e

@@ -19,17 +19,13 @@ from __future__ import annotations
 import base64
 import shutil
 import signal
-import socket
 import time
-import uuid
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
 import torch.distributed as dist
-from torch.distributed.device_mesh import init_device_mesh
-from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
+from torch.distributed.fsdp import FSDPModule
 
 from train import dist as tdist
 from train.checkpoint import Checkpointer, CheckpointError, has_optimizer, latest_checkpoint, list_checkpoints
@@ -38,7 +34,7 @@ from train.data import DataError, GlobalOrder, TokenDataset, check_fingerprint, 
 from train.evaluate import evaluate_loss
 from train.loss import StepLoss, lm_loss
 from train.metrics import MetricsFile, StepMeter
-from train.model import Block, Transformer, describe, init_weights
+from train.model import Transformer, describe, init_weights
 from train.optim import apply_optim_config, build_optimizer, clip_grad_norm
 from train.schedule import Schedule
 
@@ -51,33 +47,15 @@ class Trainer:
         t, m = cfg.train, cfg.model
         check_for_training(cfg, self.world)
         self.grad_accum = t.global_batch_size // (self.world * t.micro_batch_size)
-        self.mesh_shape = self._mesh_shape()
+        self.mesh_shape = tdist.mesh_shape(t, self.d)
         self.metrics = MetricsFile(Path(cfg.checkpoint.save_dir) / cfg.log.metrics_file, self.rank)
-        self._check_shared_save_dir()
+        tdist.check_shared_save_dir(Path(cfg.checkpoint.save_dir), self.rank, self.world)
         self._check_save_dir()
         self.model, self.fsdp = self._build_model()
         self.params = [p for p in self.model.parameters()]
         self.stats = describe(m, cfg.data.seq_len)
 
-        dtype = token_dtype(cfg.data.token_dtype, m.vocab_size)
-        # every instance read is also checked against the vocabulary (a shard changed after
-        # the start-up check below is a data error, not an index error in the embedding)
-        self.data = TokenDataset(cfg.data.paths, cfg.data.seq_len, dtype, cfg.data.eos_id, vocab_size=m.vocab_size)
-        self.fingerprint = self.data.fingerprint()
-        self.val_data = (
-            TokenDataset(cfg.data.val_paths, cfg.data.seq_len, dtype, cfg.data.eos_id, vocab_size=m.vocab_size)
-            if cfg.data.val_paths
-            else None
-        )
-        self._check_same_data()
-        # token ids < vocab_size and sound sidecars: one read of each shard, split over the
-        # ranks, cached in save_dir (a shard is read again when its size or times change)
-        cache = Path(cfg.checkpoint.save_dir) / "data_cache"
-        for ds in filter(None, (self.data, self.val_data)):
-            validate_shards(ds, m.vocab_size, cache, self.rank, self.world, self._all_gather)
-        # the global order: one permutation file per epoch in save_dir (written by rank 0,
-        # memory-mapped by all), not a full in-memory permutation per rank
-        self.order = GlobalOrder(self.data.n_instances, cfg.data.seed, cache_dir=cache, is_writer=self.rank == 0, barrier=self._barrier)
+        self._build_data()
         self.optimizer = build_optimizer(self.model, cfg.optim, lr=0.0)
         self.ckpt = Checkpointer(
             cfg.checkpoint.save_dir, cfg.checkpoint.keep_last, cfg.checkpoint.permanent_interval, cfg.checkpoint.async_save
@@ -104,125 +82,37 @@ class Trainer:
 
     # -- setup -------------------------------------------------------------------------
 
-    def _precision(self) -> str:
-        p = self.cfg.train.precision
-        if p == "auto":
-            ok = self.device.type == "cuda" and torch.cuda.is_bf16_supported()
-            return "bf16" if ok else "fp32"
-        return p
-
     def _build_model(self) -> tuple[Transformer, FSDPModule]:
         """The sharded model, and the same object typed as the FSDP root (for the FSDP-only
         calls, e.g. ``set_requires_gradient_sync``)."""
-        t = self.cfg.train
         # Built on the meta device: no rank ever holds the full unsharded model in memory.
         with torch.device("meta"):
             model = Transformer(self.cfg.model)
-        if len(self.mesh_shape) == 2:  # hsdp: FSDP2 shards over the mesh's last dim, replicates over the first
-            mesh = init_device_mesh(self.device.type, self.mesh_shape, mesh_dim_names=("replicate", "shard"))
-        else:
-            mesh = init_device_mesh(self.device.type, self.mesh_shape, mesh_dim_names=("shard",))
-        if self._precision() == "bf16":
-            # bf16 compute copies of the weights, fp32 master weights and gradient reductions
-            mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
-        else:
-            mp = MixedPrecisionPolicy()  # fully_shard's default: the parameters' own dtype
-        for block in model.blocks:
-            if not isinstance(block, Block):  # nn.ModuleList iterates as plain modules
-                raise TypeError(f"unexpected block {type(block).__name__}")
-            block.activation_checkpointing = t.activation_checkpointing
-            if t.compile:
-                block.compile()  # in place: parameter names (checkpoint keys) do not change
-            fully_shard(block, mesh=mesh, mp_policy=mp)
-        root = fully_shard(model, mesh=mesh, mp_policy=mp)  # embedding, final norm, lm_head
+        mesh = tdist.build_mesh(self.device, self.mesh_shape)
+        root = tdist.parallelize(model, mesh, self.cfg.train, self.device)
         model.to_empty(device=self.device)
-        init_weights(model, t.init_seed)
+        init_weights(model, self.cfg.train.init_seed)
         model.train()
         return model, root
 
-    def _mesh_shape(self) -> tuple[int, ...]:
-        """``(world,)`` for fsdp; ``(groups, group_size)`` for hsdp, a group being
-        ``train.shard_group_size`` consecutive ranks (by default one node's: torchrun numbers
-        the ranks node by node), so parameters are gathered within a node and only gradients
-        cross nodes, once per step."""
-        t = self.cfg.train
-        if t.data_parallel == "fsdp":
-            return (self.world,)
-        if t.shard_group_size is None:
-            per_node = sorted(set(self._all_gather(self.d.local_world)))
-            if len(per_node) > 1:
-                raise ConfigError(
-                    f"train.data_parallel: hsdp shards within a node by default, but the nodes run different numbers of "
-                    f"ranks ({', '.join(map(str, per_node))}); set train.shard_group_size"
-                )
-        size = t.shard_group_size or self.d.local_world
-        if self.world % size:
-            key = "train.shard_group_size" if t.shard_group_size else "train.data_parallel"
-            raise ConfigError(
-                f"{key}: hsdp shard groups of {size} ranks{'' if t.shard_group_size else ' (the ranks of one node)'} "
-                f"do not divide the {self.world} ranks of this run; set train.shard_group_size"
-            )
-        return (self.world // size, size)
-
-    def _layout(self) -> str:
-        if len(self.mesh_shape) == 1:
-            return "fsdp"
-        return f"hsdp {self.mesh_shape[0]} x {self.mesh_shape[1]} (replicate x shard)"
-
-    def _check_shared_save_dir(self) -> None:
-        """Every rank must see the same ``checkpoint.save_dir``: rank 0 writes what the others
-        read there (the data order, the shard checks, the checkpoint's state file) and every
-        rank writes its shards of a checkpoint into it. On several nodes that takes storage
-        they all reach; a node-local folder (a relative path resolved in another working
-        directory, /tmp, a local disk) would leave each node a part of every checkpoint.
-        Rank 0 writes a uniquely named file there and every rank looks for it."""
-        if self.world == 1:
-            return
-        save_dir = Path(self.cfg.checkpoint.save_dir)
-        probe: list[str | None] = [None]
-        if self.rank == 0:
-            save_dir.mkdir(parents=True, exist_ok=True)
-            name = f".shared-check-{uuid.uuid4().hex}"
-            (save_dir / name).write_text(socket.gethostname())
-            probe[0] = name
-        dist.broadcast_object_list(probe, src=0)
-        name = str(probe[0])
-        seen = self._all_gather(((save_dir / name).exists(), socket.gethostname(), str(save_dir.absolute())))
-        if self.rank == 0:
-            (save_dir / name).unlink(missing_ok=True)
-        blind = [f"rank {r} on {host} ({path})" for r, (ok, host, path) in enumerate(seen) if not ok]
-        if blind:
-            raise ConfigError(
-                f"checkpoint.save_dir: {save_dir} is not the same folder on every rank: rank 0 on {seen[0][1]} "
-                f"({seen[0][2]}) wrote a file there that {', '.join(blind[:4])}{', ...' if len(blind) > 4 else ''} "
-                f"cannot see. Every node writes its part of each checkpoint there and reads what rank 0 writes "
-                f"(the data order): put it on storage all nodes reach (NFS, Lustre, ...), as an absolute path."
-            )
-
-    def _check_same_data(self) -> None:
-        """Every rank must read the same shards (the global order is cut from rank 0's count of
-        instances): a path that names other files on another node is refused."""
-        if self.world == 1:
-            return
-        mine = (self.fingerprint, self.val_data.fingerprint() if self.val_data else None, socket.gethostname())
-        everyone = self._all_gather(mine)
-        differ = [f"rank {r} on {host}" for r, (fp, vfp, host) in enumerate(everyone) if (fp, vfp) != everyone[0][:2]]
-        if differ:
-            e = DataError(
-                f"data.paths / data.val_paths: {', '.join(differ[:4])}{', ...' if len(differ) > 4 else ''} "
-                f"see(s) other shards than rank 0 on {everyone[0][2]} (names, sizes or contents differ): "
-                f"every node must read the same files, e.g. from shared storage by absolute paths"
-            )
-            e.same_on_every_rank = True  # every rank found the same difference: said once
-            raise e
-
-    def _barrier(self) -> None:
-        dist.barrier()
-
-    def _all_gather(self, obj: Any) -> list[Any]:
-        out: list = [None] * self.world
-        dist.all_gather_object(out, obj)
-        return out
+    def _build_data(self) -> None:
+        """The training (and validation) shards, checked on every rank, and the global order."""
+        d, vocab = self.cfg.data, self.cfg.model.vocab_size
+        dtype = token_dtype(d.token_dtype, vocab)
+        # every instance read is also checked against the vocabulary (a shard changed after
+        # the start-up check below is a data error, not an index error in the embedding)
+        self.data = TokenDataset(d.paths, d.seq_len, dtype, d.eos_id, vocab_size=vocab)
+        self.fingerprint = self.data.fingerprint()
+        self.val_data = TokenDataset(d.val_paths, d.seq_len, dtype, d.eos_id, vocab_size=vocab) if d.val_paths else None
+        tdist.check_same_data((self.fingerprint, self.val_data.fingerprint() if self.val_data else None), self.world)
+        # token ids < vocab_size and sound sidecars: one read of each shard, split over the
+        # ranks, cached in save_dir (a shard is read again when its size or times change)
+        cache = Path(self.cfg.checkpoint.save_dir) / "data_cache"
+        for ds in filter(None, (self.data, self.val_data)):
+            validate_shards(ds, vocab, cache, self.rank, self.world, tdist.all_gather)
+        # the global order: one permutation file per epoch in save_dir (written by rank 0,
+        # memory-mapped by all), not a full in-memory permutation per rank
+        self.order = GlobalOrder(self.data.n_instances, d.seed, cache_dir=cache, is_writer=self.rank == 0, barrier=tdist.barrier)
 
     def _check_save_dir(self) -> None:
         """A fresh run (``resume: false``) must not share save_dir with an older run's
@@ -375,9 +265,9 @@ class Trainer:
         end = min(t.max_steps, t.stop_at_step or t.max_steps)
         self._print(
             f"{self.cfg.run_name}: {self.stats['total'] / 1e6:.2f}M params, {self.world} rank(s), "
-            f"{self.world // self.d.local_world} node(s), {self._layout()}, "
+            f"{self.world // self.d.local_world} node(s), {tdist.layout(self.mesh_shape)}, "
             f"{self.data.n_instances} instances of {self.cfg.data.seq_len}, grad accum {self.grad_accum}, "
-            f"precision {self._precision()}, steps {self.step}->{end}"
+            f"precision {tdist.precision(t, self.device)}, steps {self.step}->{end}"
         )
         if self.step >= end:
             self._print(f"already at step {self.step} of {end}: nothing to train")
