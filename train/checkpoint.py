@@ -10,16 +10,26 @@ with ``.metadata`` is complete; resuming picks the newest complete one.
 Saves are asynchronous: the state is copied to CPU memory (staging, blocking but short),
 then written by a background thread over a separate gloo group, while training continues.
 Retention keeps the newest ``keep_last`` folders plus "permanent" ones.
+
+Between a checkpoint and the model this module also owns where a training run starts
+(``restore``: its own newest checkpoint, or ``checkpoint.init_from`` for stage 2, with the RNG
+states, the data checks and the configured optimizer settings), the refusal of a fresh run
+into a ``save_dir`` that holds another run's checkpoints (``check_fresh_save_dir``), and the
+single-process helpers that the soup, evaluation and export use (``load_model_weights``,
+``save_model_weights``).
 """
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import json
 import re
 import shutil
 import warnings
+from collections.abc import Callable
 from concurrent.futures import Future
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +46,10 @@ from torch.distributed.checkpoint.state_dict import (
     set_state_dict,
 )
 
-from train.errors import CheckpointError
+from train.config import CheckpointConfig, Config
+from train.data import check_fingerprint
+from train.errors import CheckpointError, ConfigError, DataError
+from train.optim import apply_optim_config
 
 STATE_FILE = "trainer_state.json"
 _STEP_RE = re.compile(r"^step(\d+)$")
@@ -304,6 +317,127 @@ class Checkpointer:
         return read_state(path)
 
 
+# -- where a training run starts ----------------------------------------------------------
+
+
+def check_fresh_save_dir(c: CheckpointConfig, metrics_path: Path, rank: int, say: Callable[[str], None]) -> None:
+    """A fresh run (``resume: false``) must not share save_dir with an older run's
+    checkpoints: retention sorts by step, so it would delete the new run's checkpoints and
+    keep the old ones, and a later resume would pick the old run's newest. With
+    ``overwrite: true`` rank 0 deletes them (and the old run's metrics file)."""
+    if c.resume:
+        return
+    old = list_checkpoints(c.save_dir)
+    if not old:
+        return
+    if not c.overwrite:
+        raise ConfigError(
+            f"checkpoint.resume: false, but {c.save_dir} already holds checkpoints "
+            f"({', '.join(p.name for _, p in old[-3:])}{', ...' if len(old) > 3 else ''}). Use another "
+            f"checkpoint.save_dir, set checkpoint.resume: true to continue that run, or set "
+            f"checkpoint.overwrite: true to delete them and start over."
+        )
+    if rank == 0:
+        say(f"checkpoint.overwrite: deleting {len(old)} old checkpoint(s) in {c.save_dir}")
+        for _, p in old:
+            shutil.rmtree(p)
+        metrics_path.unlink(missing_ok=True)
+    dist.barrier()
+
+
+def rng_states(device: torch.device) -> list[dict]:
+    """Every rank's RNG states (torch, and CUDA on a GPU), base64, in rank order."""
+    mine = {"torch": base64.b64encode(torch.get_rng_state().numpy().tobytes()).decode()}
+    if device.type == "cuda":
+        mine["cuda"] = base64.b64encode(torch.cuda.get_rng_state(device).numpy().tobytes()).decode()
+    states: list = [None] * dist.get_world_size()
+    dist.all_gather_object(states, mine)
+    return states
+
+
+def restore_rng(states: list[dict] | None, device: torch.device) -> None:
+    if not states:
+        return
+    # Same world size: each rank takes its own; otherwise every rank takes rank 0's.
+    s = states[dist.get_rank()] if len(states) == dist.get_world_size() else states[0]
+    torch.set_rng_state(torch.frombuffer(bytearray(base64.b64decode(s["torch"])), dtype=torch.uint8))
+    if "cuda" in s and device.type == "cuda":
+        torch.cuda.set_rng_state(torch.frombuffer(bytearray(base64.b64decode(s["cuda"])), dtype=torch.uint8), device)
+
+
+@dataclass
+class Start:
+    """Where a training run starts: step 0 (fresh or stage 2's ``init_from``) or its own
+    newest checkpoint (``resumed``), and the peak learning rate of its schedule."""
+
+    peak_lr: float
+    step: int = 0
+    instances_seen: int = 0
+    resumed: bool = False
+
+
+def restore(cfg: Config, model, optimizer, fingerprint: str, device: torch.device, say: Callable[[str], None]) -> Start:
+    """Load the run's newest checkpoint in ``save_dir`` (``resume: true``), else
+    ``init_from``, into the sharded ``model`` and ``optimizer``; a checkpoint that does not fit
+    is a ``ConfigError``. Then the config's optimizer settings win over the loaded ones."""
+    try:
+        latest = latest_checkpoint(cfg.checkpoint.save_dir) if cfg.checkpoint.resume else None
+        if latest is not None:
+            start = _resume(latest, cfg, model, optimizer, fingerprint, device, say)
+        else:
+            start = _init_from(cfg, model, optimizer, say)
+    except CheckpointError as e:
+        raise ConfigError(str(e)) from None
+    # A loaded optimizer state brings the groups' settings of the run that saved it:
+    # the config wins (weight decay, betas, eps; the lr comes from the schedule).
+    for line in apply_optim_config(optimizer, cfg.optim):
+        say(f"optim: {line}")
+    return start
+
+
+def _resume(latest: Path, cfg: Config, model, optimizer, fingerprint: str, device: torch.device, say: Callable[[str], None]) -> Start:
+    state = Checkpointer.load(latest, model, optimizer)
+    warn = check_fingerprint(state["data"]["fingerprint"], fingerprint, cfg.data.allow_fingerprint_mismatch)
+    if warn:
+        say(f"WARNING: {warn}")
+    if state["data"]["seed"] != cfg.data.seed:
+        msg = f"data.seed is {cfg.data.seed} but {latest} was trained with seed {state['data']['seed']}: the data order would not continue"
+        if not cfg.data.allow_fingerprint_mismatch:
+            raise DataError(msg + ". Set data.allow_fingerprint_mismatch: true to resume anyway.")
+        say(f"WARNING: {msg} (accepted)")
+    # stage 2 keeps the start lr it took from stage 1
+    start = Start(state["peak_lr"], state["step"], state["tokens_seen"] // cfg.data.seq_len, resumed=True)
+    restore_rng(state.get("rng"), device)
+    say(f"resumed from {latest} (step {start.step}, {state['tokens_seen']} tokens)")
+    return start
+
+
+def _init_from(cfg: Config, model, optimizer, say: Callable[[str], None]) -> Start:
+    """Stage 2 from ``checkpoint.init_from`` (its weights, and its optimizer state unless
+    ``load_optimizer: false``), or a fresh start without it; step 0 either way."""
+    c, schedule = cfg.checkpoint, cfg.schedule
+    start = Start(cfg.optim.lr)
+    if not c.init_from:
+        if schedule.kind == "linear_decay" and schedule.start_lr is not None:
+            start.peak_lr = schedule.start_lr
+        return start
+    try:
+        if c.load_optimizer and not has_optimizer(c.init_from):
+            say(f"note: {c.init_from} holds no optimizer state (a soup?): starting with a fresh AdamW")
+        state = Checkpointer.load(c.init_from, model, optimizer, load_optimizer=c.load_optimizer)
+    except CheckpointError as e:
+        raise ConfigError(f"checkpoint.init_from: {e}") from None
+    if schedule.kind == "linear_decay":
+        start.peak_lr = schedule.start_lr if schedule.start_lr is not None else state["lr"]
+        if start.peak_lr <= 0:
+            raise ConfigError(f"schedule.start_lr: {c.init_from} records no learning rate (a soup?); set schedule.start_lr")
+    say(f"initialised from {c.init_from} (its step {state['step']}, lr {state['lr']:.3e}); starting lr {start.peak_lr:.3e}")
+    return start
+
+
+# -- single-process helpers ------------------------------------------------------------------
+
+
 def load_model_weights(path: str | Path, model: torch.nn.Module) -> dict:
     """Load only the model weights into a plain (unsharded) module in one process.
 
@@ -334,11 +468,16 @@ def save_model_weights(path: str | Path, model_sd: dict, state: dict) -> Path:
 __all__ = [
     "CheckpointError",
     "Checkpointer",
+    "Start",
+    "check_fresh_save_dir",
     "latest_checkpoint",
     "list_checkpoints",
     "load_model_weights",
     "read_state",
     "require_checkpoint",
+    "restore",
+    "restore_rng",
+    "rng_states",
     "save_model_weights",
     "step_dir",
 ]

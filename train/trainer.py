@@ -12,73 +12,73 @@ One ``Trainer`` per process (torchrun starts one per GPU/rank). Everything a ste
    accumulation), loss + z-loss, clipping, AdamW; the loss and the stop flag are all-reduced.
 3. ``fit``: the loop; async checkpoints every ``interval`` steps; on SIGTERM a blocking save
    and a clean exit.
+
+The pieces live beside it, one concern each (as torchtitan cuts its trainer): ``dist`` (process
+group, mesh, FSDP2 sharding, start-up checks across ranks), ``loss`` (the loss and its
+all-reduce), ``metrics`` (step records and the metrics file), ``checkpoint`` (saving, and where
+a run starts: resume or ``init_from``).
 """
 
 from __future__ import annotations
 
-import base64
-import shutil
 import signal
 import time
 from pathlib import Path
 
 import numpy as np
 import torch
-import torch.distributed as dist
 from torch.distributed.fsdp import FSDPModule
 
 from train import dist as tdist
-from train.checkpoint import Checkpointer, CheckpointError, has_optimizer, latest_checkpoint, list_checkpoints
-from train.config import Config, ConfigError, check_for_training, dump_config
-from train.data import DataError, GlobalOrder, TokenDataset, check_fingerprint, eval_indices, token_dtype, validate_shards
+from train.checkpoint import Checkpointer, check_fresh_save_dir, restore, rng_states
+from train.config import Config, check_for_training, dump_config
+from train.data import GlobalOrder, TokenDataset, eval_indices, token_dtype, validate_shards
 from train.evaluate import evaluate_loss
 from train.loss import StepLoss, lm_loss
 from train.metrics import MetricsFile, StepMeter
 from train.model import Transformer, describe, init_weights
-from train.optim import apply_optim_config, build_optimizer, clip_grad_norm
+from train.optim import build_optimizer, clip_grad_norm
 from train.schedule import Schedule
 
 
 class Trainer:
+    """One rank's training run: built from a ``Config``, trained by ``fit``, ended by ``close``."""
+
     def __init__(self, cfg: Config):
         self.cfg = cfg
         self.d = tdist.setup()
         self.rank, self.world, self.device = self.d.rank, self.d.world, self.d.device
-        t, m = cfg.train, cfg.model
+        t, c = cfg.train, cfg.checkpoint
         check_for_training(cfg, self.world)
         self.grad_accum = t.global_batch_size // (self.world * t.micro_batch_size)
         self.mesh_shape = tdist.mesh_shape(t, self.d)
-        self.metrics = MetricsFile(Path(cfg.checkpoint.save_dir) / cfg.log.metrics_file, self.rank)
-        tdist.check_shared_save_dir(Path(cfg.checkpoint.save_dir), self.rank, self.world)
-        self._check_save_dir()
+        save_dir = Path(c.save_dir)
+        self.metrics = MetricsFile(save_dir / cfg.log.metrics_file, self.rank)
+        tdist.check_shared_save_dir(save_dir, self.rank, self.world)
+        check_fresh_save_dir(c, self.metrics.path, self.rank, self._print)
         self.model, self.fsdp = self._build_model()
         self.params = [p for p in self.model.parameters()]
-        self.stats = describe(m, cfg.data.seq_len)
-
+        self.stats = describe(cfg.model, cfg.data.seq_len)
         self._build_data()
         self.optimizer = build_optimizer(self.model, cfg.optim, lr=0.0)
-        self.ckpt = Checkpointer(
-            cfg.checkpoint.save_dir, cfg.checkpoint.keep_last, cfg.checkpoint.permanent_interval, cfg.checkpoint.async_save
-        )
-        self.step = 0
-        self.instances_seen = 0
+        self.ckpt = Checkpointer(c.save_dir, c.keep_last, c.permanent_interval, c.async_save)
         self.lr = 0.0
-        self.peak_lr = cfg.optim.lr
         # Two flags, on purpose: the SIGTERM handler only ever sets ``_sigterm_received``
         # (this rank's wish), which is fed into the step's all-reduce; ``stop_requested`` is
         # only ever the all-reduced value, so every rank takes every stop/save/eval decision
         # from the same number even if a signal lands between the all-reduce and the check.
         self._sigterm_received = False
         self.stop_requested = False
-        self.saved_step: int | None = None
-        self._restore()
+        start = restore(cfg, self.model, self.optimizer, self.fingerprint, self.device, self._print)
+        self.step, self.instances_seen, self.peak_lr = start.step, start.instances_seen, start.peak_lr
+        self.saved_step: int | None = start.step if start.resumed else None
         # after a kill, the metrics of the steps past the checkpoint go: they are logged again
         self.evaluated_steps = self.metrics.reconcile(self.step)
         s = cfg.schedule
         self.schedule = Schedule(s.kind, self.peak_lr, s.total_steps or t.max_steps, s.warmup_steps, s.min_lr_ratio)
         if self.rank == 0:
-            Path(cfg.checkpoint.save_dir).mkdir(parents=True, exist_ok=True)
-            (Path(cfg.checkpoint.save_dir) / "config.yaml").write_text(dump_config(cfg))
+            save_dir.mkdir(parents=True, exist_ok=True)
+            (save_dir / "config.yaml").write_text(dump_config(cfg))
 
     # -- setup -------------------------------------------------------------------------
 
@@ -114,98 +114,10 @@ class Trainer:
         # memory-mapped by all), not a full in-memory permutation per rank
         self.order = GlobalOrder(self.data.n_instances, d.seed, cache_dir=cache, is_writer=self.rank == 0, barrier=tdist.barrier)
 
-    def _check_save_dir(self) -> None:
-        """A fresh run (``resume: false``) must not share save_dir with an older run's
-        checkpoints: retention sorts by step, so it would delete the new run's checkpoints and
-        keep the old ones, and a later resume would pick the old run's newest."""
-        c = self.cfg.checkpoint
-        if c.resume:
-            return
-        old = list_checkpoints(c.save_dir)
-        if not old:
-            return
-        if not c.overwrite:
-            raise ConfigError(
-                f"checkpoint.resume: false, but {c.save_dir} already holds checkpoints "
-                f"({', '.join(p.name for _, p in old[-3:])}{', ...' if len(old) > 3 else ''}). Use another "
-                f"checkpoint.save_dir, set checkpoint.resume: true to continue that run, or set "
-                f"checkpoint.overwrite: true to delete them and start over."
-            )
-        if self.rank == 0:
-            self._print(f"checkpoint.overwrite: deleting {len(old)} old checkpoint(s) in {c.save_dir}")
-            for _, p in old:
-                shutil.rmtree(p)
-            self.metrics.path.unlink(missing_ok=True)
-        dist.barrier()
-
-    def _restore(self) -> None:
-        try:
-            self._restore_inner()
-        except CheckpointError as e:
-            raise ConfigError(str(e)) from None
-        # A loaded optimizer state brings the groups' settings of the run that saved it:
-        # the config wins (weight decay, betas, eps; the lr comes from the schedule).
-        for line in apply_optim_config(self.optimizer, self.cfg.optim):
-            self._print(f"optim: {line}")
-
-    def _restore_inner(self) -> None:
-        c = self.cfg.checkpoint
-        latest = latest_checkpoint(c.save_dir) if c.resume else None
-        if latest is not None:
-            state = Checkpointer.load(latest, self.model, self.optimizer)
-            warn = check_fingerprint(state["data"]["fingerprint"], self.fingerprint, self.cfg.data.allow_fingerprint_mismatch)
-            if warn:
-                self._print(f"WARNING: {warn}")
-            if state["data"]["seed"] != self.cfg.data.seed:
-                msg = (
-                    f"data.seed is {self.cfg.data.seed} but {latest} was trained with seed "
-                    f"{state['data']['seed']}: the data order would not continue"
-                )
-                if not self.cfg.data.allow_fingerprint_mismatch:
-                    raise DataError(msg + ". Set data.allow_fingerprint_mismatch: true to resume anyway.")
-                self._print(f"WARNING: {msg} (accepted)")
-            self.step = state["step"]
-            self.instances_seen = state["tokens_seen"] // self.cfg.data.seq_len
-            self.peak_lr = state["peak_lr"]  # stage 2 keeps the start lr it took from stage 1
-            self._restore_rng(state.get("rng"))
-            self.saved_step = self.step
-            self._print(f"resumed from {latest} (step {self.step}, {state['tokens_seen']} tokens)")
-        elif c.init_from:
-            try:
-                if c.load_optimizer and not has_optimizer(c.init_from):
-                    self._print(f"note: {c.init_from} holds no optimizer state (a soup?): starting with a fresh AdamW")
-                state = Checkpointer.load(c.init_from, self.model, self.optimizer, load_optimizer=c.load_optimizer)
-            except CheckpointError as e:
-                raise ConfigError(f"checkpoint.init_from: {e}") from None
-            if self.cfg.schedule.kind == "linear_decay":
-                self.peak_lr = self.cfg.schedule.start_lr if self.cfg.schedule.start_lr is not None else state["lr"]
-                if self.peak_lr <= 0:
-                    raise ConfigError(f"schedule.start_lr: {c.init_from} records no learning rate (a soup?); set schedule.start_lr")
-            self._print(f"initialised from {c.init_from} (its step {state['step']}, lr {state['lr']:.3e}); starting lr {self.peak_lr:.3e}")
-        elif self.cfg.schedule.kind == "linear_decay" and self.cfg.schedule.start_lr is not None:
-            self.peak_lr = self.cfg.schedule.start_lr
-
     # -- state -------------------------------------------------------------------------
 
-    def _rng_state(self) -> list[dict]:
-        mine = {"torch": base64.b64encode(torch.get_rng_state().numpy().tobytes()).decode()}
-        if self.device.type == "cuda":
-            mine["cuda"] = base64.b64encode(torch.cuda.get_rng_state(self.device).numpy().tobytes()).decode()
-        states: list = [None] * self.world
-        dist.all_gather_object(states, mine)
-        return states
-
-    def _restore_rng(self, states: list[dict] | None) -> None:
-        if not states:
-            return
-        # Same world size: each rank takes its own; otherwise every rank takes rank 0's.
-        s = states[self.rank] if len(states) == self.world else states[0]
-        torch.set_rng_state(torch.frombuffer(bytearray(base64.b64decode(s["torch"])), dtype=torch.uint8))
-        if "cuda" in s and self.device.type == "cuda":
-            torch.cuda.set_rng_state(torch.frombuffer(bytearray(base64.b64decode(s["cuda"])), dtype=torch.uint8), self.device)
-
     def trainer_state(self) -> dict:
-        rng = self._rng_state()
+        rng = rng_states(self.device)
         return {
             "step": self.step,
             "tokens_seen": self.instances_seen * self.cfg.data.seq_len,
