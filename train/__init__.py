@@ -9,9 +9,12 @@ sidecars, docs/tokenize.md); it never imports ``dolma_pipe``, ``taggers`` or
 - ``shards``     the token-shard format: writer and reader (numpy only)
 - ``data``       fixed-length instances, the seeded global order, fingerprints
 - ``schedule``   learning-rate schedules (warmup+cosine, linear decay to zero)
-- ``optim``      AdamW parameter groups, z-loss, gradient clipping
-- ``dist``       process-group / device setup for torchrun, SLURM or one process
-- ``checkpoint`` torch.distributed.checkpoint save/load, async saves, retention
+- ``loss``       cross entropy with z-loss, and its all-reduce across ranks
+- ``optim``      AdamW parameter groups, gradient clipping
+- ``dist``       process-group / device setup for torchrun, SLURM or one process; the mesh,
+                 FSDP2 sharding and the start-up checks across ranks
+- ``checkpoint`` torch.distributed.checkpoint save/load, async saves, retention, resume
+- ``metrics``    step records and the metrics file
 - ``trainer``    the training loop (``python -m train --config ...``)
 - ``evaluate``   validation loss / perplexity of checkpoints
 - ``soup``       weight averaging of several checkpoints (``python -m train.soup``)
