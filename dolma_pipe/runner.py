@@ -29,55 +29,240 @@ file and the command that starts over.
 A run holds a lock on its output root and work directory (:mod:`dolma_pipe.lock`) from before
 it writes anything until it ends, so a second run into the same place is refused at once; when
 a run completes, its work directory is removed unless the config's ``keep_work`` is set.
+
+This module holds the run's steps (start, the phases in order, the end); the parts live beside it:
+the worker's side of a task in :mod:`dolma_pipe.worker`, one phase's tasks in
+:mod:`dolma_pipe.phase_tasks`, markers and the fingerprint chain in :mod:`dolma_pipe.markers`, the
+redo in :mod:`dolma_pipe.redo`, the duplicate-id merge in :mod:`dolma_pipe.duplicate_ids`, and the
+summary, the manifest's last write and :class:`RunFailed` in :mod:`dolma_pipe.run_summary`.
 """
 
 from __future__ import annotations
 
-import functools
 import os
 import platform
-import re
 import sys
 import time
-import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TextIO
 
-from dolma_pipe import __version__, storage, workdir
+from dolma_pipe import __version__, storage
 from dolma_pipe.destinations import check_destination
-from dolma_pipe.duplicate_ids import duplicate_ids_across as _duplicate_ids_across
-from dolma_pipe.duplicate_ids import write_unique_ids
+from dolma_pipe.duplicate_ids import duplicate_ids_across, write_unique_ids
 from dolma_pipe.errors import DolmaPipeError
-from dolma_pipe.executors import Executor, make_executor, refuse_local_paths
+from dolma_pipe.executors import Executor
 from dolma_pipe.lock import RunLock
-from dolma_pipe.manifest import (
-    ExecutorInfo,
-    Manifest,
-    ManifestError,
-    PhaseRecord,
-    TaskRecord,
-    read_manifest,
-)
-from dolma_pipe.markers import chain as _chain
-from dolma_pipe.markers import done_markers as _done_markers
-from dolma_pipe.markers import finished as _finished
-from dolma_pipe.markers import marker_path
-from dolma_pipe.markers import phase_dir as _phase_dir
+from dolma_pipe.manifest import Manifest, ManifestError, PhaseRecord, TaskRecord, read_manifest
+from dolma_pipe.markers import chain
 from dolma_pipe.paths import PathError
-from dolma_pipe.progress import progress
+from dolma_pipe.phase_tasks import ErrorLimit, PhaseCall, RunExecutor, StartedRun, failures_log, run_tasks
 from dolma_pipe.quarantine import FILE_KINDS
-from dolma_pipe.redo import TasksToRedo as _Redo
-from dolma_pipe.redo import changed_outputs as _changed_outputs
-from dolma_pipe.run_summary import RunFailed, RunSummary
-from dolma_pipe.run_summary import finalise as _finalise
-from dolma_pipe.run_summary import refresh_totals as _refresh_totals
-from dolma_pipe.stage import Phase, RunContext, Stage
+from dolma_pipe.redo import TasksToRedo
+from dolma_pipe.run_summary import RunFailed, RunSummary, finalise, refresh_totals
+from dolma_pipe.stage import RunContext, Stage, StepResult
 from dolma_pipe.workdir import WorkFileError
 from dolma_pipe.worker import execute_task
 
+# What others import from the runner: the run, its summary and error, and the worker's side of a
+# task; tests reach the id files' writer and merge here too, from before they had a module.
 __all__ = ["RunFailed", "RunSummary", "execute_task", "run_stage"]
-_write_unique_ids = write_unique_ids  # tests reach it here, from before it had a module
+_write_unique_ids = write_unique_ids
+_duplicate_ids_across = duplicate_ids_across
+
+
+def run_stage(stage: Stage, executor: Executor | None = None, stream: TextIO | None = None) -> RunSummary:
+    """Run ``stage``'s phases in order and return the summary; raises :class:`RunFailed` on failure."""
+    stream = sys.stderr if stream is None else stream  # looked up per call: pytest and others swap it
+    root = stage.output_root
+    _check_output_root(root)
+    check_destination(stage.name, root, stage.destination_key)
+    work = stage.work
+    folders = [root] if work is None or work.root.startswith(root.rstrip("/") + "/") else [root, work.root]
+    with RunLock(folders, stage.name, stream):
+        return _run_locked(stage, executor, stream)
+
+
+def _run_locked(stage: Stage, executor: Executor | None, stream: TextIO) -> RunSummary:
+    """The run's steps, under its lock: start, the phases, the work directory's removal, the end."""
+    run = _start(stage, RunExecutor(executor, stage.config), stream)
+    try:
+        table = _run_phases(run)
+        work = stage.work
+        if work is not None and all(p.status == "complete" for p in run.manifest.phases) and not getattr(stage.config, "keep_work", False):
+            work.remove(keep=stage.keeps_work_file)
+            run.manifest.work_removed = True
+    except BaseException as exc:
+        _record_stop(run, exc)
+        raise
+    finally:
+        run.executor.close()
+    return _finish(run, table)
+
+
+def _start(stage: Stage, executor: RunExecutor, stream: TextIO) -> StartedRun:
+    """Plans the inputs and the fingerprint, and writes the manifest of a run that starts."""
+    cfg = stage.config
+    started = time.perf_counter()
+    root = stage.output_root
+    inputs = stage.plan_inputs()
+    phases = stage.phases()
+    ctx = RunContext(inputs=inputs)
+    fingerprint = stage.prepare(inputs)
+    previous = _previous(root)
+    manifest = Manifest(
+        stage=stage.name,
+        status="running",
+        version=__version__,
+        python=platform.python_version(),
+        started=datetime.now(timezone.utc).isoformat(),
+        config=cfg.model_dump(mode="json"),
+        # The caller's executor or the one the config asks for, started (Ray takes seconds) only if there is work.
+        executor=executor.info(),
+        fingerprint=fingerprint,
+        resolved=stage.resolved.as_json(),
+        inputs=inputs,
+        phases=[PhaseRecord(name=p.name) for p in phases],
+    )
+    save = not stage.dry_run  # a dry run writes nothing: not even its manifest over a finished run's
+    if save:
+        manifest.write(root)
+        storage.remove(failures_log(root))  # an earlier run's: this run logs its own
+    return StartedRun(
+        stage=stage,
+        phases=phases,
+        ctx=ctx,
+        manifest=manifest,
+        fingerprint=fingerprint,
+        executor=executor,
+        errors=ErrorLimit(cfg.max_errors),
+        redo=TasksToRedo(stage, phases, manifest, root, stream),
+        stream=stream,
+        removed_work=stage.work if previous is not None and previous.work_removed else None,
+        save=save,
+        started=started,
+    )
+
+
+@dataclass(frozen=True)
+class _PhaseEnd:
+    """How a phase ended: the run stops, goes back to redo a damaged file's writer, or goes on."""
+
+    stop: bool = False
+    restart: int | None = None  # the phase to go on from
+    step: StepResult | None = None  # the phase's driver-side step, when it has one
+
+
+def _run_phases(run: StartedRun) -> str | None:
+    """Runs the phases in order, going back when a damaged file's writer is redone; the table of
+    the last driver-side step that ran."""
+    table: str | None = None
+    starts: dict[int, str] = {}  # the fingerprint each phase starts from (the stage's, chained through earlier phases)
+    fingerprint = run.fingerprint
+    index = 0
+    while index < len(run.phases):
+        phase, record = run.phases[index], run.manifest.phases[index]
+        record.status = "running"
+        if index and run.save:
+            run.manifest.write(run.root)
+        starts[index] = fingerprint
+        call = PhaseCall(run, index, chain(fingerprint, phase.name))
+        phase_started = time.perf_counter()
+        damaged = run_tasks(call)
+        record.seconds = time.perf_counter() - phase_started
+        records = [record.tasks[k] for k in sorted(record.tasks)]
+        end = _end_phase(call, damaged, records)
+        if end.stop:
+            break
+        if end.restart is not None:
+            # Go on from the phase of the task being redone: later phases' finished tasks are
+            # kept when its records come out the same (the fingerprints chain them).
+            for j in range(end.restart, len(run.phases)):
+                run.manifest.phases[j] = PhaseRecord(name=run.phases[j].name)
+                run.ctx.steps.pop(run.phases[j].name, None)
+            fingerprint, index = starts[end.restart], end.restart
+            continue
+        if end.step is not None:
+            table = end.step.table
+        record.status = "complete"
+        fingerprint = chain(call.fingerprint, phase.name, records)
+        refresh_totals(run.manifest)
+        if run.save:
+            run.manifest.write(run.root)
+        index += 1
+    return table
+
+
+def _end_phase(call: PhaseCall, damaged: list[WorkFileError], records: list[TaskRecord]) -> _PhaseEnd:
+    """After a phase's tasks ran: redo the writers of damaged files, stop the run (failed tasks,
+    too many bad records, nothing readable, repeated ids under ``duplicate_ids: fail``), or run
+    the phase's driver-side step."""
+    run, phase, record = call.run, call.phase, call.record
+    if damaged and not run.errors.hit:
+        return _PhaseEnd(restart=run.redo.plan(call.index, damaged))
+    if record.failures or run.errors.hit:
+        record.status = "failed"
+        return _PhaseEnd(stop=True)
+    unreadable = _all_unreadable(records)
+    if unreadable:
+        record.status = "failed"
+        run.manifest.stopped = unreadable
+        return _PhaseEnd(stop=True)
+    try:
+        if run.config.duplicate_ids != "ignore":
+            record.duplicate_ids_across_tasks = duplicate_ids_across(run.root, records)
+        repeated = record.warnings().get("duplicate_ids", 0)
+        if repeated and run.config.duplicate_ids == "fail":
+            record.status = "failed"
+            run.manifest.stopped = (
+                f"{repeated:,} document(s) repeat an earlier document's id in phase {phase.name!r} "
+                f"(duplicate_ids: fail); the manifest's task records say which files"
+            )
+            return _PhaseEnd(stop=True)
+        if phase.after is None:
+            return _PhaseEnd()
+        step = phase.after(records, run.ctx)
+        run.ctx.steps[phase.name] = step
+        record.step = step.data
+        return _PhaseEnd(step=step)
+    except WorkFileError as exc:
+        return _PhaseEnd(restart=run.redo.plan(call.index, [exc]))
+
+
+def _record_stop(run: StartedRun, exc: BaseException) -> None:
+    """Interrupted (Ctrl-C, SIGTERM) or a user error mid-run: the manifest must not stay "running"."""
+    run.manifest.stopped = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    for p in run.manifest.phases:
+        if p.status == "running":
+            p.status = "failed"
+    try:
+        finalise(run.manifest, time.perf_counter() - run.started, run.root, run.save)
+    except DolmaPipeError as also:
+        # The manifest cannot be written either (a full disk): the first error is the one to tell.
+        print(f"dolma-pipe {run.stage.name}: the manifest could not be updated either ({also})", file=run.stream)
+
+
+def _finish(run: StartedRun, table: str | None) -> RunSummary:
+    """The manifest's last write and the summary; :class:`RunFailed` if the run did not finish."""
+    manifest, root, errors = run.manifest, run.root, run.errors
+    seconds = time.perf_counter() - run.started
+    finalise(manifest, seconds, root, run.save)
+    summary = RunSummary(manifest, root, seconds, table if manifest.status == "complete" else None)
+    print(summary.render(), file=run.stream)
+    if manifest.stopped:
+        raise RunFailed(manifest.stopped)
+    if errors.hit:
+        raise RunFailed(
+            f"{errors.count:,} bad records exceed --max-errors {errors.limit}; see {storage.join(root, '_errors')}/ "
+            "(finished files are kept: fix the inputs, or raise --max-errors and rerun to go on)"
+        )
+    if manifest.failures:
+        first = next(iter(sorted(manifest.failures.items())))
+        raise RunFailed(
+            f"{len(manifest.failures)} task(s) failed, e.g. {first[0]}: {first[1]} (finished tasks are kept: fix the cause and rerun "
+            f"to go on; tracebacks in {failures_log(root)})"
+        )
+    return summary
 
 
 def _all_unreadable(records: list[TaskRecord]) -> str | None:
@@ -90,19 +275,6 @@ def _all_unreadable(records: list[TaskRecord]) -> str | None:
             "see _errors/ for each file's reason"
         )
     return None
-
-
-class _ErrorLimit:
-    def __init__(self, limit: int | None):
-        self.limit = limit
-        self.count = 0
-
-    def add(self, n: int) -> None:
-        self.count += n
-
-    @property
-    def hit(self) -> bool:
-        return self.limit is not None and self.count > self.limit
 
 
 def _check_output_root(root: str) -> None:
@@ -123,269 +295,3 @@ def _previous(root: str) -> Manifest | None:
         return read_manifest(root)
     except (ManifestError, storage.StorageError):
         return None
-
-
-def run_stage(stage: Stage, executor: Executor | None = None, stream: TextIO | None = None) -> RunSummary:
-    """Run ``stage``'s phases in order and return the summary; raises :class:`RunFailed` on failure."""
-    stream = sys.stderr if stream is None else stream  # looked up per call: pytest and others swap it
-    root = stage.output_root
-    _check_output_root(root)
-    check_destination(stage.name, root, stage.destination_key)
-    work = stage.work
-    folders = [root] if work is None or work.root.startswith(root.rstrip("/") + "/") else [root, work.root]
-    with RunLock(folders, stage.name, stream):
-        return _run_locked(stage, executor, stream)
-
-
-def _run_locked(stage: Stage, executor: Executor | None, stream: TextIO) -> RunSummary:
-    cfg = stage.config
-    started_at = time.perf_counter()
-    root = stage.output_root
-    inputs = stage.plan_inputs()
-    phases = stage.phases()
-    ctx = RunContext(inputs=inputs)
-    fingerprint = stage.prepare(inputs)
-    previous = _previous(root)
-    # A work directory that the last run removed as it completed is not looked for: a task
-    # that needs a file from it finds it missing and has its writer redone then.
-    removed_work = stage.work if previous is not None and previous.work_removed else None
-    # Record the executor the config asks for; start it (Ray takes seconds) only if there is work.
-    if executor is not None:
-        info = ExecutorInfo(name=executor.name, workers=executor.workers)  # type: ignore[arg-type]
-    else:
-        info = ExecutorInfo(name="ray" if cfg.ray or cfg.ray_address else "local", workers=cfg.processes)
-    manifest = Manifest(
-        stage=stage.name,
-        status="running",
-        version=__version__,
-        python=platform.python_version(),
-        started=datetime.now(timezone.utc).isoformat(),
-        config=cfg.model_dump(mode="json"),
-        executor=info,
-        fingerprint=fingerprint,
-        resolved=stage.resolved.as_json(),
-        inputs=inputs,
-        phases=[PhaseRecord(name=p.name) for p in phases],
-    )
-    # A dry run writes nothing: not even its manifest over a finished run's.
-    save = not stage.dry_run
-    if save:
-        manifest.write(root)
-        storage.remove(failures_log(root))  # an earlier run's: this run logs its own
-    errors = _ErrorLimit(cfg.max_errors)
-    own_executor = executor is None
-    table: str | None = None
-    redo = _Redo(stage, phases, manifest, root, stream)
-    # The fingerprint each phase starts from (the stage's, chained through earlier phases).
-    starts: dict[int, str] = {}
-    phase_fp = fingerprint
-    index = 0
-    try:
-        while index < len(phases):
-            phase = phases[index]
-            record = manifest.phases[index]
-            record.status = "running"
-            if index and save:
-                manifest.write(root)
-            starts[index] = phase_fp
-            phase_fp = _chain(phase_fp, phase.name)
-            phase_started = time.perf_counter()
-            outcome = _run_phase(stage, phases, index, ctx, phase_fp, record, executor, errors, stream, redo, removed_work)
-            executor = outcome.executor
-            record.seconds = time.perf_counter() - phase_started
-            restart: int | None = None
-            if outcome.damaged and not errors.hit:
-                restart = redo.plan(index, outcome.damaged)
-            else:
-                if record.failures or errors.hit:
-                    record.status = "failed"
-                    break
-                records = [record.tasks[k] for k in sorted(record.tasks)]
-                unreadable = _all_unreadable(records)
-                if unreadable:
-                    record.status = "failed"
-                    manifest.stopped = unreadable
-                    break
-                try:
-                    if cfg.duplicate_ids != "ignore":
-                        record.duplicate_ids_across_tasks = _duplicate_ids_across(root, records)
-                    repeated = record.warnings().get("duplicate_ids", 0)
-                    if repeated and cfg.duplicate_ids == "fail":
-                        record.status = "failed"
-                        manifest.stopped = (
-                            f"{repeated:,} document(s) repeat an earlier document's id in phase {phase.name!r} "
-                            f"(duplicate_ids: fail); the manifest's task records say which files"
-                        )
-                        break
-                    if phase.after is not None:
-                        step = phase.after(records, ctx)
-                        ctx.steps[phase.name] = step
-                        record.step = step.data
-                        table = step.table
-                except WorkFileError as exc:
-                    restart = redo.plan(index, [exc])
-            if restart is not None:
-                # Go on from the phase of the task being redone: later phases' finished tasks are
-                # kept when its records come out the same (the fingerprints chain them).
-                for j in range(restart, len(phases)):
-                    manifest.phases[j] = PhaseRecord(name=phases[j].name)
-                    ctx.steps.pop(phases[j].name, None)
-                phase_fp = starts[restart]
-                index = restart
-                continue
-            record.status = "complete"
-            phase_fp = _chain(phase_fp, phase.name, records)
-            _refresh_totals(manifest)
-            if save:
-                manifest.write(root)
-            index += 1
-        work = stage.work
-        if work is not None and all(p.status == "complete" for p in manifest.phases) and not getattr(cfg, "keep_work", False):
-            work.remove(keep=stage.keeps_work_file)
-            manifest.work_removed = True
-    except BaseException as exc:
-        # Interrupted (Ctrl-C, SIGTERM) or a user error mid-run: the manifest must not stay "running".
-        manifest.stopped = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-        for p in manifest.phases:
-            if p.status == "running":
-                p.status = "failed"
-        try:
-            _finalise(manifest, time.perf_counter() - started_at, root, save)
-        except DolmaPipeError as also:
-            # The manifest cannot be written either (a full disk): the first error is the one to tell.
-            print(f"dolma-pipe {stage.name}: the manifest could not be updated either ({also})", file=stream)
-        raise
-    finally:
-        if own_executor and executor is not None:
-            executor.close()
-    seconds = time.perf_counter() - started_at
-    _finalise(manifest, seconds, root, save)
-    summary = RunSummary(manifest, root, seconds, table if manifest.status == "complete" else None)
-    print(summary.render(), file=stream)
-    if manifest.stopped:
-        raise RunFailed(manifest.stopped)
-    if errors.hit:
-        raise RunFailed(
-            f"{errors.count:,} bad records exceed --max-errors {errors.limit}; see {storage.join(root, '_errors')}/ "
-            "(finished files are kept: fix the inputs, or raise --max-errors and rerun to go on)"
-        )
-    if manifest.failures:
-        first = next(iter(sorted(manifest.failures.items())))
-        raise RunFailed(
-            f"{len(manifest.failures)} task(s) failed, e.g. {first[0]}: {first[1]} (finished tasks are kept: fix the cause and rerun "
-            f"to go on; tracebacks in {failures_log(root)})"
-        )
-    return summary
-
-
-@dataclass
-class _PhaseOutcome:
-    executor: Executor | None
-    # Tasks that failed because a file an earlier task wrote is missing or damaged.
-    damaged: list[WorkFileError] = field(default_factory=list)
-
-
-def _run_phase(
-    stage: Stage,
-    phases: list[Phase],
-    index: int,
-    ctx: RunContext,
-    fingerprint: str,
-    record: PhaseRecord,
-    executor: Executor | None,
-    errors: _ErrorLimit,
-    stream: TextIO,
-    redo: _Redo,
-    removed_work: workdir.WorkDir | None,
-) -> _PhaseOutcome:
-    """Run one phase's unfinished tasks; fills ``record``; returns the executor (started if needed)."""
-    cfg = stage.config
-    phase = phases[index]
-    sub = _phase_dir(phases, index)
-    root = stage.output_root
-    ctx.planning_errors = {}
-    tasks = phase.plan(ctx)
-    record.planning_errors = dict(ctx.planning_errors)
-    errors.add(sum(record.planning_errors.values()))
-    keys = [t.key for t in tasks]
-    if len(set(keys)) != len(keys):
-        dup = next(k for k in keys if keys.count(k) > 1)
-        raise RunFailed(f"stage {stage.name!r} phase {phase.name!r} planned task {dup!r} twice (a bug in the stage)")
-    markers = _done_markers(root, sub, cfg.force)
-    for task in tasks:
-        path = marker_path(root, task.key, sub)
-        done = _finished(path, task, fingerprint) if storage.local_path(path) in markers else None
-        if done is not None:
-            record.tasks[task.key] = done
-    # A finished task whose files are gone or changed since is redone.
-    for key, (path, problem) in _changed_outputs(root, list(record.tasks.values()), removed_work).items():
-        redo.forget(phase.name, record.tasks.pop(key), path, problem)
-    # Damage a size cannot show (a flipped bit): the stage checks its own outputs where it can.
-    for key, (path, problem) in stage.damaged_outputs(phase.name, list(record.tasks.values())).items():
-        redo.forget(phase.name, record.tasks.pop(key), path, problem)
-    todo = [t for t in tasks if t.key not in record.tasks]
-    for done in record.tasks.values():
-        errors.add(done.error_total)
-    name = stage.name if len(phases) == 1 else f"{stage.name} {phase.name}"
-    bar = progress(name, len(tasks), cfg.progress, stream, phase.unit)
-    bar.update(len(record.tasks))
-    outcome = _PhaseOutcome(executor)
-    if not todo or errors.hit:
-        bar.close()
-        record.not_run = [t.key for t in todo]
-        return outcome
-    if executor is None:
-        executor = outcome.executor = make_executor(cfg.processes, cfg.ray, cfg.ray_address)
-    # A joined cluster of several nodes shares no disk: a local path that tasks use is refused
-    # before one runs (docs/cluster.md).
-    work = stage.work
-    refuse_local_paths(executor, cfg, [("the output root", root), *([("the work directory", work.root)] if work is not None else [])])
-    started = time.perf_counter()
-    docs = 0
-    fn = functools.partial(execute_task, stage, index, ctx, fingerprint)
-    try:
-        # At the error limit no more tasks start, but those in flight finish and are recorded:
-        # the summary of a stopped run counts everything that was written.
-        for task, result, exc in executor.run(fn, todo, stop=lambda: errors.hit):
-            bar.update(1)
-            if exc is not None:
-                record.failures[task.key] = f"{type(exc).__name__}: {exc}"
-                if isinstance(exc, WorkFileError):
-                    outcome.damaged.append(exc)  # its writer is redone (the manifest's ``redone``)
-                else:
-                    _log_failure(root, phase.name, task.key, exc)
-                continue
-            record.tasks[task.key] = result
-            docs += result.docs_in
-            elapsed = time.perf_counter() - started
-            bar.set_postfix(docs=f"{docs:,}", docs_s=f"{docs / max(elapsed, 1e-9):,.0f}", refresh=False)
-            errors.add(result.error_total)
-    finally:
-        bar.close()
-        record.not_run = [t.key for t in todo if t.key not in record.tasks and t.key not in record.failures]
-    return outcome
-
-
-def failures_log(root: str) -> str:
-    return storage.join(root, "_failures.log")
-
-
-def _log_failure(root: str, phase: str, key: str, exc: BaseException) -> None:
-    """A failed task's whole traceback goes to ``<root>/_failures.log`` (the summary shows one line);
-    each run starts the log anew."""
-    text = "".join(traceback.format_exception(exc))
-    remote = getattr(exc, "remote_traceback", None)
-    if remote:
-        text += "\nin the worker:\n" + re.sub(r"\x1b\[[0-9;]*m", "", remote)  # without Ray's terminal colours
-    entry = f"== {datetime.now(timezone.utc).isoformat(timespec='seconds')} {phase} {key}\n{text}\n"
-    path = failures_log(root)
-    try:
-        if storage.is_remote(path):
-            old = storage.read_bytes(path) if storage.exists(path) else b""
-            storage.write_bytes(path, old + entry.encode())
-        else:
-            os.makedirs(os.path.dirname(storage.local_path(path)), exist_ok=True)
-            with open(storage.local_path(path), "a", encoding="utf-8") as fh:
-                fh.write(entry)
-    except OSError:
-        pass  # the log is for reading later; the failure itself is in the manifest
