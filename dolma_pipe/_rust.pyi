@@ -495,6 +495,10 @@ def workfile_seal(content: bytes, block: int = ...) -> bytes: ...
 # ---- suffix: suffix arrays (rust_bloom/src/suffix/) -------------------------------------------
 
 SUFFIX_KEYS: Final[int]
+SUFFIX_SEPARATOR: Final[int]
+SUFFIX_SYMBOL_BYTES: Final[dict[str, int]]
+# Each record handed to or taken from Python, as (field, numpy type) pairs (suffix/records.rs).
+SUFFIX_RECORDS: Final[dict[str, list[tuple[str, str]]]]
 
 def build_suffix_array(
     text: StrPath, symbol: str, out: StrPath, *, offset: int = 0, length: int | None = None, seal: bool = False

@@ -23,14 +23,20 @@ import numpy as np
 from dolma_pipe import _rust
 
 Symbol = Literal["u8", "u16", "u32"]
+# The formats are Rust's (rust_bloom/src/suffix/records.rs and mod.rs), read from the module.
 # Between documents of a byte text: 0xFF is no byte of UTF-8, so no match crosses it.
-SEPARATOR = 0xFF
+SEPARATOR: int = _rust.SUFFIX_SEPARATOR
 KEYS: int = _rust.SUFFIX_KEYS
+# Bytes per symbol of a text, by symbol name.
+SYMBOL_BYTES: dict[str, int] = _rust.SUFFIX_SYMBOL_BYTES
 # A (shard, position) record of repeated_windows.
-WINDOW = np.dtype([("shard", "<u4"), ("pos", "<u8")])
+WINDOW = np.dtype(_rust.SUFFIX_RECORDS["window"])
 # A byte range of a shard (repeated_ranges), and a character range of a document (char_ranges).
-RANGE = np.dtype([("shard", "<u4"), ("start", "<u8"), ("end", "<u8")])
-CHAR_RANGE = np.dtype([("doc", "<u4"), ("start", "<u8"), ("end", "<u8")])
+RANGE = np.dtype(_rust.SUFFIX_RECORDS["range"])
+CHAR_RANGE = np.dtype(_rust.SUFFIX_RECORDS["char_range"])
+# A byte range of one text (what char_ranges takes), and a match length (match_lengths' items).
+BYTE_RANGE = np.dtype(_rust.SUFFIX_RECORDS["byte_range"])
+MATCH_LENGTH = np.dtype(_rust.SUFFIX_RECORDS["match_length"])["length"]
 
 
 def symbol_for(dtype: np.dtype | str) -> Symbol:
@@ -100,7 +106,7 @@ class SuffixIndex:
     def match_lengths(self, query: bytes | list[int], cap: int = 1 << 20) -> np.ndarray:
         """Per start of ``query``: the length of its longest prefix found in the text (at most
         ``cap``), a uint32 array."""
-        return np.frombuffer(self._inner.match_lengths(query, cap), dtype="<u4")
+        return np.frombuffer(self._inner.match_lengths(query, cap), dtype=MATCH_LENGTH)
 
     def symbols(self, start: int, end: int) -> bytes | list[int]:
         return self._inner.symbols(start, end)
@@ -139,7 +145,7 @@ def char_ranges(text: ShardRef, doc_starts: np.ndarray, ranges: np.ndarray) -> n
     """Sorted, disjoint byte ranges (``start``, ``end`` fields) of a text of documents as whole
     characters within their documents (a :data:`CHAR_RANGE` array): a window's edge inside a
     multi-byte character keeps that character."""
-    pairs = np.empty(len(ranges), dtype=[("start", "<u8"), ("end", "<u8")])
+    pairs = np.empty(len(ranges), dtype=BYTE_RANGE)
     pairs["start"], pairs["end"] = ranges["start"], ranges["end"]
     raw = _rust.suffix_char_ranges(text.text, text.offset, text.length, [int(x) for x in doc_starts], pairs.tobytes())
     return np.frombuffer(raw, dtype=CHAR_RANGE)

@@ -39,7 +39,7 @@ from train.shards import read_sidecar
 from .checked import IndexQueryError, local_files
 from .format import DOCUMENT_PART_FILES, INFO, TOKEN_PART_FILES, IndexInfo, Part
 
-SYMBOL_BYTES = {"u8": 1, "u16": 2, "u32": 4}
+SYMBOL_BYTES = suffix.SYMBOL_BYTES
 
 
 @dataclass

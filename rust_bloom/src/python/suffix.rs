@@ -6,11 +6,11 @@
 use crate::suffix::build::{of_bytes, of_u16, of_u32};
 use crate::suffix::dups::{char_ranges, key_bounds, repeated_windows, windows_to_ranges, Shard};
 use crate::suffix::index::SuffixIndex;
-use crate::suffix::{SuffixError, Symbol};
+use crate::suffix::{records, SuffixError, Symbol, SEPARATOR, SYMBOLS};
 use memmap2::Mmap;
 use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyList};
+use pyo3::types::{PyBytes, PyDict, PyList};
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
@@ -55,11 +55,9 @@ impl Region {
 }
 
 fn symbol_size(symbol: &str) -> PyResult<usize> {
-    match symbol {
-        "u8" => Ok(1),
-        "u16" => Ok(2),
-        "u32" => Ok(4),
-        other => Err(PyValueError::new_err(format!("symbol {other:?}: u8, u16 or u32"))),
+    match SYMBOLS.iter().find(|(name, _)| *name == symbol) {
+        Some(&(_, size)) => Ok(size),
+        None => Err(PyValueError::new_err(format!("symbol {symbol:?}: u8, u16 or u32"))),
     }
 }
 
@@ -284,9 +282,7 @@ impl PySuffixIndex {
     ) -> PyResult<Bound<'py, PyBytes>> {
         let q = pattern_of(query, self.symbol)?;
         let lengths = self.with(py, |idx| idx.matches_of(&q, cap))?.map_err(value_error)?;
-        let bytes: Vec<u8> =
-            lengths.iter().flat_map(|&(n, _, _)| (n.min(u32::MAX as usize) as u32).to_le_bytes()).collect();
-        Ok(PyBytes::new(py, &bytes))
+        Ok(PyBytes::new(py, &records::match_lengths(&lengths)))
     }
 
     /// The text's symbols ``start..end`` (bytes for a byte text).
@@ -334,13 +330,11 @@ fn suffix_repeated_windows<'py>(
 ) -> PyResult<Bound<'py, PyBytes>> {
     let opened = open_shards(&shards)?;
     let views = shard_views(&opened)?;
-    let found =
-        py.detach(|| repeated_windows(&views, length, key_lo, key_hi, keep_first, separator)).map_err(value_error)?;
-    let mut out = Vec::with_capacity(found.len() * 12);
-    for (s, p) in found {
-        out.extend_from_slice(&s.to_le_bytes());
-        out.extend_from_slice(&p.to_le_bytes());
-    }
+    let out = py
+        .detach(|| {
+            repeated_windows(&views, length, key_lo, key_hi, keep_first, separator).map(|w| records::windows(&w))
+        })
+        .map_err(value_error)?;
     Ok(PyBytes::new(py, &out))
 }
 
@@ -359,18 +353,12 @@ fn suffix_repeated_ranges<'py>(
 ) -> PyResult<Bound<'py, PyBytes>> {
     let opened = open_shards(&shards)?;
     let views = shard_views(&opened)?;
-    let ranges = py
+    let out = py
         .detach(|| {
             repeated_windows(&views, length, key_lo, key_hi, keep_first, separator)
-                .map(|w| windows_to_ranges(w, length))
+                .map(|w| records::ranges(&windows_to_ranges(w, length)))
         })
         .map_err(value_error)?;
-    let mut out = Vec::with_capacity(ranges.len() * 20);
-    for (s, a, b) in ranges {
-        out.extend_from_slice(&s.to_le_bytes());
-        out.extend_from_slice(&a.to_le_bytes());
-        out.extend_from_slice(&b.to_le_bytes());
-    }
     Ok(PyBytes::new(py, &out))
 }
 
@@ -386,21 +374,12 @@ fn suffix_char_ranges<'py>(
     doc_starts: Vec<u64>,
     ranges: &[u8],
 ) -> PyResult<Bound<'py, PyBytes>> {
-    if !ranges.len().is_multiple_of(16) {
-        return Err(PyValueError::new_err("byte ranges are 16-byte records"));
-    }
+    let pairs =
+        records::read_byte_ranges(ranges).ok_or_else(|| PyValueError::new_err("byte ranges are 16-byte records"))?;
     let region = Region::open(&text, offset, Some(length))?;
-    let pairs: Vec<(u64, u64)> = ranges
-        .chunks_exact(16)
-        .map(|c| (u64::from_le_bytes(c[..8].try_into().unwrap()), u64::from_le_bytes(c[8..].try_into().unwrap())))
-        .collect();
-    let found = py.detach(|| char_ranges(region.bytes(), &doc_starts, &pairs)).map_err(value_error)?;
-    let mut out = Vec::with_capacity(found.len() * 20);
-    for (d, a, b) in found {
-        out.extend_from_slice(&d.to_le_bytes());
-        out.extend_from_slice(&a.to_le_bytes());
-        out.extend_from_slice(&b.to_le_bytes());
-    }
+    let out = py
+        .detach(|| char_ranges(region.bytes(), &doc_starts, &pairs).map(|found| records::ranges(&found)))
+        .map_err(value_error)?;
     Ok(PyBytes::new(py, &out))
 }
 
@@ -435,6 +414,20 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(suffix_key_bounds, m)?)?;
     m.add_function(wrap_pyfunction!(suffix_repeated_ranges, m)?)?;
     m.add_function(wrap_pyfunction!(suffix_char_ranges, m)?)?;
+    let py = m.py();
+    // The formats `dolma_pipe.suffix` reads (suffix/records.rs, suffix/mod.rs): each record as
+    // (field, numpy type) pairs, a text's symbol sizes, the byte between documents.
     m.add("SUFFIX_KEYS", crate::suffix::dups::KEYS)?;
+    m.add("SUFFIX_SEPARATOR", SEPARATOR)?;
+    let symbols = PyDict::new(py);
+    for (name, size) in SYMBOLS {
+        symbols.set_item(name, size)?;
+    }
+    m.add("SUFFIX_SYMBOL_BYTES", symbols)?;
+    let layouts = PyDict::new(py);
+    for (name, layout) in records::LAYOUTS {
+        layouts.set_item(name, layout.to_vec())?;
+    }
+    m.add("SUFFIX_RECORDS", layouts)?;
     Ok(())
 }

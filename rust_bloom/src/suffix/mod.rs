@@ -12,10 +12,18 @@
 //! - `build`: the array of a text, written packed to a file (optionally with a work file's
 //!   checksum trailer, `crate::workfile`);
 //! - `index`: a text and its array, read in place (memory-mapped), and the queries;
-//! - `dups`: the repeated windows of several shards, by a k-way merge of their arrays.
+//! - `dups`: the repeated windows of several shards, by a k-way merge of their arrays;
+//! - `records`: the layouts of the records handed to Python (windows, ranges, match lengths).
 pub mod build;
 pub mod dups;
 pub mod index;
+pub mod records;
+
+/// The byte between documents of a byte text: no byte of UTF-8, so no match runs across it.
+pub const SEPARATOR: u8 = 0xFF;
+
+/// A text's symbol types by name, with their size in bytes.
+pub const SYMBOLS: [(&str, usize); 3] = [("u8", 1), ("u16", 2), ("u32", 4)];
 
 /// Why a suffix array cannot be built or used; the message says what (the caller adds the path).
 #[derive(Debug, Clone, PartialEq, Eq)]
