@@ -5,12 +5,12 @@ Import from `dolma_pipe.bloom`, which documents the semantics; this file only ty
 
 from collections.abc import Iterable
 from os import PathLike
-from typing import Final, Literal, TypedDict
+from typing import Final, Literal, TypedDict, final
 
 from dolma_pipe.errors import DolmaPipeError
 
-Key = str | bytes
-StrPath = str | PathLike[str]
+_Key = str | bytes
+_StrPath = str | PathLike[str]
 
 DEFAULT_SEED: Final[int]
 FORMAT_VERSION: Final[int]
@@ -21,21 +21,22 @@ class BloomFileError(DolmaPipeError, ValueError):
     """A file is not a usable Bloom filter: bad magic, unsupported version, truncated,
     corrupted header or bit array, or unsealed. The message names the file and the problem."""
 
+@final
 class BloomFilter:
     """A Bloom filter over str/bytes keys (a str is hashed as its UTF-8 bytes)."""
 
-    def __init__(
-        self,
+    def __new__(
+        cls,
         expected_items: int | None = None,
         fp_rate: float | None = None,
         *,
         num_bits: int | None = None,
         num_hashes: int | None = None,
         seed: int = ...,
-    ) -> None: ...
+    ) -> BloomFilter: ...
     @staticmethod
     def create_shared(
-        path: StrPath,
+        path: _StrPath,
         expected_items: int | None = None,
         fp_rate: float | None = None,
         *,
@@ -45,17 +46,17 @@ class BloomFilter:
         overwrite: bool = False,
     ) -> BloomFilter: ...
     @staticmethod
-    def open_shared(path: StrPath, *, readonly: bool = False, verify: bool = True) -> BloomFilter: ...
+    def open_shared(path: _StrPath, *, readonly: bool = False, verify: bool = True) -> BloomFilter: ...
     @staticmethod
-    def load(path: StrPath, *, verify: bool = True) -> BloomFilter: ...
-    def save(self, path: StrPath) -> None: ...
-    def insert(self, key: Key) -> bool:
+    def load(path: _StrPath, *, verify: bool = True) -> BloomFilter: ...
+    def save(self, path: _StrPath) -> None: ...
+    def insert(self, key: _Key) -> bool:
         """Add the key; return True if it was (probably) present already."""
-    def contains(self, key: Key) -> bool: ...
-    def __contains__(self, key: Key) -> bool: ...
-    def insert_many(self, keys: Iterable[Key]) -> list[bool]:
+    def contains(self, key: _Key) -> bool: ...
+    def __contains__(self, key: _Key, /) -> bool: ...
+    def insert_many(self, keys: Iterable[_Key]) -> list[bool]:
         """insert() for each key in order, without the GIL; one "was present" flag per key."""
-    def contains_many(self, keys: Iterable[Key]) -> list[bool]: ...
+    def contains_many(self, keys: Iterable[_Key]) -> list[bool]: ...
     def seal(self) -> None: ...
     def flush(self) -> None: ...
     def close(self) -> None: ...
@@ -88,12 +89,12 @@ class BloomFilter:
     def __reduce__(self) -> tuple[object, tuple[str, bool]]: ...
 
 def optimal_parameters(expected_items: int, fp_rate: float) -> tuple[int, int]: ...
-def bloom_file_header(path: StrPath) -> dict[str, int | bool]:
+def bloom_file_header(path: _StrPath) -> dict[str, int | bool]:
     """num_hashes, num_bits, seed, sealed, count and checksum of a filter file's header (checked;
     BloomFileError if it is not a filter's), without reading its bit array."""
 
 def false_positive_rate(num_bits: int, num_hashes: int, items: int) -> float: ...
-def _reopen_shared(path: StrPath, readonly: bool) -> BloomFilter: ...
+def _reopen_shared(path: _StrPath, readonly: bool) -> BloomFilter: ...
 
 # -- rule-tagger kernels (rust_bloom/src/text_stats/) ---------------------------------------
 # Used by taggers/builtin/gopher.py and c4.py, whose Python code is the reference; offsets and
@@ -101,18 +102,19 @@ def _reopen_shared(path: StrPath, readonly: bool) -> BloomFilter: ...
 # Python's ``str.lower()`` passed in (None: the text is ASCII or needs no lower-casing).
 # Batches run with the GIL released.
 
-GopherMode = Literal["paper", "dolma_v1", "dolma_v2"]
+_GopherMode = Literal["paper", "dolma_v1", "dolma_v2"]
 
+@final
 class GopherKernel:
     """The Gopher measures in one of three modes: the paper's (our ``gopher``, per-language stop
     words fixed at construction) or Dolma 1.2.1's ``gopher_v1`` / ``gopher_v2`` definitions."""
 
-    def __init__(self, stop_words: list[tuple[str, list[str], list[str]]], mode: GopherMode = "paper") -> None:
+    def __new__(cls, stop_words: list[tuple[str, list[str], list[str]]], mode: _GopherMode = "paper") -> GopherKernel:
         """stop_words (paper mode): (language, regex alternatives in match order (lower-cased), word
         set (lower-cased)). ValueError for an unknown mode or an empty stop word."""
 
     @property
-    def mode(self) -> GopherMode: ...
+    def mode(self) -> _GopherMode: ...
     def grouped_batch(self, texts: list[str]) -> list[dict[str, list[list[float]]]]:
         """Dolma modes: per text, the grouped mapping Dolma's tagger writes, in its span order:
         ``{type: [[0, len(text), round(value, 5)]]}`` (the n-gram types only for n up to the
@@ -133,22 +135,23 @@ class GopherKernel:
         words that are single characters of unspaced scripts; for the verdict, not an
         attribute). ValueError if the lists differ in length."""
 
-LineSpan = tuple[int, int]  # (start, end) in code points
+_LineSpan = tuple[int, int]  # (start, end) in code points
 
+@final
 class C4Result:
     """One document's C4 result; the fields are named as c4.py's attribute types. Line spans
     are (start, end) in code points, the newline inside."""
 
     @property
-    def lines_with_no_ending_punctuation(self) -> list[LineSpan]: ...
+    def lines_with_no_ending_punctuation(self) -> list[_LineSpan]: ...
     @property
-    def lines_with_too_few_words(self) -> list[LineSpan]: ...
+    def lines_with_too_few_words(self) -> list[_LineSpan]: ...
     @property
-    def lines_ending_with_ellipsis(self) -> list[LineSpan]: ...
+    def lines_ending_with_ellipsis(self) -> list[_LineSpan]: ...
     @property
-    def lines_with_javascript(self) -> list[LineSpan]: ...
+    def lines_with_javascript(self) -> list[_LineSpan]: ...
     @property
-    def lines_with_policy(self) -> list[LineSpan]: ...
+    def lines_with_policy(self) -> list[_LineSpan]: ...
     @property
     def has_naughty_word(self) -> bool: ...
     @property
@@ -171,18 +174,19 @@ class C4Result:
     def keep(self) -> bool:
         """``c4_keep`` of this page, with the ``min_sentences`` of the call."""
 
-C4Mode = Literal["paper", "dolma_v1", "dolma_v2"]
+_C4Mode = Literal["paper", "dolma_v1", "dolma_v2"]
 
+@final
 class C4Kernel:
     """The C4 line and page rules in one of three modes: the paper's with our verdict (``c4``) or
     Dolma 1.2.1's ``c4_v1`` / ``c4_v2`` (bad words through Aho-Corasick)."""
 
-    def __init__(self, bad_words: list[str], min_words_per_line: int, mode: C4Mode = "paper") -> None:
+    def __new__(cls, bad_words: list[str], min_words_per_line: int, mode: _C4Mode = "paper") -> C4Kernel:
         """bad_words: paper mode, the lower-cased, stripped list entries; Dolma modes, the list's
         lines as they are (either way an entry with a space is a phrase). ValueError for an unknown mode."""
 
     @property
-    def mode(self) -> C4Mode: ...
+    def mode(self) -> _C4Mode: ...
     def predict_batch(self, texts: list[str], lowers: list[str | None], min_sentences: int) -> list[C4Result]:
         """Per text, its ``C4Result``. ValueError if the lists differ in length."""
 
@@ -238,20 +242,22 @@ def rule_attributes(syntax_name: str, expr: str) -> list[str]:
 def gzip_member(data: bytes, level: int) -> bytes:
     """``data`` as one complete gzip member (mtime 0, no name) at ``level`` (0-9), by zlib-rs."""
 
+@final
 class GzipInflater:
     """Decompresses a gzip file (one or more members) fed chunk by chunk, by zlib-rs."""
 
-    def __init__(self) -> None: ...
+    def __new__(cls) -> GzipInflater: ...
     def feed(self, chunk: bytes) -> bytes:
         """The bytes this chunk completes; ValueError if the data is not gzip or is corrupt."""
     def finish(self) -> bytes:
         """The last bytes; ValueError if the file ends inside a member (truncated)."""
 
+@final
 class DocumentMixer:
     """A stream's rules over batches of raw document lines (not thread-safe: one per process)."""
 
-    def __init__(
-        self,
+    def __new__(
+        cls,
         filter_syntax: str | None,
         include: list[str],
         exclude: list[str],
@@ -261,7 +267,7 @@ class DocumentMixer:
         attribute_sets: int,
         provenance: bool,
         collect: bool,
-    ) -> None:
+    ) -> DocumentMixer:
         """spans: (selector, syntax, min_score, max_score, replacement) per span_replacement entry.
         ValueError if a rule does not compile."""
 
@@ -282,10 +288,11 @@ class DocumentMixer:
 
 # -- MinHash (rust_bloom/src/minhash/); use dolma_pipe.minhash ---------------------------------
 
+@final
 class MinHasher:
     """Shingling settings plus ``num_perm`` seeded hash functions (see dolma_pipe.minhash)."""
 
-    def __init__(self, num_perm: int = 128, *, ngram: int = 5, lowercase: bool = True, words: str = "word", seed: int = 1) -> None: ...
+    def __new__(cls, num_perm: int = 128, *, ngram: int = 5, lowercase: bool = True, words: str = "word", seed: int = 1) -> MinHasher: ...
     @property
     def num_perm(self) -> int: ...
     @property
@@ -314,6 +321,7 @@ def jaccard(a: list[int], b: list[int]) -> float: ...
 def key_path_steps(path: str) -> list[str | int]:
     """The steps of a dedupe key's JSONPath ($.a.b, $['a'], $.a[0]); ValueError if unsupported."""
 
+@final
 class DecontamSet:
     @staticmethod
     def from_bytes(data: bytes) -> DecontamSet: ...
@@ -321,9 +329,10 @@ class DecontamSet:
     @property
     def texts(self) -> int: ...
 
+@final
 class DecontamBuilder:
-    def __init__(
-        self,
+    def __new__(
+        cls,
         mode: str,
         *,
         separator: str = "\n",
@@ -332,16 +341,17 @@ class DecontamBuilder:
         lowercase: bool = True,
         words: str = "word",
         seed: int = 1,
-    ) -> None: ...
+    ) -> DecontamBuilder: ...
     def add_texts(self, texts: list[str]) -> None: ...
     def __len__(self) -> int: ...
     @property
     def texts(self) -> int: ...
     def to_bytes(self) -> bytes: ...
 
+@final
 class ScanPlan:
-    def __init__(
-        self,
+    def __new__(
+        cls,
         *,
         min_length: int = 0,
         min_words: int = 0,
@@ -355,7 +365,7 @@ class ScanPlan:
         paragraph_buckets: int = 1,
         minhash: dict[str, object] | None = None,
         decontamination: DecontamSet | None = None,
-    ) -> None: ...
+    ) -> ScanPlan: ...
 
 class _ScanCounts(TypedDict):
     lines: int
@@ -382,11 +392,12 @@ class _ScanOutput(TypedDict):
     last_line: int
     counts: _ScanCounts
 
+@final
 class DedupScanner:
     """One input file's scan: push bytes, drain lines (a line the fast path leaves to Python comes
     back as (line number, raw line)), add the documents Python read, finish."""
 
-    def __init__(self, plan: ScanPlan) -> None: ...
+    def __new__(cls, plan: ScanPlan) -> DedupScanner: ...
     def push(self, data: bytes) -> None: ...
     def push_gzip(self, data: bytes) -> None:
         """ValueError on corrupt gzip data (what came before it is kept)."""
@@ -399,10 +410,11 @@ class DedupScanner:
     def last_line(self) -> int: ...
     def finish(self) -> _ScanOutput: ...
 
+@final
 class FirstOccurrence:
     """First occurrences of one hash range's keys, fed file by file in the global order."""
 
-    def __init__(self, record_size: int, files: int) -> None: ...
+    def __new__(cls, record_size: int, files: int) -> FirstOccurrence: ...
     def add(self, file: int, records: bytes, removed: list[int] = ...) -> None: ...
     def finish(self) -> tuple[bytes, int, int, int]:
         """(DUP records bucketed by file, duplicates, records considered, distinct keys)."""
@@ -424,10 +436,11 @@ def bucketed_file(records: bytes, record_size: int) -> bytes:
 
 def cluster_pairs(slices: list[tuple[int, bytes]], record_size: int, files: int) -> tuple[bytes, bytes]: ...
 
+@final
 class BloomSetter:
     """Bloom mode's test-and-set in the global order (a filter loaded from ``path``, or new)."""
 
-    def __init__(self, path: str | None, num_bits: int, num_hashes: int, seed: int) -> None: ...
+    def __new__(cls, path: str | None, num_bits: int, num_hashes: int, seed: int) -> BloomSetter: ...
     def insert(self, records: bytes, record_size: int, skip: list[int]) -> tuple[bytes, int]:
         """(DUP records of the keys already present, keys inserted) for one file's key records."""
     def save(self, path: str) -> None: ...
@@ -447,10 +460,10 @@ def render_attributes(
     minhash: str | None = None,
     decontamination: str | None = None,
     substrings: str | None = None,
-    doc_dups: bytes = b"",
-    para_dups: bytes = b"",
-    members: bytes = b"",
-    substring_spans: bytes = b"",
+    doc_dups: bytes = ...,  # empty
+    para_dups: bytes = ...,  # empty
+    members: bytes = ...,  # empty
+    substring_spans: bytes = ...,  # empty
 ) -> tuple[bytes, dict[str, int]]:
     """One file's attribute rows as JSON lines, and the marks written (documents, paragraphs,
     near_duplicates, contaminated, substrings)."""
@@ -465,10 +478,11 @@ WORKFILE_FOOTER_LEN: Final[int]
 WORKFILE_VERSION: Final[int]
 WORKFILE_BLOCK: Final[int]
 
+@final
 class WorkFileSealer:
     """Digests a work file's content as it is written; ``finish()`` gives the trailer."""
 
-    def __init__(self, block: int = ...) -> None: ...
+    def __new__(cls, block: int = ...) -> WorkFileSealer: ...
     def update(self, data: bytes) -> None: ...
     @property
     def length(self) -> int: ...
@@ -478,10 +492,11 @@ def workfile_footer(footer: bytes, file_len: int) -> tuple[int, int, int]:
     """(content length, block size, digest table length) from a file's last WORKFILE_FOOTER_LEN
     bytes, checked against the file's length; ValueError(problem, message) if they do not agree."""
 
+@final
 class WorkFileTable:
     """A file's digest table, checked against its footer (ValueError(problem, message) if not)."""
 
-    def __init__(self, footer: bytes, table: bytes) -> None: ...
+    def __new__(cls, footer: bytes, table: bytes) -> WorkFileTable: ...
     @property
     def content_len(self) -> int: ...
     @property
@@ -501,17 +516,18 @@ SUFFIX_SYMBOL_BYTES: Final[dict[str, int]]
 SUFFIX_RECORDS: Final[dict[str, list[tuple[str, str]]]]
 
 def build_suffix_array(
-    text: StrPath, symbol: str, out: StrPath, *, offset: int = 0, length: int | None = None, seal: bool = False
+    text: _StrPath, symbol: str, out: _StrPath, *, offset: int = 0, length: int | None = None, seal: bool = False
 ) -> tuple[int, int, int]:
     """Writes the packed suffix array of a text region; (symbols, bytes per position, xxh3-64 of the positions written)."""
 
+@final
 class SuffixIndex:
     """A text region and its packed suffix array, read in place; a position past the text (a
     damaged array) is a ValueError wherever it is read."""
 
-    def __init__(
-        self, text: StrPath, symbol: str, sa: StrPath, width: int, *, offset: int = 0, length: int | None = None, sa_offset: int = 0
-    ) -> None: ...
+    def __new__(
+        cls, text: _StrPath, symbol: str, sa: _StrPath, width: int, *, offset: int = 0, length: int | None = None, sa_offset: int = 0
+    ) -> SuffixIndex: ...
     def __len__(self) -> int: ...
     def range(self, pattern: bytes | list[int]) -> tuple[int, int]: ...
     def count(self, pattern: bytes | list[int]) -> int: ...
@@ -520,23 +536,24 @@ class SuffixIndex:
     def match_lengths(self, query: bytes | list[int], cap: int = ...) -> bytes: ...
     def symbols(self, start: int, end: int) -> bytes | list[int]: ...
 
-ShardSpec = tuple[str, int, int, str, int]
+_ShardSpec = tuple[str, int, int, str, int]
 
 def suffix_repeated_windows(
-    shards: list[ShardSpec], length: int, key_lo: int, key_hi: int, keep_first: bool, separator: int | None = None
+    shards: list[_ShardSpec], length: int, key_lo: int, key_hi: int, keep_first: bool, separator: int | None = None
 ) -> bytes: ...
 def suffix_repeated_ranges(
-    shards: list[ShardSpec], length: int, key_lo: int, key_hi: int, keep_first: bool, separator: int | None = None
+    shards: list[_ShardSpec], length: int, key_lo: int, key_hi: int, keep_first: bool, separator: int | None = None
 ) -> bytes: ...
 def suffix_char_ranges(text: str, offset: int, length: int, doc_starts: list[int], ranges: bytes) -> bytes: ...
-def suffix_key_bounds(shard: ShardSpec, parts: int) -> list[int]: ...
-def file_xxh3(path: StrPath) -> int: ...
+def suffix_key_bounds(shard: _ShardSpec, parts: int) -> list[int]: ...
+def file_xxh3(path: _StrPath) -> int: ...
 def bytes_xxh3(data: bytes) -> int: ...
 
+@final
 class DocumentColumns:
     """The report's per-document pass (rust_bloom/src/report/): lines in, columns out."""
 
-    def __init__(self, sample_bytes: int) -> None: ...
+    def __new__(cls, sample_bytes: int) -> DocumentColumns: ...
     def add(self, docs: list[bytes], attrs: list[list[bytes]]) -> list[str]:
         """The batch's ids; ValueError naming what this pass does not read (the file then takes the Python pass)."""
     @property
