@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import importlib.metadata
 import os
@@ -80,6 +81,7 @@ def _type_checking_only(tree: ast.AST) -> set[int]:
     return skip
 
 
+@functools.cache
 def product_imports() -> dict[str, set[str]]:
     """Top-level module of every absolute import outside the standard library and the product
     (those only type checkers read left out) -> the files importing it."""
@@ -105,6 +107,16 @@ def product_imports() -> dict[str, set[str]]:
     return found
 
 
+@functools.cache
+def _packages_distributions() -> dict[str, list[str]]:
+    return importlib.metadata.packages_distributions()
+
+
+def distributions_of(module: str) -> set[str]:
+    """Normalized names of the installed distributions that provide the top-level ``module``."""
+    return {_normalized(d) for d in _packages_distributions().get(module, [])}
+
+
 def _where(imports: dict[str, set[str]], module: str) -> str:
     files = sorted(imports[module])
     return ", ".join(files[:3]) + (f" and {len(files) - 3} more" if len(files) > 3 else "")
@@ -113,11 +125,10 @@ def _where(imports: dict[str, set[str]], module: str) -> str:
 def test_every_import_of_the_product_is_a_declared_dependency():
     imports = product_imports()
     assert {"numpy", "tokenizers", "torch"} <= set(imports)  # the walk sees the package, its lazy imports included
-    by_module = importlib.metadata.packages_distributions()
     wanted = declared()
     wrong = []
     for module in sorted(imports):
-        distributions = {_normalized(d) for d in by_module.get(module, [])}
+        distributions = distributions_of(module)
         if not distributions:
             wrong.append(f"{module} (imported by {_where(imports, module)}) is not installed here: declare its distribution")
         elif not distributions & set(wanted):
@@ -130,11 +141,10 @@ def test_every_import_of_the_product_is_a_declared_dependency():
 def test_the_modules_of_extras_are_the_ones_a_missing_import_names():
     """``dolma_pipe.extras`` names the extra of exactly the modules the product imports from an
     extra only, and the right extra for each."""
-    by_module = importlib.metadata.packages_distributions()
     wanted = declared()
     from_extras = {}
     for module in product_imports():
-        groups = {wanted[d] for d in (_normalized(x) for x in by_module.get(module, [])) if d in wanted}
+        groups = {wanted[d] for d in distributions_of(module) if d in wanted}
         if groups and "" not in groups:
             (from_extras[module],) = groups
     assert from_extras == extras.EXTRA_OF_MODULE
