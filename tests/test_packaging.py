@@ -34,6 +34,7 @@ from dolma_pipe import extras
 from dolma_pipe import tokenizer as toks
 from taggers.fasttext_models import bundled_lid_path
 from tests.helpers import REPO_ROOT, SAMPLE_DOCUMENTS, skip_missing
+from tests.test_import_graph import _type_checking_only
 
 tomllib = pytest.importorskip("tomllib")  # Python 3.11+
 
@@ -61,8 +62,8 @@ def _requirement_name(requirement: str) -> str:
 
 def declared() -> dict[str, str]:
     """Normalized distribution name -> ``""`` (a dependency) or the product extra that declares it."""
-    out = {_requirement_name(r): extra for extra, reqs in PYPROJECT["project"]["optional-dependencies"].items() for r in reqs}
-    out = {name: extra for name, extra in out.items() if extra not in NOT_PRODUCT_EXTRAS}
+    optional = PYPROJECT["project"]["optional-dependencies"]
+    out = {_requirement_name(r): extra for extra, reqs in optional.items() if extra not in NOT_PRODUCT_EXTRAS for r in reqs}
     out.update({_requirement_name(r): "" for r in PYPROJECT["project"]["dependencies"]})
     return out
 
@@ -71,14 +72,6 @@ def product_packages() -> list[str]:
     """The packages the wheel ships: the extension's package and maturin's python-packages."""
     maturin = PYPROJECT["tool"]["maturin"]
     return [maturin["module-name"].split(".")[0], *maturin["python-packages"]]
-
-
-def _type_checking_only(tree: ast.AST) -> set[int]:
-    skip: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            skip.update(id(n) for stmt in node.body for n in ast.walk(stmt))
-    return skip
 
 
 @functools.cache
