@@ -249,10 +249,7 @@ class RunLock:
         current, _ = self._read(path)
         if current is None or current.get("id") != self.holder["id"]:
             return  # not ours any more: never write over another run's lock
-        tmp = f"{local}.beat-{os.getpid()}"
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, local)
+        storage.write_bytes(local, data)  # whole or not at all: another run may read it any time
 
     def release(self) -> None:
         self._stop.set()
