@@ -24,7 +24,7 @@ from dolma_pipe._rust import FirstOccurrence, bucketed_file
 from dolma_pipe.stage import RunContext, Task, TaskOutput
 
 from . import scaleout
-from .workfiles import DOC, MEMBER, PARA, Layout, read_slice, u32_records
+from .workfiles import MEMBER, Layout, read_slice, u32_records
 
 # Reasons in a ``removed`` file.
 BY_DOCUMENTS, BY_MINHASH = 1, 2
@@ -34,7 +34,7 @@ def bucket_tasks(buckets: int) -> list[Task]:
     return [Task(key=f"bucket-{b:05d}", params={"bucket": b}) for b in range(buckets)]
 
 
-def _first_occurrences(layout: Layout, phase: str, kind: str, size: int, b: int, ctx: RunContext, skip_removed: bool) -> TaskOutput:
+def first_occurrences(layout: Layout, phase: str, kind: str, size: int, b: int, ctx: RunContext, skip_removed: bool) -> TaskOutput:
     """One hash range's first occurrences, the files read one at a time in the global order
     (memory holds the range's distinct keys, not its records)."""
     fo = FirstOccurrence(size, len(ctx.inputs))
@@ -44,10 +44,6 @@ def _first_occurrences(layout: Layout, phase: str, kind: str, size: int, b: int,
     workdir.write(layout.bucket(phase, b), out)
     name = "duplicate_documents" if phase == "documents" else "duplicate_paragraph_keys"
     return TaskOutput(counts={name: dups}, data={"records": records, "keys": keys, "duplicates": dups})
-
-
-def run_documents(layout: Layout, task: Task, ctx: RunContext) -> TaskOutput:
-    return _first_occurrences(layout, "documents", "docs", DOC, task.params["bucket"], ctx, False)
 
 
 def documents_removed_by(layout: Layout, file_index: int, buckets: int) -> set[int]:
@@ -79,10 +75,6 @@ def run_removed(layout: Layout, i: int, rel: str, buckets: int, documents: bool,
 
 def removed_documents(layout: Layout, rel: str) -> list[int]:
     return list(u32_records(read_slice(layout.per_file("removed", rel), 0))[0::2])
-
-
-def run_paragraphs(layout: Layout, task: Task, ctx: RunContext, skip_removed: bool) -> TaskOutput:
-    return _first_occurrences(layout, "paragraphs", "paras", PARA, task.params["bucket"], ctx, skip_removed)
 
 
 def dup_records(layout: Layout, phase: str, file_index: int, buckets: int) -> bytes:

@@ -116,6 +116,11 @@ def key_range_count(parts: list[dict[str, Any]]) -> int:
     return max(1, min(4096, -(-total // TEXT_PER_KEY_RANGE)))
 
 
+def key_ranges(config: DedupConfig, layout: Layout, parts: list[dict[str, Any]]) -> list[tuple[int, int]]:
+    """The ``substrings`` phase's key ranges: ``buckets`` of them, or one per ``TEXT_PER_KEY_RANGE`` of text."""
+    return plan_key_ranges(layout, parts, config.buckets or key_range_count(parts))
+
+
 def plan_key_ranges(layout: Layout, parts: list[dict[str, Any]], buckets: int) -> list[tuple[int, int]]:
     """Key ranges splitting the largest part's suffixes into ``buckets`` nearly equal runs."""
     if not parts:
