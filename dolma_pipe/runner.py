@@ -106,9 +106,10 @@ def _start(stage: Stage, executor: RunExecutor, stream: TextIO) -> StartedRun:
     started = time.perf_counter()
     root = stage.output_root
     inputs = stage.plan_inputs()
+    # Resolved first: a stage builds its phases from its resolved run (config, resolved values, layout).
+    fingerprint = stage.prepare(inputs)
     phases = stage.phases()
     ctx = RunContext(inputs=inputs)
-    fingerprint = stage.prepare(inputs)
     previous = _previous(root)
     manifest = Manifest(
         stage=stage.name,

@@ -159,7 +159,8 @@ class Resolved(BaseModel):
 
     A stage with values to resolve returns a subclass with typed fields (dedup's
     :class:`~dolma_pipe.stages.dedup.config.DedupResolved`...). What the manifest records and the
-    fingerprint hashes is :meth:`as_json`: the JSON values, fields that are None left out.
+    fingerprint hashes is :meth:`as_json`: the JSON values, fields that are None left out (a
+    subclass whose dict recorded a null overrides it, so that its fingerprints stay the same).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -169,22 +170,6 @@ class Resolved(BaseModel):
 
     def as_json(self) -> dict[str, Any]:
         return self.model_dump(mode="json", exclude_none=True)
-
-
-class _ResolvedDict(dict):
-    """A stage's resolved values still given as a dict (read-only): until every stage has its model."""
-
-    def _fixed(self, *args: Any, **kwargs: Any) -> Any:
-        raise TypeError("a run's resolved values are fixed when it starts")
-
-    __setitem__ = __delitem__ = _fixed
-    update = pop = popitem = clear = setdefault = _fixed
-
-    def __reduce__(self) -> tuple[Any, ...]:  # pickled to workers with the stage
-        return (_ResolvedDict, (dict(self),))
-
-    def as_json(self) -> dict[str, Any]:
-        return dict(self)
 
 
 class Stage(ABC, Generic[C]):
@@ -210,7 +195,7 @@ class Stage(ABC, Generic[C]):
 
     def __init__(self, config: C):
         self.config: C = config
-        self.resolved: Any = Resolved()
+        self.resolved: Resolved = Resolved()
 
     @property
     def output_root(self) -> str:
@@ -255,7 +240,7 @@ class Stage(ABC, Generic[C]):
 
     # ---- what a run uses, resolved once, and its fingerprint -----------------------------
 
-    def resolve(self, inputs: list[InputFile]) -> Resolved | dict[str, Any]:
+    def resolve(self, inputs: list[InputFile]) -> Resolved:
         """The values a run uses that its config only implies (dedup's hash ranges and Bloom sizes,
         a tokenizer's digest and special ids...), worked out once on the driver before anything is
         planned: phases read them from :attr:`resolved`, the manifest records them, and they are
@@ -265,11 +250,8 @@ class Stage(ABC, Generic[C]):
     def prepare(self, inputs: list[InputFile]) -> str:
         """Resolves the run (:meth:`resolve`, then :attr:`resolved` is fixed) and returns its fingerprint."""
         values = self.resolve(inputs)
-        if isinstance(values, Resolved):
-            # Through JSON, as the manifest keeps them: a resumed run's values are the same objects.
-            self.resolved = type(values).model_validate_json(orjson.dumps(values.as_json()))
-        else:
-            self.resolved = _ResolvedDict(orjson.loads(orjson.dumps(values)))
+        # Through JSON, as the manifest keeps them: a resumed run's values are the same objects.
+        self.resolved = type(values).model_validate_json(orjson.dumps(values.as_json()))
         return self.fingerprint(inputs)
 
     def fingerprint(self, inputs: list[InputFile]) -> str:
@@ -321,7 +303,10 @@ class Stage(ABC, Generic[C]):
     # ---- phases -------------------------------------------------------------------------
 
     def phases(self) -> list[Phase]:
-        """The ordered phases; by default one task per input file through :meth:`process`."""
+        """The ordered phases; by default one task per input file through :meth:`process`.
+
+        Asked for after :meth:`prepare` (on the driver, and on a worker from the pickled stage), so
+        a stage builds them from its resolved run: config, :attr:`resolved` and layout."""
         return [
             Phase(
                 "files",
