@@ -105,7 +105,7 @@ def test_a_destination_on_s3_is_checked_too(make_corpus, s3_bucket):
 def test_the_index_refuses_the_tokenize_runs_folder_and_its_shards_folder(tmp_path):
     pytest.importorskip("tokenizers", reason="could not import tokenizers")
     from dolma_pipe.stages.index import IndexConfig, IndexStage
-    from tests.dolma_pipe.stages.index_support import planted_documents, tokenize_corpus
+    from tests.support.index import planted_documents, tokenize_corpus
 
     tokens = tokenize_corpus(tmp_path, planted_documents(files=2, docs=10))
     before = _snapshot(tokens)

@@ -19,8 +19,8 @@ from dolma_pipe import lock as locks
 from dolma_pipe import tokenizer as toks
 from dolma_pipe.lock import LOCK, LockHeld, RunLock
 from dolma_pipe.manifest import read_manifest
-from tests.dolma_pipe.stages.dedup_support import config, planted_corpus, run
 from tests.helpers import REPO_ROOT, make_docs, run_cli, stage_outputs
+from tests.support.dedup import config, planted_corpus, run
 
 HOLD = """
 import sys, time
@@ -109,7 +109,7 @@ def test_two_dedups_started_together_one_runs_one_is_refused_and_the_outputs_are
     cfg = config(str(tmp_path / "corpus" / "documents" / "*.gz"), processes=2)
     root = tmp_path / "corpus" / "attributes" / "dd"
     slow = subprocess.Popen(
-        [sys.executable, "-m", "tests.dolma_pipe.stages.dedup_support", orjson.dumps(cfg).decode(), "scan", "0.5"],
+        [sys.executable, "-m", "tests.support.dedup", orjson.dumps(cfg).decode(), "scan", "0.5"],
         cwd=REPO_ROOT,
         env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
         stderr=subprocess.PIPE,

@@ -15,8 +15,8 @@ from dolma_pipe.documents import read_attribute_rows, write_documents
 from dolma_pipe.executors import RayExecutor
 from dolma_pipe.manifest import read_manifest
 from dolma_pipe.runner import run_stage
-from tests.dolma_pipe.phased_stage import make_stage
 from tests.helpers import REPO_ROOT, done_markers, kill_when, make_docs, run_cli, stage_outputs
+from tests.support.phased_stage import make_stage
 
 ROOT = REPO_ROOT
 FILES = 5
@@ -103,7 +103,7 @@ def _kill_in_bucket_phase(overrides: dict, out: Path) -> tuple[int, int]:
         seen[:] = done_markers(markers)
         return bool(seen)
 
-    kill_when("tests.dolma_pipe.phased_stage", [orjson.dumps(overrides).decode()], ready, env={"PHASED_STAGE_DELAY": "0.4"})
+    kill_when("tests.support.phased_stage", [orjson.dumps(overrides).decode()], ready, env={"PHASED_STAGE_DELAY": "0.4"})
     return len(seen), len(done_markers(markers))
 
 
@@ -241,7 +241,7 @@ def test_one_fingerprint_rule_and_what_a_run_resolved_is_in_its_manifest(tmp_pat
 def test_a_stopped_runs_summary_says_which_phases_it_never_reached(corpus, tmp_path, monkeypatch):
     """Phases after a failure are "not reached", not "idle phases" (issue 27, finding 11)."""
     from dolma_pipe.runner import RunFailed
-    from tests.dolma_pipe.phased_stage import PhasedStage
+    from tests.support.phased_stage import PhasedStage
 
     def broken(self, task, quarantine, ctx):
         raise RuntimeError("a bucket task fails")

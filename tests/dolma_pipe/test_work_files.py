@@ -29,8 +29,8 @@ from dolma_pipe.stages.tokenize import TokenizeConfig, TokenizeStage
 from dolma_pipe.workdir import WorkFileError
 from mixers.config import MixConfig
 from mixers.stage import MixStage
-from tests.dolma_pipe.stages.dedup_support import planted_corpus
 from tests.helpers import make_docs, stage_outputs, train_tokenizer
+from tests.support.dedup import planted_corpus
 
 # ---- the format and the reader -------------------------------------------------------------------
 

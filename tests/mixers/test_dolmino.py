@@ -290,7 +290,7 @@ def test_killed_in_sample_phase_resumes_there(corpus, mixed, tmp_path):
     config = spec(corpus, out, processes=1)
     markers = out / "_done" / "sample"
     slow = {"MIX_SLOW_PHASE": "sample", "MIX_SLOW_SECONDS": "0.4"}
-    kill_when("tests.mixers.slow_mix", [json.dumps(config)], lambda: bool(done_markers(markers, recursive=True)), env=slow)
+    kill_when("tests.support.slow_mix", [json.dumps(config)], lambda: bool(done_markers(markers, recursive=True)), env=slow)
     done = len(done_markers(markers, recursive=True))
     assert 0 < done < sum(files for files, _ in SOURCES.values())
     summary = run(config)

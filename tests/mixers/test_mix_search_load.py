@@ -16,7 +16,7 @@ from dolma_pipe.cli import main
 from dolma_pipe.config import ConfigError, load_config
 from mixers.search.config import MixSearchConfig
 from mixers.search.stage import MixSearchStage
-from tests.mixers.mix_search_support import proxy_config, tokenize, word_tokenizer, words, write_documents
+from tests.support.mix_search import proxy_config, tokenize, word_tokenizer, words, write_documents
 
 pytestmark = pytest.mark.train
 

@@ -18,7 +18,7 @@ from dolma_pipe.cli import main
 from dolma_pipe.config import ConfigError, load_config
 from mixers.search import noise
 from mixers.search.config import MixSearchConfig
-from tests.mixers.mix_search_support import anneal_config, make_sources, proxy_config
+from tests.support.mix_search import anneal_config, make_sources, proxy_config
 
 pytestmark = pytest.mark.train
 

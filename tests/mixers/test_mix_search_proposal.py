@@ -23,7 +23,7 @@ from mixers.config import MixConfig
 from mixers.search import regression
 from mixers.search.stage import MixSearchStage
 from mixers.search.target import SpecError, SpecMix, Target
-from tests.mixers.mix_search_support import SOURCES, make_sources, proxy_config
+from tests.support.mix_search import SOURCES, make_sources, proxy_config
 
 pytestmark = pytest.mark.train
 

@@ -151,7 +151,7 @@ def test_an_attribute_file_rewritten_since_redoes_the_mix(corpus, tmp_path):
 def _kill_in_shard_phase(config: dict, out: Path) -> int:
     markers = out / "_done" / "shard" / "mixed"
     slow = {"MIX_SLOW_PHASE": "shard", "MIX_SLOW_SECONDS": "0.4"}
-    kill_when("tests.mixers.slow_mix", [json.dumps(config)], lambda: bool(done_markers(markers)), env=slow)
+    kill_when("tests.support.slow_mix", [json.dumps(config)], lambda: bool(done_markers(markers)), env=slow)
     return len(done_markers(markers))
 
 

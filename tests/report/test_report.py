@@ -20,7 +20,7 @@ from dolma_pipe.manifest import read_manifest
 from mixers import verdicts
 from report.bins import bin_edges, value_bin
 from tests.helpers import skip_missing
-from tests.report.report_support import build_pipeline, clusters_file, report, train_tiny
+from tests.support.report_pipeline import build_pipeline, clusters_file, report, train_tiny
 
 pytest.importorskip("fasttext")
 from taggers.fasttext_models import bundled_lid_path
@@ -229,7 +229,7 @@ def _python_pass_only(monkeypatch) -> None:
 def _tagged_corpus(root: Path, files: dict[str, bytes], taggers: list[str]) -> None:
     """Document files (name -> raw bytes) under ``root/runs/corpus/documents/s/``, tagged."""
     from taggers.stage import TagConfig, TagStage
-    from tests.report.report_support import run
+    from tests.support.report_pipeline import run
 
     docs = root / "runs" / "corpus" / "documents" / "s"
     docs.mkdir(parents=True)

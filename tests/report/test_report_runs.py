@@ -15,7 +15,7 @@ from dolma_pipe.documents import write_documents
 from dolma_pipe.lock import RunLock
 from dolma_pipe.manifest import read_manifest
 from tests.helpers import kill_when, make_docs, run_cli
-from tests.report.report_support import report, run, write_train_run
+from tests.support.report_pipeline import report, run, write_train_run
 
 
 def _corpus(root: Path, files: int = 2, docs: int = 30) -> str:

@@ -10,7 +10,7 @@ import pytest
 
 from dolma_pipe import storage
 from tests.helpers import make_docs, run_cli, train_tokenizer
-from tests.report.report_support import build_chain, report, write_train_run
+from tests.support.report_pipeline import build_chain, report, write_train_run
 
 pytestmark = pytest.mark.slow
 

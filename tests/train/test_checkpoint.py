@@ -93,7 +93,7 @@ def _copy_run(two_step_run, dst):
 
 
 def test_resume_applies_the_configured_optimizer_settings(two_step_run, tmp_path, monkeypatch, capsys):
-    from tests.train.launcher import one_rank_trainer
+    from tests.support.train_launcher import one_rank_trainer
 
     raw = _copy_run(two_step_run, tmp_path / "run")
     t = one_rank_trainer(monkeypatch, raw, ["optim.weight_decay=0.5", "optim.betas=[0.8,0.99]", "optim.eps=1e-6", "train.max_steps=3"])
@@ -111,7 +111,7 @@ def test_resume_applies_the_configured_optimizer_settings(two_step_run, tmp_path
 
 
 def test_resume_refuses_a_different_optimizer_group_layout(two_step_run, tmp_path, monkeypatch):
-    from tests.train.launcher import one_rank_trainer
+    from tests.support.train_launcher import one_rank_trainer
 
     raw = _copy_run(two_step_run, tmp_path / "run")
     # decaying the embeddings too: one group instead of (decay, no decay)
@@ -120,7 +120,7 @@ def test_resume_refuses_a_different_optimizer_group_layout(two_step_run, tmp_pat
 
 
 def test_a_fresh_run_refuses_a_save_dir_with_checkpoints(two_step_run, tmp_path, monkeypatch):
-    from tests.train.launcher import one_rank_trainer
+    from tests.support.train_launcher import one_rank_trainer
 
     raw = _copy_run(two_step_run, tmp_path / "run")
     with pytest.raises(ConfigError, match=r"^checkpoint.resume: false, but .* already holds checkpoints \(step2\)"):
@@ -137,7 +137,7 @@ def test_a_fresh_run_refuses_a_save_dir_with_checkpoints(two_step_run, tmp_path,
 def test_resume_with_another_model_shape_is_one_config_error(two_step_run, tmp_path, monkeypatch):
     """Not a DCP traceback ending in "Size mismatch": one line naming the checkpoint, the first
     tensor that does not fit, and the model keys that differ."""
-    from tests.train.launcher import one_rank_trainer
+    from tests.support.train_launcher import one_rank_trainer
 
     raw = _copy_run(two_step_run, tmp_path / "run")
     with pytest.raises(ConfigError) as e:
@@ -149,7 +149,7 @@ def test_resume_with_another_model_shape_is_one_config_error(two_step_run, tmp_p
 
 
 def test_a_wrong_init_from_is_one_config_error(two_step_run, tmp_path, monkeypatch):
-    from tests.train.launcher import one_rank_trainer
+    from tests.support.train_launcher import one_rank_trainer
 
     root, data, _ = two_step_run
     raw = _copy_run(two_step_run, tmp_path / "unused")

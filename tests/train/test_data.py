@@ -260,7 +260,7 @@ def test_trainer_start_up_catches_a_shard_corrupted_after_a_clean_run(tmp_path, 
     """The start-up check of a real (one-rank, in-process) trainer: a clean start caches the
     results in save_dir; a token rewritten in the middle of a shard afterwards is a data error
     at the next start, not an IndexError in the embedding later."""
-    from tests.train.launcher import one_rank_trainer
+    from tests.support.train_launcher import one_rank_trainer
     from train.testing import tiny_config
 
     data = {"train": _big_shard(tmp_path / "train"), "val": _big_shard(tmp_path / "val", n=500)}

@@ -11,7 +11,7 @@ pytest.importorskip("transformers")
 pytest.importorskip("safetensors")
 pytestmark = pytest.mark.train
 
-from tests.train.launcher import stage1  # noqa: E402
+from tests.support.train_launcher import stage1  # noqa: E402
 from train.config import ModelConfig  # noqa: E402
 from train.model import Transformer, init_weights  # noqa: E402
 

@@ -15,7 +15,7 @@ A test stops only what it started: every node is a session of its own, and what 
 entry point of the SIGTERM test: ``python -m train`` with every rank pausing after step N until
 DIR/release exists, and writing DIR/sigterm-<rank> when its SIGTERM handler runs, so that the test
 signals a node while no step is in flight and releases the ranks once that node's ranks have the
-signal (no timing involved). The trainer itself is unchanged, as in ``tests.train.launcher``.
+signal (no timing involved). The trainer itself is unchanged, as in ``tests.support.train_launcher``.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytestmark = [pytest.mark.train, pytest.mark.slow]  # every test uses the shared stage-1 run
 
-from tests.train.launcher import HOLD_UNTIL_STEP, launch_with_hooks, stage1  # noqa: E402
+from tests.support.train_launcher import HOLD_UNTIL_STEP, launch_with_hooks, stage1  # noqa: E402
 from train.testing import launch, make_shards, read_metrics, tiny_config, train_losses, write_config  # noqa: E402
 
 

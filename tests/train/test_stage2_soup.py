@@ -13,7 +13,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytestmark = [pytest.mark.train, pytest.mark.slow]  # every test uses the stage-2 runs
 
-from tests.train.launcher import stage1  # noqa: E402
+from tests.support.train_launcher import stage1  # noqa: E402
 from train.testing import launch, make_shards, read_metrics, tiny_config, train_losses, write_config  # noqa: E402
 
 SEEDS = (1, 2, 3)

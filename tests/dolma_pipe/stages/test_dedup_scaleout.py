@@ -17,7 +17,7 @@ from dolma_pipe.documents import write_documents
 from dolma_pipe.manifest import read_manifest
 from dolma_pipe.stages.dedup import DedupConfig
 from dolma_pipe.stages.dedup import components as cc
-from tests.dolma_pipe.stages.dedup_support import kill_in_phase, run
+from tests.support.dedup import kill_in_phase, run
 
 CHAIN = 14
 

@@ -14,7 +14,8 @@ import pytest
 from dolma_pipe.manifest import read_manifest
 from dolma_pipe.stages.index import Index, IndexQueryError
 from dolma_pipe.stages.index import stage as index_stage
-from tests.dolma_pipe.stages.index_support import (
+from tests.helpers import done_markers, kill_when, run_cli, stage_outputs
+from tests.support.index import (
     EOS,
     index_config,
     planted_documents,
@@ -26,7 +27,6 @@ from tests.dolma_pipe.stages.index_support import (
     tokenize_corpus,
     write_corpus,
 )
-from tests.helpers import done_markers, kill_when, run_cli, stage_outputs
 
 
 @pytest.fixture(scope="module")
@@ -193,7 +193,7 @@ def test_killed_build_resumes(corpus, token_index, tmp_path):
     out = tmp_path / "index"
     cfg = index_config(out, shards=[str(root / "tokens" / "train")])
     markers = out / "_done"  # the one phase's markers
-    kill_when("tests.dolma_pipe.stages.index_support", [json.dumps(cfg), "0.7"], lambda: bool(done_markers(markers, recursive=True)))
+    kill_when("tests.support.index", [json.dumps(cfg), "0.7"], lambda: bool(done_markers(markers, recursive=True)))
     done = len(done_markers(markers, recursive=True))
     assert read_manifest(str(out)).status == "running" and not (out / "index.json").exists()
     with pytest.raises(IndexQueryError, match="no index here"):

@@ -14,8 +14,8 @@ from dolma_pipe import suffix
 from dolma_pipe.runner import RunFailed
 from dolma_pipe.stages.index import Index, IndexQueryError
 from dolma_pipe.stages.index import files as index_files
-from tests.dolma_pipe.stages.index_support import EOS, index_config, planted_documents, run_index, tokenize_corpus, write_corpus
 from tests.helpers import run_cli, stage_outputs
+from tests.support.index import EOS, index_config, planted_documents, run_index, tokenize_corpus, write_corpus
 
 
 @pytest.fixture(scope="module")

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from dolma_pipe.stages.index import Index
-from tests.dolma_pipe.stages.index_support import EOS, index_config, planted_documents, run_index, scan_count, tokenize_corpus
 from tests.helpers import run_cli
+from tests.support.index import EOS, index_config, planted_documents, run_index, scan_count, tokenize_corpus
 from train.shards import find_shards, read_shard
 
 

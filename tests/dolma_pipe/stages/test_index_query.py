@@ -17,8 +17,8 @@ import pytest
 
 from dolma_pipe.stages.index import Index, IndexQueryError
 from dolma_pipe.stages.index.config import MEMORY_PER_SYMBOL
-from tests.dolma_pipe.stages.index_support import index_config, planted_documents, run_index, tokenize_corpus
 from tests.helpers import run_cli
+from tests.support.index import index_config, planted_documents, run_index, tokenize_corpus
 
 ROOT = Path(__file__).resolve().parents[3]
 

@@ -241,7 +241,7 @@ def test_killed_while_writing_resumes_there(corpus, reference, tmp_path):
     overrides = _overrides(f"{corpus}/documents/*", out, max_tokens=1500, validation={"fraction": 0.1})
     markers = out / "_done" / "write"
     args = [orjson.dumps(overrides).decode()]
-    kill_when("tests.dolma_pipe.stages.tokenize_slow", args, lambda: bool(done_markers(markers)), env={"TOKENIZE_WRITE_DELAY": "0.5"})
+    kill_when("tests.support.slow_tokenize", args, lambda: bool(done_markers(markers)), env={"TOKENIZE_WRITE_DELAY": "0.5"})
     done = len(done_markers(markers))
     manifest = read_manifest(str(out))
     assert manifest.status == "running" and [p.status for p in manifest.phases] == ["complete", "complete", "running"]

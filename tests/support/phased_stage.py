@@ -5,7 +5,7 @@ files (buckets), phases reading what earlier phases wrote, a driver-side step,
 a global "first copy wins" rule (input order, then line) that must give the same
 bytes for any process count and executor, and resuming in any phase.
 
-``python -m tests.dolma_pipe.phased_stage CONFIG_JSON`` runs it (for kill-and-resume tests);
+``python -m tests.support.phased_stage CONFIG_JSON`` runs it (for kill-and-resume tests);
 ``PHASED_STAGE_DELAY`` (seconds) slows each bucket task so a test can kill it there.
 """
 

@@ -1,7 +1,7 @@
 """What the index tests share: a token corpus (real ``tokenize`` shards of documents with planted
 repeats, through a small tokenizer trained here), brute-force answers, and a slowed build to kill.
 
-``python -m tests.dolma_pipe.stages.index_support CONFIG_JSON SECONDS`` runs the index stage with
+``python -m tests.support.index CONFIG_JSON SECONDS`` runs the index stage with
 every build task slowed by ``SECONDS`` (the phase's run wrapped here, before the workers start),
 so a test can kill it between two of them.
 """

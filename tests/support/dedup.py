@@ -1,7 +1,7 @@
 """What the dedup tests share: small corpora with planted copies, running the stage, comparing
 outputs byte for byte, a stand-in for the mixer's removal, and a slowed run to kill.
 
-``python -m tests.dolma_pipe.stages.dedup_support CONFIG_JSON PHASE SECONDS`` runs the stage
+``python -m tests.support.dedup CONFIG_JSON PHASE SECONDS`` runs the stage
 with every task of ``PHASE`` slowed by ``SECONDS`` (the stage's own code is untouched: the
 phase's run function is wrapped here, before the workers fork), so a test can kill it there.
 """
@@ -162,7 +162,7 @@ def kill_in_phase(overrides: dict[str, Any], root: Path, phase: str, delay: floa
             return False
         return phase in SINGLE_TASK_PHASES or bool(done_markers(markers, recursive=True))
 
-    kill_when("tests.dolma_pipe.stages.dedup_support", [orjson.dumps(overrides).decode(), phase, str(delay)], running)
+    kill_when("tests.support.dedup", [orjson.dumps(overrides).decode(), phase, str(delay)], running)
     return len(done_markers(markers, recursive=True))
 
 

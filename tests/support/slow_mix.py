@@ -2,7 +2,7 @@
 slowed by ``MIX_SLOW_SECONDS``, so a test can kill the run inside that phase. The slowing wraps
 the stage's task from outside; the stage has no test hooks.
 
-    python -m tests.mixers.slow_mix SPEC_JSON
+    python -m tests.support.slow_mix SPEC_JSON
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The tokenize stage with slow write tasks, for kill-and-resume tests (no hook inside the stage itself).
 
-``python -m tests.dolma_pipe.stages.tokenize_slow CONFIG_JSON`` runs it; ``TOKENIZE_WRITE_DELAY``
+``python -m tests.support.slow_tokenize CONFIG_JSON`` runs it; ``TOKENIZE_WRITE_DELAY``
 (seconds) makes each write task sleep first, so a test can kill the run between two of them.
 """
 

@@ -7,7 +7,7 @@ pays for it once.
 
 The hooks (a SIGTERM at a chosen step, a hard kill, checkpoint writes held back until the
 training loop has moved on) are not in ``train/``: the trainer has no test switch.
-``python -m tests.train.launcher [hooks] --config ...`` patches them in from outside (wrappers
+``python -m tests.support.train_launcher [hooks] --config ...`` patches them in from outside (wrappers
 around ``Trainer.train_step`` and ``Trainer._log``, a storage writer class on
 ``Checkpointer``) and then runs ``python -m train``'s own ``main``; ``launch_with_hooks``
 starts it under torchrun like ``train.testing.launch``. No hook depends on how fast the
@@ -55,7 +55,7 @@ def launch_with_hooks(
         args += ["--hold-writes-until", str(hold_writes_until)]
     if kill_after is not None:
         args += ["--kill-after", str(kill_after)]
-    return launch(config, nproc=nproc, module="tests.train.launcher", module_args=args, **kw)
+    return launch(config, nproc=nproc, module="tests.support.train_launcher", module_args=args, **kw)
 
 
 def stage1(tmp_path_factory) -> SimpleNamespace:
@@ -177,7 +177,7 @@ def _say(msg: str) -> None:
 
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(
-        prog="python -m tests.train.launcher", description="python -m train with test hooks; other arguments go to it"
+        prog="python -m tests.support.train_launcher", description="python -m train with test hooks; other arguments go to it"
     )
     ap.add_argument("--sigterm-at", metavar="N[:before|:after]")
     ap.add_argument("--hold-writes-until", type=int, metavar="STEP")
