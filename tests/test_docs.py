@@ -53,7 +53,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import free_port, kill_processes_under
+from tests.support.processes import free_port, kill_processes_under
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md")) + ["README.md"]

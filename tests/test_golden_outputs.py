@@ -27,7 +27,7 @@ from dolma_pipe import tokenizer as toks
 from dolma_pipe.config import load_config
 from dolma_pipe.runner import run_stage
 from dolma_pipe.stage import Stage
-from tests.helpers import SAMPLE_DOCUMENTS
+from tests.support.repo import SAMPLE_DOCUMENTS
 
 GOLDEN = Path(__file__).resolve().parent / "data" / "golden_outputs.json"
 ROOT = Path(tempfile.gettempdir()) / "dolma-pipe-golden-outputs"

@@ -17,7 +17,7 @@ import re
 import sys
 from pathlib import Path
 
-from tests.helpers import REPO_ROOT
+from tests.support.repo import REPO_ROOT
 
 PACKAGES = ("dolma_pipe", "taggers", "mixers", "report", "train")
 

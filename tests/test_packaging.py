@@ -33,7 +33,8 @@ import pytest
 from dolma_pipe import extras
 from dolma_pipe import tokenizer as toks
 from taggers.fasttext_models import bundled_lid_path
-from tests.helpers import REPO_ROOT, SAMPLE_DOCUMENTS, skip_missing
+from tests.support.repo import REPO_ROOT, SAMPLE_DOCUMENTS
+from tests.support.skips import skip_missing
 from tests.test_import_graph import _type_checking_only
 
 tomllib = pytest.importorskip("tomllib")  # Python 3.11+

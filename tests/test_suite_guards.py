@@ -15,7 +15,7 @@ SUITE = {
     """,
     "test_in_tests": """
         import pytest
-        from tests.helpers import skip_missing
+        from tests.support.skips import skip_missing
 
         @pytest.fixture
         def needs_it():

@@ -8,7 +8,7 @@ from dolma_pipe.attributes import AttributeMismatchError, read_with_attributes
 from dolma_pipe.documents import write_documents
 from dolma_pipe.paths import attribute_path
 from dolma_pipe.quarantine import Quarantine
-from tests.helpers import make_docs
+from tests.support.documents import make_docs
 
 
 def _setup(tmp_path, n=10):

@@ -10,7 +10,8 @@ import zstandard
 
 from dolma_pipe.documents import read_documents, write_documents
 from dolma_pipe.quarantine import Quarantine
-from tests.helpers import make_docs, run_cli
+from tests.support.cli import run_cli
+from tests.support.documents import make_docs
 
 GOOD = b'{"id": "g1", "text": "good one"}'
 

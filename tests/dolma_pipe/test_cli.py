@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import orjson
 
-from tests.helpers import run_cli
+from tests.support.cli import run_cli
 
 STAGES = ["convert", "stats", "tag", "dedup", "mix", "tokenize", "train-classifier", "list"]
 
@@ -104,7 +104,7 @@ def test_output_into_a_closed_pipe_is_no_traceback(tmp_path):
     import subprocess
     import sys
 
-    from tests.helpers import REPO_ROOT
+    from tests.support.repo import REPO_ROOT
 
     docs = str(REPO_ROOT / "examples" / "sample" / "documents" / "python-doc" / "*")
     run_cli("index", "--documents", docs, "--destination", str(tmp_path / "index"), "--no-progress", check=True)

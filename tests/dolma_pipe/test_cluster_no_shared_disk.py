@@ -35,8 +35,11 @@ from dolma_pipe.documents import write_documents
 from dolma_pipe.manifest import read_manifest
 from dolma_pipe.runner import run_stage
 from dolma_pipe.stages.tokenize import TokenizeConfig, TokenizeStage
-from tests.helpers import free_port, kill_processes_under, kill_when, make_docs, private_tmp, train_tokenizer
+from tests.support.documents import make_docs
 from tests.support.index import EOS, index_config, planted_documents, run_index, write_corpus
+from tests.support.namespaces import private_tmp
+from tests.support.processes import free_port, kill_processes_under, kill_when
+from tests.support.tokens import train_tokenizer
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.timeout(900)]
 

@@ -8,7 +8,7 @@ import pytest
 
 from dolma_pipe.config import ConfigError, load_config
 from dolma_pipe.stages.convert import ConvertConfig
-from tests.helpers import run_cli
+from tests.support.cli import run_cli
 
 
 def test_defaults_and_overrides(tmp_path):

@@ -15,7 +15,7 @@ from dolma_pipe.stages.convert import ConvertConfig, ConvertStage
 from dolma_pipe.stages.dedup import DedupConfig, DedupStage
 from dolma_pipe.stages.stats import StatsConfig, StatsStage
 from taggers.stage import TagConfig, TagStage
-from tests.helpers import run_cli
+from tests.support.cli import run_cli
 
 
 def _run(stage_cls, config_cls, **cfg):

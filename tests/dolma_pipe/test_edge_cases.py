@@ -16,7 +16,8 @@ from dolma_pipe.documents import read_attribute_rows, read_documents, write_docu
 from dolma_pipe.quarantine import Quarantine
 from dolma_pipe.runner import RunFailed, run_stage
 from dolma_pipe.stages.convert import ConvertConfig, ConvertStage
-from tests.helpers import make_docs, run_cli
+from tests.support.cli import run_cli
+from tests.support.documents import make_docs
 
 
 def test_big_integers_stay_exact(tmp_path):

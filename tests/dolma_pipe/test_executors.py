@@ -18,7 +18,8 @@ from dolma_pipe.executors import LocalExecutor, _Queue, _top_up
 from dolma_pipe.manifest import read_manifest
 from dolma_pipe.runner import RunFailed, run_stage
 from dolma_pipe.stages.convert import ConvertConfig, ConvertStage
-from tests.helpers import make_docs, run_cli
+from tests.support.cli import run_cli
+from tests.support.documents import make_docs
 
 
 def test_an_item_whose_submission_fails_is_not_lost():
@@ -187,7 +188,7 @@ def test_sigterm_and_sigint_end_the_run_cleanly(slow_corpus, tmp_path, sig, code
 
 
 def test_an_unreachable_ray_address_is_one_line_and_a_failed_manifest(make_corpus, tmp_path):
-    from tests.helpers import free_port
+    from tests.support.processes import free_port
 
     root = make_corpus(files=1, docs=2)
     out = tmp_path / "o"

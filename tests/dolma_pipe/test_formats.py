@@ -10,7 +10,7 @@ import zstandard
 
 from dolma_pipe.documents import compression_of, read_documents, write_documents
 from dolma_pipe.quarantine import Quarantine
-from tests.helpers import make_docs
+from tests.support.documents import make_docs
 
 FORMATS = ["jsonl", "json", "jsonl.gz", "json.gz", "jsonl.zst", "parquet"]
 

@@ -16,7 +16,9 @@ import pytest
 
 from dolma_pipe import tokenizer as toks
 from dolma_pipe.documents import write_documents
-from tests.helpers import REPO_ROOT, make_docs, stage_outputs
+from tests.support.documents import make_docs
+from tests.support.outputs import stage_outputs
+from tests.support.repo import REPO_ROOT
 
 
 def _can_mount() -> bool:

@@ -19,8 +19,11 @@ from dolma_pipe import lock as locks
 from dolma_pipe import tokenizer as toks
 from dolma_pipe.lock import LOCK, LockHeld, RunLock
 from dolma_pipe.manifest import read_manifest
-from tests.helpers import REPO_ROOT, make_docs, run_cli, stage_outputs
+from tests.support.cli import run_cli
 from tests.support.dedup import config, planted_corpus, run
+from tests.support.documents import make_docs
+from tests.support.outputs import stage_outputs
+from tests.support.repo import REPO_ROOT
 
 HOLD = """
 import sys, time

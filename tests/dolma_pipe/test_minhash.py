@@ -7,7 +7,7 @@ import random
 import pytest
 
 from dolma_pipe.minhash import MinHasher, band_hashes, candidate_probability, estimated_jaccard, jaccard, optimal_bands
-from tests.helpers import sample_rows
+from tests.support.documents import sample_rows
 
 
 def test_words_and_shingles():

@@ -15,8 +15,12 @@ from dolma_pipe.documents import read_attribute_rows, write_documents
 from dolma_pipe.executors import RayExecutor
 from dolma_pipe.manifest import read_manifest
 from dolma_pipe.runner import run_stage
-from tests.helpers import REPO_ROOT, done_markers, kill_when, make_docs, run_cli, stage_outputs
+from tests.support.cli import run_cli
+from tests.support.documents import make_docs
+from tests.support.outputs import done_markers, stage_outputs
 from tests.support.phased_stage import make_stage
+from tests.support.processes import kill_when
+from tests.support.repo import REPO_ROOT
 
 ROOT = REPO_ROOT
 FILES = 5
@@ -216,7 +220,7 @@ def test_one_fingerprint_rule_and_what_a_run_resolved_is_in_its_manifest(tmp_pat
     from dolma_pipe.documents import write_documents
     from dolma_pipe.stage import Resolved, Stage
     from dolma_pipe.stages.dedup import DedupConfig, DedupStage
-    from tests.helpers import make_docs
+    from tests.support.documents import make_docs
 
     for cmd in COMMANDS:
         cls = cmd.load() if cmd.target else None

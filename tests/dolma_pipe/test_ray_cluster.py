@@ -14,7 +14,8 @@ import pytest
 
 from dolma_pipe.documents import write_documents
 from dolma_pipe.manifest import read_manifest
-from tests.helpers import free_port, kill_processes_under, make_docs
+from tests.support.documents import make_docs
+from tests.support.processes import free_port, kill_processes_under
 
 RAY = Path(sys.executable).with_name("ray")
 

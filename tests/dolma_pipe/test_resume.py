@@ -15,7 +15,10 @@ from dolma_pipe.documents import read_documents, write_documents
 from dolma_pipe.executors import RayExecutor
 from dolma_pipe.runner import run_stage
 from dolma_pipe.stages.convert import ConvertConfig, ConvertStage
-from tests.helpers import done_markers, kill_when, make_docs, run_cli, stage_outputs
+from tests.support.cli import run_cli
+from tests.support.documents import make_docs
+from tests.support.outputs import done_markers, stage_outputs
+from tests.support.processes import kill_when
 
 FILES = 10
 

@@ -9,7 +9,8 @@ import pytest
 from dolma_pipe import storage
 from dolma_pipe.documents import read_documents, write_documents
 from dolma_pipe.quarantine import Quarantine
-from tests.helpers import make_docs, run_cli
+from tests.support.cli import run_cli
+from tests.support.documents import make_docs
 
 
 @pytest.mark.parametrize("ext", ["jsonl.gz", "jsonl.zst", "parquet", "jsonl"])

@@ -29,8 +29,10 @@ from dolma_pipe.stages.tokenize import TokenizeConfig, TokenizeStage
 from dolma_pipe.workdir import WorkFileError
 from mixers.config import MixConfig
 from mixers.stage import MixStage
-from tests.helpers import make_docs, stage_outputs, train_tokenizer
 from tests.support.dedup import planted_corpus
+from tests.support.documents import make_docs
+from tests.support.outputs import stage_outputs
+from tests.support.tokens import train_tokenizer
 
 # ---- the format and the reader -------------------------------------------------------------------
 

@@ -23,7 +23,7 @@ from dolma_pipe.config import load_config
 from dolma_pipe.runner import run_stage
 from mixers.config import MixConfig
 from mixers.stage import MixStage
-from tests.helpers import REPO_ROOT
+from tests.support.repo import REPO_ROOT
 
 DATA = REPO_ROOT / "tests" / "mixers" / "data" / "dolma"
 

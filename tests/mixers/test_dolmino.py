@@ -24,7 +24,11 @@ from dolma_pipe.runner import run_stage
 from mixers.config import MixConfig
 from mixers.dolmino import MixPlanError
 from mixers.stage import MixStage
-from tests.helpers import REPO_ROOT, done_markers, kill_when, make_docs, stage_outputs, train_tokenizer
+from tests.support.documents import make_docs
+from tests.support.outputs import done_markers, stage_outputs
+from tests.support.processes import kill_when
+from tests.support.repo import REPO_ROOT
+from tests.support.tokens import train_tokenizer
 
 SOURCES = {"web": (6, 80), "wiki": (2, 50), "math": (1, 40)}
 SEEDS = [0, 1, 2]

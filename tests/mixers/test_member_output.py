@@ -23,7 +23,10 @@ from dolma_pipe.runner import run_stage
 from mixers.config import MixConfig
 from mixers.output import MemberWriter
 from mixers.stage import MixStage
-from tests.helpers import WORDS, train_tokenizer
+from tests.support.documents import WORDS
+
+# Raw bytes per member in these tests (the stage's own rule gives 1 MiB or more): small enough that
+from tests.support.tokens import train_tokenizer
 
 # Raw bytes per member in these tests (the stage's own rule gives 1 MiB or more): small enough that
 # a few megabytes of documents make hundreds of members and dozens of shards.

@@ -19,7 +19,8 @@ from dolma_pipe.config import ConfigError
 from mixers.search import mixtures, regression
 from mixers.search.config import MixSearchConfig
 from mixers.search.pools import read_pool, take, write_proxy_data
-from tests.helpers import done_markers, kill_when
+from tests.support.outputs import done_markers
+from tests.support.processes import kill_when
 from train.shards import read_shard, shard_name
 
 pytestmark = pytest.mark.train

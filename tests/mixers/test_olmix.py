@@ -14,7 +14,10 @@ from dolma_pipe.config import ConfigError, load_config
 from dolma_pipe.documents import write_documents
 from mixers.config import MixConfig
 from mixers.olmix import OlmixError, OlmixMix, from_mix_config, parse_olmix, read_olmix, to_mix_sources, write_olmix
-from tests.helpers import make_docs, train_tokenizer
+from tests.support.documents import make_docs
+
+# olmix's configs/examples/launch/data_proportions/mix_baseline.yaml (github.com/allenai/olmix,
+from tests.support.tokens import train_tokenizer
 
 # olmix's configs/examples/launch/data_proportions/mix_baseline.yaml (github.com/allenai/olmix,
 # commit 9586977), its eval task list shortened: a launch config whose mix is written nested.

@@ -24,7 +24,9 @@ from mixers import quality
 from mixers.config import MixConfig, QualityConfig, QualityCurveConfig
 from mixers.dolmino import MixPlanError
 from mixers.stage import MixStage
-from tests.helpers import make_docs, stage_outputs, train_tokenizer
+from tests.support.documents import make_docs
+from tests.support.outputs import stage_outputs
+from tests.support.tokens import train_tokenizer
 
 FILES, PER_FILE = 4, 80
 SEEDS = [0, 1, 2]

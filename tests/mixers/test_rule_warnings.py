@@ -18,7 +18,7 @@ from dolma_pipe.stages.dedup import DedupStage
 from mixers.attribute_keys import FIRST_ROWS
 from mixers.config import MixConfig
 from mixers.stage import MixStage
-from tests.helpers import train_tokenizer
+from tests.support.tokens import train_tokenizer
 
 
 def write_jsonl(path: Path, rows: list[dict]) -> None:

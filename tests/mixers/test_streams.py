@@ -18,7 +18,9 @@ from dolma_pipe.paths import PathError
 from dolma_pipe.runner import run_stage
 from mixers.config import MixConfig
 from mixers.stage import MixStage
-from tests.helpers import done_markers, kill_when, make_docs, stage_outputs
+from tests.support.documents import make_docs
+from tests.support.outputs import done_markers, stage_outputs
+from tests.support.processes import kill_when
 
 FILES = 6
 DOCS = 60

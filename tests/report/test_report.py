@@ -19,8 +19,8 @@ from dolma_pipe.documents import read_documents
 from dolma_pipe.manifest import read_manifest
 from mixers import verdicts
 from report.bins import bin_edges, value_bin
-from tests.helpers import skip_missing
 from tests.support.report_pipeline import build_pipeline, clusters_file, report, train_tiny
+from tests.support.skips import skip_missing
 
 pytest.importorskip("fasttext")
 from taggers.fasttext_models import bundled_lid_path
@@ -301,7 +301,7 @@ def test_same_data_on_ray(made, tmp_path, ray_address):
 
 
 def test_cli_report(made, tmp_path):
-    from tests.helpers import run_cli
+    from tests.support.cli import run_cli
 
     root, _, _ = made
     proc = run_cli("report", "--runs", str(root), "--destination", str(tmp_path / "r"), "--processes", "1", check=True)

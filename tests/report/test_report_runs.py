@@ -14,7 +14,9 @@ import orjson
 from dolma_pipe.documents import write_documents
 from dolma_pipe.lock import RunLock
 from dolma_pipe.manifest import read_manifest
-from tests.helpers import kill_when, make_docs, run_cli
+from tests.support.cli import run_cli
+from tests.support.documents import make_docs
+from tests.support.processes import kill_when
 from tests.support.report_pipeline import report, run, write_train_run
 
 

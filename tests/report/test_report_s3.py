@@ -9,8 +9,10 @@ from pathlib import Path
 import pytest
 
 from dolma_pipe import storage
-from tests.helpers import make_docs, run_cli, train_tokenizer
+from tests.support.cli import run_cli
+from tests.support.documents import make_docs
 from tests.support.report_pipeline import build_chain, report, write_train_run
+from tests.support.tokens import train_tokenizer
 
 pytestmark = pytest.mark.slow
 

@@ -28,7 +28,9 @@ from dolma_pipe.manifest import read_manifest
 from dolma_pipe.quarantine import Quarantine
 from dolma_pipe.runner import RunSummary, run_stage
 from dolma_pipe.stages.dedup import DedupConfig, DedupStage
-from tests.helpers import done_markers, kill_when, make_docs, sample_rows
+from tests.support.documents import make_docs, sample_rows
+from tests.support.outputs import done_markers
+from tests.support.processes import kill_when
 
 REPEATED = "This paragraph is repeated in several documents of the corpus, word for word."
 

@@ -25,7 +25,8 @@ from dolma_pipe.runner import RunSummary, run_stage
 from dolma_pipe.stage import Phase, RunContext, Task, TaskOutput
 from dolma_pipe.stages.index import IndexConfig, IndexStage
 from dolma_pipe.stages.tokenize import TokenizeConfig, TokenizeStage
-from tests.helpers import WORDS, train_tokenizer
+from tests.support.documents import WORDS
+from tests.support.tokens import train_tokenizer
 from train.shards import find_shards, read_shard
 
 EOS = 1  # train_tokenizer's <|endoftext|>

@@ -25,7 +25,7 @@ from mixers.stage import MixStage
 from report import ReportStage
 from report.config import ReportConfig
 from taggers.stage import TagConfig, TagStage
-from tests.helpers import train_tokenizer
+from tests.support.tokens import train_tokenizer
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "examples" / "sample" / "documents"
@@ -211,7 +211,7 @@ def build_chain(root: str, tokenizer: str, index: str) -> None:
     index is memory-mapped where it is); the same runs wherever ``root`` is."""
     from dolma_pipe.stages.index import IndexStage
     from dolma_pipe.stages.index.config import IndexConfig
-    from tests.helpers import make_docs
+    from tests.support.documents import make_docs
 
     for f in range(2):
         # 30 words: removed by a rule; 50 (about 215 characters): by min_text_length; 90: kept.

@@ -12,7 +12,8 @@ import taggers.builtin.c4 as c4_module
 from taggers import registry
 from taggers.base import Document, TaggerError
 from taggers.builtin.c4 import BAD_WORDS, C4Tagger, DolmaC4Tagger, DolmaC4V1Tagger, dolma_c4_python, has_bad_word
-from tests.helpers import REPO_ROOT, sample_rows
+from tests.support.documents import sample_rows
+from tests.support.repo import REPO_ROOT
 
 
 def spans_by_type(text: str, **options) -> dict[str, list[tuple[int, int, float]]]:

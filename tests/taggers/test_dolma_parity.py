@@ -20,7 +20,8 @@ from taggers import registry
 from taggers.base import Document, Tagger
 from taggers.fasttext_models import bundled_lid_path
 from taggers.stage import key_part
-from tests.helpers import REPO_ROOT, skip_missing
+from tests.support.repo import REPO_ROOT
+from tests.support.skips import skip_missing
 
 FIXTURE = REPO_ROOT / "tests" / "taggers" / "data" / "dolma_parity"
 

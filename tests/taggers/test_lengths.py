@@ -39,7 +39,7 @@ def test_char_length_with_paragraphs_matches_dolma(text):
 
 
 def test_char_length_kernel_on_the_sample_corpus():
-    from tests.helpers import sample_rows
+    from tests.support.documents import sample_rows
 
     docs = [Document.from_row(r) for r in sample_rows()]
     assert CharLengthWithParagraphs().predict_batch(docs) == [dolma_char_lengths(d.text) for d in docs]

@@ -9,7 +9,8 @@ import pytest
 from taggers import registry
 from taggers.base import Document, TaggerError
 from taggers.builtin.pii import find_pii
-from tests.helpers import REPO_ROOT, sample_rows
+from tests.support.documents import sample_rows
+from tests.support.repo import REPO_ROOT
 
 ROOT = REPO_ROOT
 SAMPLE = ROOT / "examples" / "sample"

@@ -17,7 +17,7 @@ from taggers import registry
 from taggers.base import Document, TaggerError
 from taggers.stage import TagConfig, TagStage
 from taggers.train_classifier import TrainClassifierConfig, TrainClassifierError, normalise, run
-from tests.helpers import REPO_ROOT
+from tests.support.repo import REPO_ROOT
 
 pytest.importorskip("fasttext")
 

@@ -15,7 +15,8 @@ from dolma_pipe.runner import run_stage
 from taggers import registry
 from taggers.base import TaggerError
 from taggers.stage import TagConfig, TagStage
-from tests.helpers import REPO_ROOT, run_cli
+from tests.support.cli import run_cli
+from tests.support.repo import REPO_ROOT
 
 MODULE = str(Path(__file__).parent / "data" / "user_taggers.py")
 DOCS = [

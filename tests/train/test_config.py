@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("torch")
 pytestmark = pytest.mark.train
 
-from tests.helpers import REPO_ROOT  # noqa: E402
+from tests.support.repo import REPO_ROOT  # noqa: E402
 from train.config import ConfigError, from_dict, load_config  # noqa: E402
 
 CONFIGS = ["tiny.yaml", "tiny-stage2.yaml", "olmo2-1b-stage1.yaml", "olmo2-1b-stage2.yaml", "olmo2-7b-stage1.yaml", "olmo2-7b-stage2.yaml"]

@@ -37,7 +37,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from tests.helpers import REPO_ROOT, free_port, kept_under_tmp, private_tmp  # noqa: E402
+from tests.support.namespaces import kept_under_tmp, private_tmp  # noqa: E402
+from tests.support.processes import free_port  # noqa: E402
+from tests.support.repo import REPO_ROOT  # noqa: E402
 from train.testing import make_shards, read_metrics, tiny_config, train_losses, write_config  # noqa: E402
 
 
@@ -210,7 +212,7 @@ def run_nodes(run_dir: Path, config: Path, **kw) -> tuple[list[int], str]:
 @pytest.fixture(scope="module")
 def shared():
     """A folder outside /tmp that every node sees (deleted at the end)."""
-    # The checkout and the environment stay visible on every node (tests.helpers.private_tmp); a
+    # The checkout and the environment stay visible on every node (tests.support.namespaces.private_tmp); a
     # shared folder elsewhere under /tmp would not.
     if Path("/tmp") in ARTIFACTS.parents and REPO_ROOT not in ARTIFACTS.parents:
         pytest.skip(f"{ARTIFACTS} is under /tmp, which each node's own tmpfs hides (DOLMA_PIPE_ARTIFACTS sets the shared folder)")

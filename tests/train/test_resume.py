@@ -238,7 +238,7 @@ def test_sigterm_to_torchrun_saves_and_torchrun_exits_1(tmp_path):
     import sys
     import time
 
-    from tests.helpers import REPO_ROOT
+    from tests.support.repo import REPO_ROOT
 
     data = make_shards(tmp_path / "data", n_train_shards=1)
     raw = tiny_config(tmp_path / "P", data, train={"max_steps": 2000}, checkpoint={"interval": 0}, eval={"at_end": False})

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.helpers import REPO_ROOT
+from tests.support.repo import REPO_ROOT
 from train.shards import (
     DocRecord,
     ShardError,

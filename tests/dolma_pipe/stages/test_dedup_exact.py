@@ -14,7 +14,7 @@ from dolma_pipe.documents import read_documents, write_documents
 from dolma_pipe.executors import RayExecutor
 from dolma_pipe.manifest import read_manifest
 from dolma_pipe.quarantine import Quarantine
-from tests.helpers import run_cli, stage_outputs
+from tests.support.cli import run_cli
 from tests.support.dedup import (
     REPEATED,
     attribute_rows,
@@ -24,6 +24,7 @@ from tests.support.dedup import (
     run,
     stand_in_mix,
 )
+from tests.support.outputs import stage_outputs
 
 PHASES = ["scan", "documents", "bands", "verify", "clusters", "removed", "paragraphs", "attributes"]
 

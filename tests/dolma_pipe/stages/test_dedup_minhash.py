@@ -15,8 +15,9 @@ import pytest
 from dolma_pipe.documents import write_documents
 from dolma_pipe.manifest import read_manifest
 from dolma_pipe.minhash import MinHasher
-from tests.helpers import sample_rows, stage_outputs
 from tests.support.dedup import attribute_rows, documents_in_order, near_copy, near_corpus, run
+from tests.support.documents import sample_rows
+from tests.support.outputs import stage_outputs
 
 THRESHOLD = 0.8
 

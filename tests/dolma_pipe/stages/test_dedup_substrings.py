@@ -18,8 +18,9 @@ from dolma_pipe.runner import run_stage
 from dolma_pipe.stages.dedup import DedupConfig, DedupStage, substrings
 from mixers.config import MixConfig
 from mixers.stage import MixStage
-from tests.helpers import WORDS, stage_outputs
 from tests.support.dedup import attribute_rows
+from tests.support.documents import WORDS
+from tests.support.outputs import stage_outputs
 
 L = 60  # bytes
 

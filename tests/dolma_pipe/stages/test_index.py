@@ -14,7 +14,7 @@ import pytest
 from dolma_pipe.manifest import read_manifest
 from dolma_pipe.stages.index import Index, IndexQueryError
 from dolma_pipe.stages.index import stage as index_stage
-from tests.helpers import done_markers, kill_when, run_cli, stage_outputs
+from tests.support.cli import run_cli
 from tests.support.index import (
     EOS,
     index_config,
@@ -27,6 +27,8 @@ from tests.support.index import (
     tokenize_corpus,
     write_corpus,
 )
+from tests.support.outputs import done_markers, stage_outputs
+from tests.support.processes import kill_when
 
 
 @pytest.fixture(scope="module")

@@ -14,8 +14,9 @@ from dolma_pipe import suffix
 from dolma_pipe.runner import RunFailed
 from dolma_pipe.stages.index import Index, IndexQueryError
 from dolma_pipe.stages.index import files as index_files
-from tests.helpers import run_cli, stage_outputs
+from tests.support.cli import run_cli
 from tests.support.index import EOS, index_config, planted_documents, run_index, tokenize_corpus, write_corpus
+from tests.support.outputs import stage_outputs
 
 
 @pytest.fixture(scope="module")

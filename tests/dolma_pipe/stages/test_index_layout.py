@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from dolma_pipe.stages.index import Index
-from tests.helpers import run_cli
+from tests.support.cli import run_cli
 from tests.support.index import EOS, index_config, planted_documents, run_index, scan_count, tokenize_corpus
 from train.shards import find_shards, read_shard
 

@@ -17,7 +17,7 @@ import pytest
 
 from dolma_pipe.stages.index import Index, IndexQueryError
 from dolma_pipe.stages.index.config import MEMORY_PER_SYMBOL
-from tests.helpers import run_cli
+from tests.support.cli import run_cli
 from tests.support.index import index_config, planted_documents, run_index, tokenize_corpus
 
 ROOT = Path(__file__).resolve().parents[3]

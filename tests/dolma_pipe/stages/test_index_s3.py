@@ -21,8 +21,9 @@ from dolma_pipe.config import load_config
 from dolma_pipe.runner import run_stage
 from dolma_pipe.stages.index import Index, IndexQueryError
 from dolma_pipe.stages.tokenize import TokenizeConfig, TokenizeStage
-from tests.helpers import run_cli, stage_outputs
+from tests.support.cli import run_cli
 from tests.support.index import EOS, index_config, planted_documents, run_index, tokenize_corpus
+from tests.support.outputs import stage_outputs
 
 pytest.importorskip("moto")
 

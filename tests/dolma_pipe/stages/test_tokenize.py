@@ -20,7 +20,10 @@ from dolma_pipe.executors import RayExecutor
 from dolma_pipe.manifest import read_manifest
 from dolma_pipe.runner import run_stage
 from dolma_pipe.stages.tokenize import TokenizeConfig, TokenizeError, TokenizeStage, add_special_tokens, shard_bounds
-from tests.helpers import done_markers, kill_when, make_docs, run_cli
+from tests.support.cli import run_cli
+from tests.support.documents import make_docs
+from tests.support.outputs import done_markers
+from tests.support.processes import kill_when
 from train.shards import ShardError, find_shards, read_shard
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -433,7 +436,7 @@ def test_hub_id_offline_says_what_to_use_at_once(monkeypatch, how):
     own retries took about 20 s)."""
     import time
 
-    from tests.helpers import free_port
+    from tests.support.processes import free_port
 
     if how == "HF_HUB_OFFLINE":
         monkeypatch.setenv("HF_HUB_OFFLINE", "1")

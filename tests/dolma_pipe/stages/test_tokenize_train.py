@@ -11,7 +11,7 @@ from dolma_pipe import tokenizer as toks
 from dolma_pipe.config import load_config
 from dolma_pipe.runner import run_stage
 from dolma_pipe.stages.tokenize import TokenizeConfig, TokenizeStage
-from tests.helpers import SAMPLE_DOCUMENTS
+from tests.support.repo import SAMPLE_DOCUMENTS
 
 pytest.importorskip("torch")
 pytestmark = [

@@ -1,0 +1,35 @@
+"""Documents for tests: synthetic ones from a small word list, and the bundled sample corpus's."""
+
+from __future__ import annotations
+
+import glob
+import os
+import random
+
+from tests.support.repo import SAMPLE_DOCUMENTS
+
+WORDS = (
+    "the of and to in a is that for it as was with be by on not he this are or his from at which but "
+    "have an they you were her she there been one all we their has would when if so no out up into"
+).split()
+
+
+def make_docs(n: int, seed: int = 0, words: int = 60, source: str = "test") -> list[dict]:
+    rng = random.Random(seed)
+    return [
+        {
+            "id": f"{source}-{seed}-{i}",
+            "text": " ".join(rng.choices(WORDS, k=words)) + f" ünïcödé {i}.",
+            "source": source,
+            "added": "2026-01-01T00:00:00Z",
+            "metadata": {"n": i, "tags": ["a", "b"]},
+        }
+        for i in range(n)
+    ]
+
+
+def sample_rows(pattern: str = "*/*") -> list[dict]:
+    """Every document of the bundled sample corpus under ``pattern``, in file order."""
+    from dolma_pipe.documents import read_documents
+
+    return [row for path in sorted(glob.glob(os.path.join(SAMPLE_DOCUMENTS, pattern))) for _, row in read_documents(path)]
