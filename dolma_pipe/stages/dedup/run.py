@@ -6,8 +6,9 @@ mode, the filter the run starts from. A phase family (:mod:`.phases`, :mod:`.clu
 :mod:`.summary`) is a :class:`Family` built from it: its methods are the phases' ``plan``,
 ``run``, ``outputs`` and ``after``.
 
-Which phases a run has depends on the config alone (:func:`exact_mode`, :func:`needs_removed`...):
-the runner asks for them before it resolves the run.
+Which phases a run has depends on the config alone (:func:`exact_mode`, :func:`needs_removed`...);
+the stage builds one :class:`DedupRun` and each family once from it when it is asked for its phases
+(after the run is resolved: on the driver, and on each worker from the pickled stage).
 """
 
 from __future__ import annotations

@@ -90,7 +90,6 @@ class DedupStage(Stage[DedupConfig]):
             )
         self.layout = Layout(WorkDir(work))
         self._filter: FilterState | None = None
-        self._run: DedupRun | None = None
 
     # ---- where things go ----------------------------------------------------------------
 
@@ -141,33 +140,18 @@ class DedupStage(Stage[DedupConfig]):
             bloom = BloomResolved(start=BloomStart(**state.identity()), **sized)
         return resolved(c, sum(f.size for f in inputs), evaluation, bloom)
 
-    @property
-    def dedup_run(self) -> DedupRun:
-        """What the phases read: built once the run is resolved (:meth:`Stage.prepare`)."""
-        if self._run is None or self._run.resolved is not self.resolved:
-            if not isinstance(self.resolved, DedupResolved):
-                raise RuntimeError("a dedup phase ran before its run was resolved (Stage.prepare)")
-            self._run = DedupRun(self.config, self.resolved, self.layout, self.output_root, self.set_name, self._filter)
-        return self._run
-
     def phases(self) -> list[Phase]:
-        return [row.phase(self) for row in PHASES if row.when(self.config)]
+        """The phases of this config, built from the resolved run: asked after :meth:`Stage.prepare`,
+        on the driver and on each worker from the pickled stage."""
+        if not isinstance(self.resolved, DedupResolved):
+            raise RuntimeError("dedup's phases were asked for before its run was resolved (Stage.prepare)")
+        run = DedupRun(self.config, self.resolved, self.layout, self.output_root, self.set_name, self._filter)
+        rows = [row for row in PHASES if row.when(self.config)]
+        families = {row.family: row.family(run) for row in rows}  # one of each, sharing the run
+        return [row.phase(families[row.family]) for row in rows]
 
 
 # ---- the phase table ------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class OnRun:
-    """A phase's callable: ``method`` of ``family``, the family built when it is called from the
-    stage's resolved run (the runner asks for the phases before it resolves the run)."""
-
-    stage: DedupStage
-    family: type[Family]
-    method: Callable[..., Any]
-
-    def __call__(self, *args: Any) -> Any:
-        return self.method(self.family(self.stage.dedup_run), *args)
 
 
 @dataclass(frozen=True)
@@ -184,9 +168,11 @@ class Row:
     when: Callable[[DedupConfig], bool] = always
     unit: str = "task"
 
-    def phase(self, stage: DedupStage) -> Phase:
-        def bound(method: Callable[..., Any]) -> OnRun:
-            return OnRun(stage, self.family, method)
+    def phase(self, family: Family) -> Phase:
+        """This row's phase, its methods bound to ``family`` (an instance of :attr:`family`)."""
+
+        def bound(method: Callable[..., Any]) -> Callable[..., Any]:
+            return partial(method, family)
 
         return Phase(
             self.name, plan=bound(self.plan), run=bound(self.run), outputs=bound(self.outputs), after=bound(self.after), unit=self.unit
