@@ -24,8 +24,6 @@ from mixers.config import MixConfig
 from mixers.output import MemberWriter
 from mixers.stage import MixStage
 from tests.support.documents import WORDS
-
-# Raw bytes per member in these tests (the stage's own rule gives 1 MiB or more): small enough that
 from tests.support.tokens import train_tokenizer
 
 # Raw bytes per member in these tests (the stage's own rule gives 1 MiB or more): small enough that

@@ -15,8 +15,6 @@ from dolma_pipe.documents import write_documents
 from mixers.config import MixConfig
 from mixers.olmix import OlmixError, OlmixMix, from_mix_config, parse_olmix, read_olmix, to_mix_sources, write_olmix
 from tests.support.documents import make_docs
-
-# olmix's configs/examples/launch/data_proportions/mix_baseline.yaml (github.com/allenai/olmix,
 from tests.support.tokens import train_tokenizer
 
 # olmix's configs/examples/launch/data_proportions/mix_baseline.yaml (github.com/allenai/olmix,

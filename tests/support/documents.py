@@ -5,6 +5,7 @@ from __future__ import annotations
 import glob
 import os
 import random
+from pathlib import Path
 
 from tests.support.repo import SAMPLE_DOCUMENTS
 
@@ -33,3 +34,13 @@ def sample_rows(pattern: str = "*/*") -> list[dict]:
     from dolma_pipe.documents import read_documents
 
     return [row for path in sorted(glob.glob(os.path.join(SAMPLE_DOCUMENTS, pattern))) for _, row in read_documents(path)]
+
+
+def write_synthetic_corpus(root: Path, files: int = 3, docs: int = 50, ext: str = "jsonl.gz", words: int = 60) -> Path:
+    """``files`` document files of ``docs`` documents (:func:`make_docs`, seeded by the file's
+    index) under ``root/documents/``; returns ``root``."""
+    from dolma_pipe.documents import write_documents
+
+    for f in range(files):
+        write_documents(str(root / "documents" / f"part-{f:04d}.{ext}"), make_docs(docs, seed=f, words=words))
+    return root

@@ -15,8 +15,6 @@ from taggers import registry
 from taggers.base import Document, TaggerError
 from taggers.builtin.gopher import DolmaGopherTagger, DolmaGopherV2Tagger, GopherTagger, dolma_attributes, ngram_fractions, normalize_lang
 from tests.support.documents import sample_rows
-
-# Plain English prose (81 words, 11 stop words): passes every rule.
 from tests.support.repo import REPO_ROOT
 
 # Plain English prose (81 words, 11 stop words): passes every rule.
