@@ -17,6 +17,7 @@ import re
 import sys
 from pathlib import Path
 
+from tests.support.imports import type_checking_only
 from tests.support.repo import REPO_ROOT
 
 PACKAGES = ("dolma_pipe", "taggers", "mixers", "report", "train")
@@ -60,18 +61,9 @@ def _modules() -> dict[str, Path]:
     return out
 
 
-def _type_checking_only(tree: ast.AST) -> set[int]:
-    """ids of import nodes under ``if TYPE_CHECKING:``."""
-    skip: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            skip.update(id(n) for stmt in node.body for n in ast.walk(stmt))
-    return skip
-
-
 def _imports(name: str, tree: ast.AST, is_pkg: bool) -> set[str]:
     """What the import statements of module ``name`` name (every prefix a ``from`` line implies)."""
-    skip = _type_checking_only(tree)
+    skip = type_checking_only(tree)
     found: set[str] = set()
     for node in ast.walk(tree):
         if id(node) in skip:

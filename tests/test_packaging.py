@@ -33,9 +33,9 @@ import pytest
 from dolma_pipe import extras
 from dolma_pipe import tokenizer as toks
 from taggers.fasttext_models import bundled_lid_path
+from tests.support.imports import type_checking_only
 from tests.support.repo import REPO_ROOT, SAMPLE_DOCUMENTS
 from tests.support.skips import skip_missing
-from tests.test_import_graph import _type_checking_only
 
 tomllib = pytest.importorskip("tomllib")  # Python 3.11+
 
@@ -84,7 +84,7 @@ def product_imports() -> dict[str, set[str]]:
     for pkg in sorted(own):
         for path in sorted((REPO_ROOT / pkg).rglob("*.py")):
             tree = ast.parse(path.read_text(), str(path))
-            skip = _type_checking_only(tree)
+            skip = type_checking_only(tree)
             for node in ast.walk(tree):
                 if id(node) in skip:
                     continue

@@ -17,18 +17,11 @@ import pytest
 from dolma_pipe import tokenizer as toks
 from dolma_pipe.documents import write_documents
 from tests.support.documents import make_docs
+from tests.support.namespaces import can_unshare_mount
 from tests.support.outputs import stage_outputs
 from tests.support.repo import REPO_ROOT
 
-
-def _can_mount() -> bool:
-    try:
-        return subprocess.run(["unshare", "--mount", "true"], capture_output=True).returncode == 0
-    except FileNotFoundError:
-        return False
-
-
-pytestmark = pytest.mark.skipif(not _can_mount(), reason="needs `unshare --mount` (root) for a small tmpfs")
+pytestmark = pytest.mark.skipif(not can_unshare_mount(), reason="needs `unshare --mount` (root) for a small tmpfs")
 
 
 def _args(stage: str, docs: str, out: str) -> list[str]:

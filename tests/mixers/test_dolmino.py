@@ -5,8 +5,6 @@ bytes for any process count and rerun, a cache of counts, and resuming after a k
 from __future__ import annotations
 
 import collections
-import gzip
-import io
 import json
 import math
 import os
@@ -16,15 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from dolma_pipe.config import ConfigError, load_config
+from dolma_pipe.config import ConfigError
 from dolma_pipe.documents import write_documents
 from dolma_pipe.executors import RayExecutor
 from dolma_pipe.manifest import read_manifest
-from dolma_pipe.runner import run_stage
-from mixers.config import MixConfig
 from mixers.dolmino import MixPlanError
-from mixers.stage import MixStage
 from tests.support.documents import make_docs
+from tests.support.mixes import run, seed_docs
 from tests.support.outputs import done_markers, stage_outputs
 from tests.support.processes import kill_when
 from tests.support.repo import REPO_ROOT
@@ -69,18 +65,6 @@ def spec(corpus: Path, out: Path, target: int = 16_000, ratios=(0.5, 0.3, 0.2), 
         "progress": False,
         **extra,
     }
-
-
-def run(config: dict, executor=None):
-    return run_stage(MixStage(load_config(MixConfig, None, config)), executor=executor, stream=io.StringIO())
-
-
-def seed_docs(out: Path, seed: int, source: str) -> list[dict]:
-    rows = []
-    for p in sorted((out / f"seed-{seed}" / "documents").glob(f"{source}-*.jsonl.gz")):
-        with gzip.open(p, "rt") as fh:
-            rows += [json.loads(line) for line in fh]
-    return rows
 
 
 def count_tokens(corpus: Path, texts: list[str]) -> list[int]:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import collections
 import gzip
-import io
 import json
 import random
 from pathlib import Path
@@ -15,16 +14,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dolma_pipe.config import ConfigError, load_config
+from dolma_pipe.config import ConfigError
 from dolma_pipe.documents import write_documents
 from dolma_pipe.executors import RayExecutor
 from dolma_pipe.manifest import read_manifest
-from dolma_pipe.runner import run_stage
 from mixers import quality
-from mixers.config import MixConfig, QualityConfig, QualityCurveConfig
+from mixers.config import QualityConfig, QualityCurveConfig
 from mixers.dolmino import MixPlanError
-from mixers.stage import MixStage
 from tests.support.documents import make_docs
+from tests.support.mixes import run, seed_docs
 from tests.support.outputs import stage_outputs
 from tests.support.tokens import train_tokenizer
 
@@ -84,18 +82,6 @@ def spec(corpus: Path, out: Path, web_tokens: int = 16_000, **q) -> dict:
         "processes": 1,
         "progress": False,
     }
-
-
-def run(config: dict, executor=None):
-    return run_stage(MixStage(load_config(MixConfig, None, config)), executor=executor, stream=io.StringIO())
-
-
-def seed_docs(out: Path, seed: int, source: str) -> list[dict]:
-    rows = []
-    for p in sorted((out / f"seed-{seed}" / "documents").glob(f"{source}-*.jsonl.gz")):
-        with gzip.open(p, "rt") as fh:
-            rows += [json.loads(line) for line in fh]
-    return rows
 
 
 def web_plan(out: Path) -> dict:

@@ -18,13 +18,8 @@ from dolma_pipe.stages.dedup import DedupStage
 from mixers.attribute_keys import FIRST_ROWS
 from mixers.config import MixConfig
 from mixers.stage import MixStage
+from tests.support.documents import write_gzip_jsonl
 from tests.support.tokens import train_tokenizer
-
-
-def write_jsonl(path: Path, rows: list[dict]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(gzip.compress("".join(json.dumps(r) + "\n" for r in rows).encode(), mtime=0))
-
 
 TAGS = [{"exp__gopher_v1__keep": [[0, 4, float(i % 2)]], "exp__pii__email": []} for i in range(4)]
 DEDUP = [{"bff_duplicate_docs": [[0, 4, 1]]} if i == 3 else {} for i in range(4)]
@@ -33,9 +28,9 @@ DEDUP = [{"bff_duplicate_docs": [[0, 4, 1]]} if i == 3 else {} for i in range(4)
 @pytest.fixture
 def root(tmp_path) -> Path:
     root = tmp_path / "c"
-    write_jsonl(root / "documents" / "a.jsonl.gz", [{"id": f"d{i}", "text": f"text {i}"} for i in range(4)])
-    write_jsonl(root / "attributes" / "tags" / "a.jsonl.gz", [{"id": f"d{i}", "attributes": a} for i, a in enumerate(TAGS)])
-    write_jsonl(root / "attributes" / "dedup" / "a.jsonl.gz", [{"id": f"d{i}", "attributes": a} for i, a in enumerate(DEDUP)])
+    write_gzip_jsonl(root / "documents" / "a.jsonl.gz", [{"id": f"d{i}", "text": f"text {i}"} for i in range(4)])
+    write_gzip_jsonl(root / "attributes" / "tags" / "a.jsonl.gz", [{"id": f"d{i}", "attributes": a} for i, a in enumerate(TAGS)])
+    write_gzip_jsonl(root / "attributes" / "dedup" / "a.jsonl.gz", [{"id": f"d{i}", "attributes": a} for i, a in enumerate(DEDUP)])
     return root
 
 
@@ -122,11 +117,11 @@ def test_no_warning_for_names_the_shorthand_finds(root, tmp_path, capsys):
     """Names held by any row (not only the first ones), by the documents' own attributes, or
     declared by a complete dedup run (dedup writes a name only on the rows it marks) are known."""
     n = FIRST_ROWS + 20
-    write_jsonl(root / "documents" / "a.jsonl.gz", [{"id": f"d{i}", "text": f"a {i}", "attributes": {"inline": []}} for i in range(4)])
-    write_jsonl(root / "documents" / "b.jsonl.gz", [{"id": f"b{i}", "text": f"b {i}"} for i in range(n)])
+    write_gzip_jsonl(root / "documents" / "a.jsonl.gz", [{"id": f"d{i}", "text": f"a {i}", "attributes": {"inline": []}} for i in range(4)])
+    write_gzip_jsonl(root / "documents" / "b.jsonl.gz", [{"id": f"b{i}", "text": f"b {i}"} for i in range(n)])
     late = [{"id": f"b{i}", "attributes": {"late_key": [[0, 1, 1]]} if i == n - 1 else {}} for i in range(n)]
-    write_jsonl(root / "attributes" / "tags" / "b.jsonl.gz", late)
-    write_jsonl(root / "attributes" / "dedup" / "b.jsonl.gz", [{"id": f"b{i}", "attributes": {}} for i in range(n)])
+    write_gzip_jsonl(root / "attributes" / "tags" / "b.jsonl.gz", late)
+    write_gzip_jsonl(root / "attributes" / "dedup" / "b.jsonl.gz", [{"id": f"b{i}", "attributes": {}} for i in range(n)])
     # A document dedup run that finds no duplicate: no row holds its name; its manifest declares it.
     dedupe = {"name": "exact", "documents": {"attribute_name": "exact_duplicate_docs", "key": "$.text"}}
     spec = {"documents": [str(root / "documents" / "*.gz")], "dedupe": dedupe, "processes": 1, "progress": False}

@@ -16,12 +16,7 @@ from mixers import shorthand
 from mixers.attribute_keys import FIRST_ROWS
 from mixers.config import MixConfig
 from mixers.stage import MixStage
-
-
-def write_jsonl(path: Path, rows: list[dict]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(gzip.compress("".join(json.dumps(r) + "\n" for r in rows).encode(), mtime=0))
-
+from tests.support.documents import write_gzip_jsonl
 
 # Six documents; attribute set "tags" is what `dolma-pipe tag --experiment exp` writes, "dedup" a
 # dedup attribute present (with spans) only on duplicates.
@@ -40,9 +35,9 @@ TEXTS = ["aaaa bbbb", "cccc dddd", "eeee ffff", "gggg hhhh", "iiii jjjj", "kkkk 
 @pytest.fixture
 def root(tmp_path) -> Path:
     root = tmp_path / "c"
-    write_jsonl(root / "documents" / "a.jsonl.gz", [{"id": f"d{i}", "text": t} for i, t in enumerate(TEXTS)])
-    write_jsonl(root / "attributes" / "tags" / "a.jsonl.gz", [{"id": f"d{i}", "attributes": a} for i, a in enumerate(TAGS)])
-    write_jsonl(root / "attributes" / "dedup" / "a.jsonl.gz", [{"id": f"d{i}", "attributes": a} for i, a in enumerate(DEDUP)])
+    write_gzip_jsonl(root / "documents" / "a.jsonl.gz", [{"id": f"d{i}", "text": t} for i, t in enumerate(TEXTS)])
+    write_gzip_jsonl(root / "attributes" / "tags" / "a.jsonl.gz", [{"id": f"d{i}", "attributes": a} for i, a in enumerate(TAGS)])
+    write_gzip_jsonl(root / "attributes" / "dedup" / "a.jsonl.gz", [{"id": f"d{i}", "attributes": a} for i, a in enumerate(DEDUP)])
     return root
 
 
@@ -128,8 +123,8 @@ def test_errors_at_load_name_key_and_column(root, tmp_path, rule, column, messag
 
 def test_non_span_attribute_is_refused(tmp_path):
     root = tmp_path / "c"
-    write_jsonl(root / "documents" / "a.jsonl.gz", [{"id": "d0", "text": "t"}])
-    write_jsonl(root / "attributes" / "tox" / "a.jsonl.gz", [{"id": "d0", "attributes": {"toxicity": 0.3}}])
+    write_gzip_jsonl(root / "documents" / "a.jsonl.gz", [{"id": "d0", "text": "t"}])
+    write_gzip_jsonl(root / "attributes" / "tox" / "a.jsonl.gz", [{"id": "d0", "attributes": {"toxicity": 0.3}}])
     with pytest.raises(ConfigError, match="'toxicity' holds number values, not .* spans; use a jq or JSONPath rule"):
         stage(root, tmp_path / "out", exclude=["toxicity > 0.5"], attributes=("tox",))
 
@@ -138,9 +133,9 @@ def test_a_key_only_late_rows_hold_is_found(tmp_path):
     """The first rows are read first; a name not found there is looked for further before failing."""
     n = FIRST_ROWS + 50
     root = tmp_path / "c"
-    write_jsonl(root / "documents" / "a.jsonl.gz", [{"id": f"d{i}", "text": "t"} for i in range(n)])
+    write_gzip_jsonl(root / "documents" / "a.jsonl.gz", [{"id": f"d{i}", "text": "t"} for i in range(n)])
     rows = [{"id": f"d{i}", "attributes": {"exp__pii__email": [[0, 1, 1.0]]} if i == n - 1 else {}} for i in range(n)]
-    write_jsonl(root / "attributes" / "pii" / "a.jsonl.gz", rows)
+    write_gzip_jsonl(root / "attributes" / "pii" / "a.jsonl.gz", rows)
     assert kept(root, tmp_path, include=["pii__email"], attributes=("pii",)) == [f"d{n - 1}"]
 
 
@@ -150,7 +145,7 @@ def test_names_a_dedup_run_declares_are_known_though_no_row_holds_them(tmp_path)
     from dolma_pipe.stages.dedup import DedupStage
 
     root = tmp_path / "c"
-    write_jsonl(root / "documents" / "a.jsonl.gz", [{"id": f"d{i}", "text": f"unique document {i}"} for i in range(3)])
+    write_gzip_jsonl(root / "documents" / "a.jsonl.gz", [{"id": f"d{i}", "text": f"unique document {i}"} for i in range(3)])
     dedupe = {"name": "dedup_docs", "documents": {"attribute_name": "bff_duplicate_docs", "key": "$.text"}}
     spec = {"documents": [str(root / "documents" / "*.gz")], "dedupe": dedupe, "processes": 1, "progress": False}
     run_stage(DedupStage(load_config(DedupStage.config_model, None, spec)), stream=io.StringIO())

@@ -4,7 +4,6 @@ for any process count, executor and rerun, resuming after a kill, `shuffle: fals
 from __future__ import annotations
 
 import gzip
-import io
 import json
 from pathlib import Path
 
@@ -15,10 +14,9 @@ from dolma_pipe.documents import write_documents
 from dolma_pipe.executors import RayExecutor
 from dolma_pipe.manifest import read_manifest
 from dolma_pipe.paths import PathError
-from dolma_pipe.runner import run_stage
 from mixers.config import MixConfig
-from mixers.stage import MixStage
 from tests.support.documents import make_docs
+from tests.support.mixes import run
 from tests.support.outputs import done_markers, stage_outputs
 from tests.support.processes import kill_when
 
@@ -55,10 +53,6 @@ def spec(corpus: Path, out: Path, max_size: int = 6000, **extra) -> dict:
         "progress": False,
         **extra,
     }
-
-
-def run(config: dict, executor=None):
-    return run_stage(MixStage(load_config(MixConfig, None, config)), executor=executor, stream=io.StringIO())
 
 
 def docs_of(out: Path) -> list[dict]:

@@ -6,6 +6,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 
 def run_cli(*args: str, check: bool = False, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
     proc = subprocess.run(
@@ -18,3 +20,11 @@ def run_cli(*args: str, check: bool = False, env: dict | None = None, timeout: f
     if check and proc.returncode != 0:
         raise AssertionError(f"dolma-pipe {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr}")
     return proc
+
+
+def one_line_error(capsys: pytest.CaptureFixture[str]) -> str:
+    """The one line a command wrote to stderr (``capsys``), checked to be one line and no traceback."""
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    return lines[0]

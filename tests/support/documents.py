@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import glob
+import gzip
+import json
 import os
 import random
 from pathlib import Path
@@ -44,3 +46,16 @@ def write_synthetic_corpus(root: Path, files: int = 3, docs: int = 50, ext: str 
     for f in range(files):
         write_documents(str(root / "documents" / f"part-{f:04d}.{ext}"), make_docs(docs, seed=f, words=words))
     return root
+
+
+def sample_documents() -> list:
+    """The sample corpus's documents (:func:`sample_rows`) as the taggers see them."""
+    from taggers.base import Document
+
+    return [Document.from_row(row) for row in sample_rows()]
+
+
+def write_gzip_jsonl(path: Path, rows: list[dict]) -> None:
+    """``rows`` as gzipped JSON lines at ``path`` (a fixed gzip time: the same bytes every run)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(gzip.compress("".join(json.dumps(r) + "\n" for r in rows).encode(), mtime=0))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shlex
+import subprocess
 import sys
 from pathlib import Path
 
@@ -28,3 +29,11 @@ def private_tmp(*keep: str | Path) -> str:
     steps.append("mount -t tmpfs tmpfs /tmp")
     steps += [f'mkdir -p {shlex.quote(p)} && mount --move "$keep{i}" {shlex.quote(p)} && rmdir "$keep{i}"' for i, p in enumerate(tops)]
     return " && ".join(steps)
+
+
+def can_unshare_mount() -> bool:
+    """Whether this process may make a mount namespace (``unshare --mount``: root, and unshare(1))."""
+    try:
+        return subprocess.run(["unshare", "--mount", "true"], capture_output=True).returncode == 0
+    except FileNotFoundError:
+        return False

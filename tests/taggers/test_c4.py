@@ -12,7 +12,7 @@ import taggers.builtin.c4 as c4_module
 from taggers import registry
 from taggers.base import Document, TaggerError
 from taggers.builtin.c4 import BAD_WORDS, C4Tagger, DolmaC4Tagger, DolmaC4V1Tagger, dolma_c4_python, has_bad_word
-from tests.support.documents import sample_rows
+from tests.support.documents import sample_documents
 from tests.support.repo import REPO_ROOT
 
 
@@ -146,10 +146,6 @@ EDGE_TEXTS = [
 ]
 
 
-def _sample_docs() -> list[Document]:
-    return [Document.from_row(row) for row in sample_rows()]
-
-
 @pytest.fixture(params=[True, False], ids=["rust", "python"], autouse=True)
 def c4_backend(request, monkeypatch):
     """Every test of this module runs on the Rust kernel and on the Python reference."""
@@ -161,7 +157,7 @@ def c4_backend(request, monkeypatch):
 def test_rust_parity_on_sample_corpus_and_edge_cases(c4_backend):
     if not c4_backend:
         pytest.skip("compares both backends once")
-    docs = _sample_docs() + [Document(f"edge{i}", t) for i, t in enumerate(EDGE_TEXTS)]
+    docs = sample_documents() + [Document(f"edge{i}", t) for i, t in enumerate(EDGE_TEXTS)]
     # Texts made of bad words in context: every list entry, plain, hyphenated, glued and in a phrase.
     entries = sorted(c4_module.BAD_WORD_ENTRIES)
     for i in range(0, len(entries), 7):
@@ -259,7 +255,7 @@ def test_dolma_modes_lowercasing_in_rust_is_exact(c4_backend):
 def test_dolma_modes_rust_parity_on_sample_corpus_and_edge_cases(c4_backend):
     if not c4_backend:
         pytest.skip("compares both backends once")
-    docs = _sample_docs() + [Document(f"edge{i}", t) for i, t in enumerate(EDGE_TEXTS)]
+    docs = sample_documents() + [Document(f"edge{i}", t) for i, t in enumerate(EDGE_TEXTS)]
     # Every entry of the list in context: alone, with punctuation, glued, upper-cased, in a phrase.
     entries = c4_module.DOLMA_BAD_LINES
     for i in range(0, len(entries), 7):

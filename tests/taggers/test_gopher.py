@@ -14,7 +14,7 @@ import taggers.builtin.gopher as gopher_module
 from taggers import registry
 from taggers.base import Document, TaggerError
 from taggers.builtin.gopher import DolmaGopherTagger, DolmaGopherV2Tagger, GopherTagger, dolma_attributes, ngram_fractions, normalize_lang
-from tests.support.documents import sample_rows
+from tests.support.documents import sample_documents
 from tests.support.repo import REPO_ROOT
 
 # Plain English prose (81 words, 11 stop words): passes every rule.
@@ -350,10 +350,6 @@ EDGE_TEXTS = [
 ]
 
 
-def _sample_docs() -> list[Document]:
-    return [Document.from_row(row) for row in sample_rows()]
-
-
 def _same(a: dict, b: dict) -> bool:
     if list(a) != list(b):
         return False
@@ -383,7 +379,7 @@ def test_rust_kernel_is_the_default():
 def test_rust_parity_on_sample_corpus_and_edge_cases(gopher_backend):
     if not gopher_backend:
         pytest.skip("compares both backends once")
-    docs = _sample_docs()
+    docs = sample_documents()
     assert len(docs) > 3000
     texts = [d.text for d in docs] + EDGE_TEXTS
     rust = GopherTagger(detect_language=False, use_rust=True, stop_words={"xx": ["a b", "Ab", "the-the"]})
@@ -466,7 +462,7 @@ def test_dolma_modes_rust_parity_on_sample_corpus_and_edge_cases(gopher_backend)
     if not gopher_backend:
         pytest.skip("compares both backends once")
     texts = (
-        [d.text for d in _sample_docs()]
+        [d.text for d in sample_documents()]
         + EDGE_TEXTS
         + [
             "a a a a a a a a a a a a",

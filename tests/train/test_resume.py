@@ -12,6 +12,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytestmark = [pytest.mark.train, pytest.mark.slow]  # every test uses the shared stage-1 run
 
+from tests.support.checkpoints import copy_checkpoint  # noqa: E402
 from tests.support.train_launcher import HOLD_UNTIL_STEP, launch_with_hooks, stage1  # noqa: E402
 from train.testing import launch, make_shards, read_metrics, tiny_config, train_losses, write_config  # noqa: E402
 
@@ -26,11 +27,6 @@ def _assert_eval_matches_the_cli(save_dir, val, step=6):
     cli = evaluate_checkpoints([str(save_dir / f"step{step}")], [val], device="cpu")[str(save_dir / f"step{step}")]
     assert cli["tokens"] == 61 * 31
     assert in_training["eval/loss"] == pytest.approx(cli["loss"], rel=1e-6, abs=0)
-
-
-def _copy_checkpoint(src_run, step, dst_dir):
-    dst_dir.mkdir(parents=True)
-    shutil.copytree(src_run / f"step{step}", dst_dir / f"step{step}")
 
 
 def test_preempt_twice_then_resume_is_bit_identical(tmp_path_factory, tmp_path):
@@ -105,7 +101,7 @@ def test_resume_from_the_async_checkpoint_is_bit_identical(tmp_path_factory, tmp
     """The step-3 checkpoint was written in the background while steps 4-6 ran; it must hold
     exactly the step-3 state (staged before training went on)."""
     s1 = stage1(tmp_path_factory)
-    _copy_checkpoint(s1.save_dir, 3, tmp_path / "F")
+    copy_checkpoint(s1.save_dir, 3, tmp_path / "F")
     r = launch(write_config(tmp_path / "f.yaml", tiny_config(tmp_path / "F", s1.data)), nproc=2)
     assert r.returncode == 0, r.stdout + r.stderr
     full = train_losses(s1.save_dir)
@@ -131,7 +127,7 @@ def test_weights_do_not_depend_on_rank_count(tmp_path_factory):
 
 def test_checkpoint_from_two_ranks_resumes_on_one(tmp_path_factory, tmp_path):
     s1 = stage1(tmp_path_factory)
-    _copy_checkpoint(s1.save_dir, 3, tmp_path / "C")
+    copy_checkpoint(s1.save_dir, 3, tmp_path / "C")
     # same global batch on one rank: 4 micro-batches of 2 instead of 2 ranks x 2 x 2
     cfg = write_config(tmp_path / "c.yaml", tiny_config(tmp_path / "C", s1.data))
     r = launch(cfg, nproc=1)
@@ -146,7 +142,7 @@ def test_checkpoint_from_two_ranks_resumes_on_one(tmp_path_factory, tmp_path):
 
 def test_checkpoint_from_two_ranks_resumes_on_four(tmp_path_factory, tmp_path):
     s1 = stage1(tmp_path_factory)
-    _copy_checkpoint(s1.save_dir, 3, tmp_path / "D")
+    copy_checkpoint(s1.save_dir, 3, tmp_path / "D")
     cfg = write_config(tmp_path / "d.yaml", tiny_config(tmp_path / "D", s1.data))
     r = launch(cfg, nproc=4)
     assert r.returncode == 0, r.stdout + r.stderr
@@ -158,7 +154,7 @@ def test_checkpoint_from_two_ranks_resumes_on_four(tmp_path_factory, tmp_path):
 
 def test_resume_with_a_larger_global_batch_continues_the_token_count(tmp_path_factory, tmp_path):
     s1 = stage1(tmp_path_factory)
-    _copy_checkpoint(s1.save_dir, 3, tmp_path / "H")
+    copy_checkpoint(s1.save_dir, 3, tmp_path / "H")
     raw = tiny_config(tmp_path / "H", s1.data, train={"global_batch_size": 16, "micro_batch_size": 4, "max_steps": 5})
     r = launch(write_config(tmp_path / "h.yaml", raw), nproc=1)
     assert r.returncode == 0, r.stdout + r.stderr
@@ -170,7 +166,7 @@ def test_resume_with_a_larger_global_batch_continues_the_token_count(tmp_path_fa
 
 def test_changed_data_is_refused_unless_overridden(tmp_path_factory, tmp_path):
     s1 = stage1(tmp_path_factory)
-    _copy_checkpoint(s1.save_dir, 6, tmp_path / "E")
+    copy_checkpoint(s1.save_dir, 6, tmp_path / "E")
     data = {"train": str(tmp_path / "train"), "val": s1.data["val"]}
     shutil.copytree(s1.data["train"], data["train"])
     (tmp_path / "train" / "part-00002.npy").unlink()  # one shard fewer
@@ -186,7 +182,7 @@ def test_changed_data_is_refused_unless_overridden(tmp_path_factory, tmp_path):
 
 def test_changed_data_seed_is_refused(tmp_path_factory, tmp_path):
     s1 = stage1(tmp_path_factory)
-    _copy_checkpoint(s1.save_dir, 6, tmp_path / "G")
+    copy_checkpoint(s1.save_dir, 6, tmp_path / "G")
     cfg = write_config(tmp_path / "g.yaml", tiny_config(tmp_path / "G", s1.data, train={"max_steps": 7}))
     r = launch(cfg, nproc=1, sets=["data.seed=9"])
     assert r.returncode == 3, r.stdout + r.stderr

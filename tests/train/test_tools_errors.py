@@ -12,14 +12,8 @@ import pytest
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.train
 
+from tests.support.cli import one_line_error  # noqa: E402
 from train.testing import write_shard  # noqa: E402
-
-
-def _one_line(capsys) -> str:
-    err = capsys.readouterr().err
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert len(lines) == 1 and "Traceback" not in err, err
-    return lines[0]
 
 
 @pytest.fixture(scope="module")
@@ -51,22 +45,22 @@ def test_evaluate_errors_are_one_line(ckpts, tmp_path, capsys):
     capsys.readouterr()
     val = data["val"]
     assert main(["--val-paths", val, str(tmp_path / "nope")]) == 2
-    assert _one_line(capsys) == f"checkpoint error: {tmp_path / 'nope'}: does not exist"
+    assert one_line_error(capsys) == f"checkpoint error: {tmp_path / 'nope'}: does not exist"
     assert main(["--val-paths", val, str(run)]) == 2  # the run folder, not a step
-    assert _one_line(capsys) == (
+    assert one_line_error(capsys) == (
         f"checkpoint error: {run}: not a checkpoint folder (no trainer_state.json); it holds a run's checkpoints: "
         f"name one of them, e.g. {run / 'step2'}"
     )
     assert main(["--val-paths", str(tmp_path / "val"), a]) == 3
-    assert _one_line(capsys).startswith(f"data error: data path {str(tmp_path / 'val')!r} does not exist")
+    assert one_line_error(capsys).startswith(f"data error: data path {str(tmp_path / 'val')!r} does not exist")
     # shards from another tokenizer: ids past the model's 512; checked before any forward
     write_shard(tmp_path / "big" / "part-00000.npy", [list(range(1, 900))], vocab_size=2**16)
     assert main(["--val-paths", str(tmp_path / "big"), a]) == 3
-    assert _one_line(capsys).startswith(f"data error: {tmp_path / 'big' / 'part-00000.npy'}: token id 899 >= model.vocab_size 512")
+    assert one_line_error(capsys).startswith(f"data error: {tmp_path / 'big' / 'part-00000.npy'}: token id 899 >= model.vocab_size 512")
     # a shard that does not end with the run's EOS (data.eos_id 0): wrong dtype or truncated
     write_shard(tmp_path / "eos" / "part-00000.npy", [list(range(1, 90))], eos_id=7)
     assert main(["--val-paths", str(tmp_path / "eos"), a]) == 3
-    assert "last token is not EOS (0)" in _one_line(capsys)
+    assert "last token is not EOS (0)" in one_line_error(capsys)
 
 
 def test_soup_errors_are_one_line(ckpts, tmp_path, capsys):
@@ -77,26 +71,26 @@ def test_soup_errors_are_one_line(ckpts, tmp_path, capsys):
 
     _, _, a, b = ckpts
     assert main(["--out", str(tmp_path / "soup"), a, str(tmp_path / "nope")]) == 2
-    assert _one_line(capsys) == f"checkpoint error: {tmp_path / 'nope'}: does not exist"
+    assert one_line_error(capsys) == f"checkpoint error: {tmp_path / 'nope'}: does not exist"
     # an ingredient of another shape
     state = json.loads((Path(a) / "trainer_state.json").read_text())
     state["config"]["model"]["d_model"] = 32
     small = Transformer(ModelConfig(**state["config"]["model"]))
     save_model_weights(tmp_path / "small", small.state_dict(), state)
     assert main(["--out", str(tmp_path / "soup"), a, str(tmp_path / "small")]) == 2
-    line = _one_line(capsys)
+    line = one_line_error(capsys)
     assert line.startswith(f"soup error: {tmp_path / 'small'}: model shape differs from {a}") and "d_model" in line
     assert main(["--out", str(tmp_path / "soup"), a, b, "--weights", "1,2,3"]) == 2
-    assert _one_line(capsys) == "soup error: --weights needs one number per checkpoint (3 for 2)"
+    assert one_line_error(capsys) == "soup error: --weights needs one number per checkpoint (3 for 2)"
     # --out must not delete what it is not: an ingredient, or a folder that is not a soup
     assert main(["--out", a, a, b]) == 2
-    assert _one_line(capsys).startswith(f"soup error: --out {a}: is one of the ingredients")
+    assert one_line_error(capsys).startswith(f"soup error: --out {a}: is one of the ingredients")
     (tmp_path / "precious").mkdir()
     (tmp_path / "precious" / "notes.txt").write_text("x")
     assert main(["--out", str(tmp_path / "precious"), a, b]) == 2
-    assert "not a soup" in _one_line(capsys) and (tmp_path / "precious" / "notes.txt").exists()
+    assert "not a soup" in one_line_error(capsys) and (tmp_path / "precious" / "notes.txt").exists()
     assert main(["--out", str(tmp_path / "soup"), a, b, "--val-paths", str(tmp_path / "nope")]) == 3
-    assert _one_line(capsys).startswith("data error: ")
+    assert one_line_error(capsys).startswith("data error: ")
     assert main(["--out", str(tmp_path / "soup"), a, b]) == 0  # a soup may be written over
 
 
@@ -105,4 +99,4 @@ def test_export_errors_are_one_line(tmp_path, capsys):
     from train.export_hf import main
 
     assert main([str(tmp_path / "nope"), str(tmp_path / "hf")]) == 2
-    assert _one_line(capsys) == f"checkpoint error: {tmp_path / 'nope'}: does not exist"
+    assert one_line_error(capsys) == f"checkpoint error: {tmp_path / 'nope'}: does not exist"
