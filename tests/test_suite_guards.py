@@ -1,9 +1,15 @@
 """What keeps the suite honest: under CI a skip for a missing dependency fails (tests/conftest.py),
-other skips stay skips; a hung test fails with its name (pytest-timeout, configured in pyproject.toml)."""
+other skips stay skips; a hung test fails with its name (pytest-timeout, configured in pyproject.toml);
+test support lives in one place, ``tests/support/`` (docs/development.md, "Test support")."""
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 import pytest
+
+from tests.support.repo import REPO_ROOT
 
 SUITE = {
     "test_module_level": """
@@ -113,3 +119,80 @@ def test_a_hung_test_fails_with_its_name(pytestconfig, pytester):
             "FAILED test_hang.py::test_waits_for_a_child_that_never_ends - Failed: Timeout*",
         ]
     )
+
+
+# -- test support in one place -----------------------------------------------------------------
+# Under tests/: test modules, package markers, conftest.py files (fixtures and hooks), the support
+# package and data; a helper module anywhere else is support out of its place.
+SUPPORT = "support"
+DATA = "data"
+ALLOWED_NAMES = ("__init__.py", "conftest.py")
+
+
+def stray_files(tests: Path) -> list[str]:
+    """Files under ``tests`` that are neither a test module (``test_*.py``), an ``__init__.py``, a
+    ``conftest.py``, in ``support/`` (test support, no test module), nor under a ``data/`` folder."""
+    stray = []
+    for path in sorted(tests.rglob("*")):
+        rel = path.relative_to(tests)
+        if not path.is_file() or any(part == "__pycache__" or part.startswith(".") for part in rel.parts):
+            continue
+        if DATA in rel.parts[:-1]:
+            continue
+        if rel.parts[0] == SUPPORT and len(rel.parts) > 1:
+            if path.name.startswith("test_"):
+                stray.append(str(rel))
+            continue
+        if not (path.name in ALLOWED_NAMES or (path.name.startswith("test_") and path.suffix == ".py")):
+            stray.append(str(rel))
+    return stray
+
+
+def imports_of_test_modules(tests: Path) -> list[str]:
+    """``module: imported test module`` for every import of a test module (``tests.….test_*``)
+    by a module under ``tests``: what several test files share goes in ``tests/support/``."""
+    found = []
+    for path in sorted(tests.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            found += [
+                f"{path.relative_to(tests)}: {n}" for n in names if n.startswith("tests.") and n.rsplit(".", 1)[-1].startswith("test_")
+            ]
+    return found
+
+
+def test_test_support_lives_in_tests_support():
+    tests = REPO_ROOT / "tests"
+    assert (tests / SUPPORT / "__init__.py").is_file()
+    assert not stray_files(tests), (
+        f"modules under tests/ that are no test, conftest.py or data: move them to tests/support/: {stray_files(tests)}"
+    )
+    assert not imports_of_test_modules(tests), (
+        f"test modules imported by others (move what they share to tests/support/): {imports_of_test_modules(tests)}"
+    )
+
+
+def test_the_support_guard_finds_a_stray_module(tmp_path):
+    for name in (
+        "__init__.py",
+        "conftest.py",
+        "test_a.py",
+        "support/__init__.py",
+        "support/corpora.py",
+        "pkg/data/maker.py",
+        "pkg/data/x.json",
+    ):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("")
+    assert stray_files(tmp_path) == []
+    for name in ("helpers.py", "pkg/thing_support.py", "pkg/notes.txt", "support/test_b.py"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("")
+    assert stray_files(tmp_path) == ["helpers.py", "pkg/notes.txt", "pkg/thing_support.py", "support/test_b.py"]
+    (tmp_path / "test_c.py").write_text("from tests.pkg.test_a import helper\nimport tests.test_a\nfrom tests.support.corpora import x\n")
+    assert imports_of_test_modules(tmp_path) == [
+        "test_c.py: tests.pkg.test_a",
+        "test_c.py: tests.test_a",
+    ]
