@@ -18,7 +18,7 @@ from dolma_pipe.runner import run_stage
 from dolma_pipe.stages.dedup import DedupConfig, DedupStage, substrings
 from mixers.config import MixConfig
 from mixers.stage import MixStage
-from tests.support.dedup import attribute_rows
+from tests.support.dedup import attribute_rows, run
 from tests.support.documents import WORDS
 from tests.support.outputs import stage_outputs
 
@@ -101,10 +101,6 @@ def config(root: Path, **extra) -> dict:
         "progress": False,
         **extra,
     }
-
-
-def run(cfg: dict, executor=None):
-    return run_stage(DedupStage(load_config(DedupConfig, None, cfg)), executor=executor, stream=io.StringIO())
 
 
 def spans_of(root: Path, destination: Path | None = None) -> dict[str, list[list[int]]]:
