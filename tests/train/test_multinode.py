@@ -11,16 +11,12 @@ A test stops only what it started: every node is a session of its own, and what 
 (its bash, its torchrun, the workers torchrun starts in sessions of their own) is found by walking
 /proc from its first process and killed by pid; a node's mount namespace goes with its last process.
 
-``python -m tests.train.test_multinode --pause-after N --hook-dir DIR --config ...`` is the rank
-entry point of the SIGTERM test: ``python -m train`` with every rank pausing after step N until
-DIR/release exists, and writing DIR/sigterm-<rank> when its SIGTERM handler runs, so that the test
-signals a node while no step is in flight and releases the ranks once that node's ranks have the
-signal (no timing involved). The trainer itself is unchanged, as in ``tests.support.train_launcher``.
+The SIGTERM test's ranks run ``python -m tests.support.train_pausing`` (``python -m train``
+pausing after a step until released), so that the test signals a node while no step is in flight.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shlex
@@ -347,7 +343,7 @@ def test_sigterm_to_one_node_then_resume_is_bit_identical(reference, shared):
     hooks = shared / "preempt-hooks"
     hooks.mkdir()
     nodes = start_nodes(
-        shared / "preempt-nodes", cfg, module="tests.train.test_multinode", module_args=("--pause-after", "2", "--hook-dir", str(hooks))
+        shared / "preempt-nodes", cfg, module="tests.support.train_pausing", module_args=("--pause-after", "2", "--hook-dir", str(hooks))
     )
     _wait_for(lambda: len(list(hooks.glob("paused-*"))) == 4, "all 4 ranks paused after step 2", nodes)
     agent = nodes[0].agent()
@@ -521,42 +517,3 @@ def test_slurm_template_on_two_nodes(reference, shared):
         ["bash", str(REPO_ROOT / "train" / "launch" / "slurm.sbatch"), str(cfg)], capture_output=True, text=True, env=bare, cwd=job
     )
     assert r.returncode == 1 and "SLURM_JOB_NUM_NODES: not in a SLURM job: submit this script with sbatch" in r.stderr, r.stderr
-
-
-# -- the rank entry point of the SIGTERM test --------------------------------------------------
-
-
-def _hook_main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(prog="python -m tests.train.test_multinode")
-    ap.add_argument("--pause-after", type=int, required=True)
-    ap.add_argument("--hook-dir", type=Path, required=True)
-    hooks, rest = ap.parse_known_args(argv)
-    from train.__main__ import main
-    from train.trainer import Trainer
-
-    step_inner, sigterm_inner = Trainer.train_step, Trainer._on_sigterm
-
-    def train_step(self):
-        out = step_inner(self)
-        if self.step == hooks.pause_after:
-            (hooks.hook_dir / f"paused-{self.rank}").touch()
-            deadline = time.monotonic() + NODE_TIMEOUT
-            while not (hooks.hook_dir / "release").exists():
-                if time.monotonic() > deadline:
-                    raise SystemExit("test hook: never released")
-                time.sleep(0.01)
-        return out
-
-    def on_sigterm(self, signum, frame):
-        sigterm_inner(self, signum, frame)
-        (hooks.hook_dir / f"sigterm-{self.rank}").touch()
-
-    Trainer.train_step = train_step  # type: ignore[method-assign]
-    Trainer._on_sigterm = on_sigterm  # type: ignore[method-assign]
-    return main(rest)
-
-
-if __name__ == "__main__":
-    from train.__main__ import _exit
-
-    _exit(_hook_main(sys.argv[1:]))
