@@ -25,9 +25,10 @@ from mixers.stage import MixStage
 from report import ReportStage
 from report.config import ReportConfig
 from taggers.stage import TagConfig, TagStage
+from tests.support.repo import REPO_ROOT
 from tests.support.tokens import train_tokenizer
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = REPO_ROOT
 SAMPLE = ROOT / "examples" / "sample" / "documents"
 SOURCES = ("debian-handbook", "python-doc")
 
