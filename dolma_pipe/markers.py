@@ -4,7 +4,8 @@ Per task the worker writes the stage's outputs, then the task's quarantined reco
 ``<root>/_errors/<key>.jsonl`` (:func:`errors_path`), its id hashes to ``<root>/_ids/<key>.ids``
 (:func:`ids_name`), then the marker ``<root>/_done/<key>.done`` (:func:`marker_path`) holding its
 :class:`~dolma_pipe.manifest.TaskRecord`. A stage with several phases keeps each phase's files
-under ``<phase>/`` in those folders (:func:`phase_dir`).
+under ``<phase>/`` in those folders, a repeated phase each round's under the round's name
+(:func:`phase_dir`).
 
 A rerun lists a phase's markers once (:func:`done_markers`) and keeps a task whose marker shows
 it done under the same inputs, params and fingerprint (:func:`finished`); the fingerprint of a
@@ -26,9 +27,10 @@ from dolma_pipe.manifest import TaskRecord
 from dolma_pipe.stage import Phase, Task
 
 
-def phase_dir(phases: list[Phase], index: int) -> str:
-    # A single-phase stage keeps its markers and errors directly under _done/ and _errors/.
-    return "" if len(phases) == 1 else phases[index].name
+def phase_dir(phases: list[Phase], name: str) -> str:
+    """The folder of phase (or round) ``name``'s markers, errors and id files, for a stage of these
+    phases: a stage of one phase run once keeps them directly under _done/, _errors/ and _ids/."""
+    return "" if len(phases) == 1 and phases[0].repeat is None else name
 
 
 def marker_path(root: str, key: str, phase_dir: str = "") -> str:

@@ -1,8 +1,8 @@
 """One phase's tasks: plan them, keep the finished ones, run the rest on the run's executor.
 
 The runner (:mod:`dolma_pipe.runner`) builds one :class:`StartedRun` when a run starts and, for
-each phase it runs, a :class:`PhaseCall` (that run, the phase's index and fingerprint), the one
-value :func:`run_tasks` takes. A task whose marker shows it done under the same fingerprint is kept
+each phase it runs (each round of a repeated one: a :class:`Slot`), a :class:`PhaseCall` (that
+run, the slot's index and the fingerprint), the one value :func:`run_tasks` takes. A task whose marker shows it done under the same fingerprint is kept
 (:mod:`dolma_pipe.markers`) unless its files are gone or damaged (:mod:`dolma_pipe.redo`); the
 others run on the executor, started only when a phase has work (Ray takes seconds). A failed task's
 one line goes to the phase's record, its traceback to ``<root>/_failures.log``.
@@ -71,12 +71,32 @@ class RunExecutor:
 
 
 @dataclass(frozen=True)
+class Slot:
+    """A phase as the run goes through it, and as the manifest records it: one of the stage's
+    phases, or one round of a repeated one."""
+
+    declared: int  # the phase's index in the stage's phases
+    round: int  # the round (1, 2, ...) of a repeated phase; 0 for a phase run once
+    phase: Phase  # under the round's name
+
+    @classmethod
+    def of(cls, phases: list[Phase], declared: int, round: int = 0) -> Slot:
+        return cls(declared, round, phases[declared].at(round))
+
+    @classmethod
+    def first(cls, phases: list[Phase]) -> list[Slot]:
+        """The slots of a run that starts: each phase once, a repeated one as its first round."""
+        return [cls.of(phases, i, 1 if p.repeat is not None else 0) for i, p in enumerate(phases)]
+
+
+@dataclass(frozen=True)
 class StartedRun:
     """What every step of a started run reads, fixed when it starts (the manifest, the context,
-    the error count and the redo fill in as it goes)."""
+    the slots, the error count and the redo fill in as it goes)."""
 
     stage: Stage[Any]
-    phases: list[Phase]
+    phases: list[Phase]  # the stage's
+    slots: list[Slot]  # the phases as they run, one per record of the manifest: rounds join as they start
     ctx: RunContext
     manifest: Manifest
     fingerprint: str  # the stage's: the first phase's tasks chain from it
@@ -101,15 +121,19 @@ class StartedRun:
 
 @dataclass(frozen=True)
 class PhaseCall:
-    """One phase of a started run, under the fingerprint its tasks carry."""
+    """One phase (or round) of a started run, under the fingerprint its tasks carry."""
 
     run: StartedRun
-    index: int
+    index: int  # of its slot, and of its record in the manifest
     fingerprint: str
 
     @property
+    def slot(self) -> Slot:
+        return self.run.slots[self.index]
+
+    @property
     def phase(self) -> Phase:
-        return self.run.phases[self.index]
+        return self.slot.phase
 
     @property
     def record(self) -> PhaseRecord:
@@ -117,7 +141,7 @@ class PhaseCall:
 
     @property
     def sub(self) -> str:
-        return phase_dir(self.run.phases, self.index)
+        return phase_dir(self.run.phases, self.phase.name)
 
 
 def run_tasks(call: PhaseCall) -> list[WorkFileError]:
@@ -129,7 +153,7 @@ def run_tasks(call: PhaseCall) -> list[WorkFileError]:
     todo = [t for t in tasks if t.key not in record.tasks]
     for done in record.tasks.values():
         run.errors.add(done.error_total)
-    name = run.stage.name if len(run.phases) == 1 else f"{run.stage.name} {phase.name}"
+    name = f"{run.stage.name} {phase.name}" if call.sub else run.stage.name
     bar = progress(name, len(tasks), run.config.progress, run.stream, phase.unit)
     bar.update(len(record.tasks))
     if not todo or run.errors.hit:
@@ -186,7 +210,8 @@ def _execute(call: PhaseCall, executor: Executor, todo: list[Task], bar: Any) ->
     started = time.perf_counter()
     docs = 0
     damaged: list[WorkFileError] = []
-    fn = functools.partial(execute_task, run.stage, call.index, run.ctx, call.fingerprint)
+    # The worker finds the phase among the stage's, and its round in the context.
+    fn = functools.partial(execute_task, run.stage, call.slot.declared, run.ctx, call.fingerprint)
     # At the error limit no more tasks start, but those in flight finish and are recorded:
     # the summary of a stopped run counts everything that was written.
     for task, result, exc in executor.run(fn, todo, stop=lambda: run.errors.hit):

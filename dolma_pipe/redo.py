@@ -83,8 +83,9 @@ class TasksToRedo:
         print(f"dolma-pipe {self.stage.name}: redoing {phase} task {key!r}: its file {path} is {problem}", file=self.stream, flush=True)
 
     def _drop(self, j: int, record: TaskRecord, path: str, problem: str) -> None:
-        storage.remove(marker_path(self.root, record.key, phase_dir(self.phases, j)))
-        self.forget(self.phases[j].name, record, path, problem)
+        name = self.manifest.phases[j].name  # a phase, or a repeated phase's round
+        storage.remove(marker_path(self.root, record.key, phase_dir(self.phases, name)))
+        self.forget(name, record, path, problem)
 
     def forget(self, phase: str, record: TaskRecord, path: str, problem: str) -> None:
         """Removes what a finished task wrote, to redo it: a cache or a resumable writer must not
@@ -95,6 +96,7 @@ class TasksToRedo:
 
     def plan(self, index: int, damaged: list[WorkFileError]) -> int:
         """Drops the markers of the tasks that wrote the damaged files; the phase to go on from.
+        Phases are counted as the manifest lists them (a repeated phase's rounds each one).
 
         Other finished tasks of the same phase whose files are gone too (a work directory removed
         after the run completed) are redone with it, in one go rather than one round each.
@@ -106,7 +108,7 @@ class TasksToRedo:
             if found is None:
                 raise RunFailed(f"{exc}; no finished task of this run wrote it, so it cannot be redone: start over with {_command()}")
             j, record = found
-            phase = self.phases[j].name
+            phase = self.manifest.phases[j].name
             if (phase, record.key) in now:
                 continue
             now.add((phase, record.key))

@@ -16,6 +16,12 @@ where the last run stopped.  Phases run in order on one executor (local pool or
 Ray); a phase's driver-side step runs once all its tasks are done, from the
 records, so a resumed run computes it exactly as an uninterrupted one.
 
+A repeated phase (:class:`dolma_pipe.stage.Repeat`: dedup's star steps) runs round after round
+while it asks for another, at most its limit: each round is a phase of the run named
+``<phase>-NN``, with its own markers (``_done/<phase>-NN/``), record in the manifest (which lists
+the rounds that ran, the first from the start, each next one as it starts) and link in the
+fingerprint chain, so a run killed in the loop resumes at the round and task where it stopped.
+
 The run writes ``<root>/_manifest.json`` when it starts (status ``running``),
 as each phase starts and ends, and when it ends (``complete`` or ``failed``).
 
@@ -56,7 +62,7 @@ from dolma_pipe.lock import RunLock
 from dolma_pipe.manifest import Manifest, ManifestError, PhaseRecord, TaskRecord, read_manifest
 from dolma_pipe.markers import chain
 from dolma_pipe.paths import PathError
-from dolma_pipe.phase_tasks import ErrorLimit, PhaseCall, RunExecutor, StartedRun, failures_log, run_tasks
+from dolma_pipe.phase_tasks import ErrorLimit, PhaseCall, RunExecutor, Slot, StartedRun, failures_log, run_tasks
 from dolma_pipe.quarantine import FILE_KINDS
 from dolma_pipe.redo import TasksToRedo
 from dolma_pipe.run_summary import RunFailed, RunSummary, finalise, refresh_totals
@@ -109,6 +115,7 @@ def _start(stage: Stage, executor: RunExecutor, stream: TextIO) -> StartedRun:
     # Resolved first: a stage builds its phases from its resolved run (config, resolved values, layout).
     fingerprint = stage.prepare(inputs)
     phases = stage.phases()
+    slots = Slot.first(phases)
     ctx = RunContext(inputs=inputs)
     previous = _previous(root)
     manifest = Manifest(
@@ -123,7 +130,7 @@ def _start(stage: Stage, executor: RunExecutor, stream: TextIO) -> StartedRun:
         fingerprint=fingerprint,
         resolved=stage.resolved.as_json(),
         inputs=inputs,
-        phases=[PhaseRecord(name=p.name) for p in phases],
+        phases=[PhaseRecord(name=s.phase.name) for s in slots],
     )
     save = not stage.dry_run  # a dry run writes nothing: not even its manifest over a finished run's
     if save:
@@ -132,6 +139,7 @@ def _start(stage: Stage, executor: RunExecutor, stream: TextIO) -> StartedRun:
     return StartedRun(
         stage=stage,
         phases=phases,
+        slots=slots,
         ctx=ctx,
         manifest=manifest,
         fingerprint=fingerprint,
@@ -155,19 +163,20 @@ class _PhaseEnd:
 
 
 def _run_phases(run: StartedRun) -> str | None:
-    """Runs the phases in order, going back when a damaged file's writer is redone; the table of
-    the last driver-side step that ran."""
+    """Runs the phases in order, a repeated one round after round, going back when a damaged
+    file's writer is redone; the table of the last driver-side step that ran."""
     table: str | None = None
-    starts: dict[int, str] = {}  # the fingerprint each phase starts from (the stage's, chained through earlier phases)
+    starts: dict[int, str] = {}  # the fingerprint each slot starts from (the stage's, chained through earlier ones)
     fingerprint = run.fingerprint
     index = 0
-    while index < len(run.phases):
-        phase, record = run.phases[index], run.manifest.phases[index]
+    while index < len(run.slots):
+        slot, record = run.slots[index], run.manifest.phases[index]
         record.status = "running"
         if index and run.save:
             run.manifest.write(run.root)
         starts[index] = fingerprint
-        call = PhaseCall(run, index, chain(fingerprint, phase.name))
+        run.ctx.round = slot.round
+        call = PhaseCall(run, index, chain(fingerprint, slot.phase.name))
         phase_started = time.perf_counter()
         damaged = run_tasks(call)
         record.seconds = time.perf_counter() - phase_started
@@ -176,22 +185,47 @@ def _run_phases(run: StartedRun) -> str | None:
         if end.stop:
             break
         if end.restart is not None:
-            # Go on from the phase of the task being redone: later phases' finished tasks are
-            # kept when its records come out the same (the fingerprints chain them).
-            for j in range(end.restart, len(run.phases)):
-                run.manifest.phases[j] = PhaseRecord(name=run.phases[j].name)
-                run.ctx.steps.pop(run.phases[j].name, None)
+            _go_back(run, end.restart)
             fingerprint, index = starts[end.restart], end.restart
             continue
         if end.step is not None:
             table = end.step.table
         record.status = "complete"
-        fingerprint = chain(call.fingerprint, phase.name, records)
+        fingerprint = chain(call.fingerprint, slot.phase.name, records)
+        exhausted = _next_round(run, index)
         refresh_totals(run.manifest)
         if run.save:
             run.manifest.write(run.root)
+        if exhausted:
+            break
         index += 1
     return table
+
+
+def _next_round(run: StartedRun, index: int) -> bool:
+    """After a round of a repeated phase: the next round joins the run (a slot and a record after
+    this one) when the phase asks for it; True when it asks for one past its limit (the run stops)."""
+    slot = run.slots[index]
+    repeat = run.phases[slot.declared].repeat
+    if repeat is None or not repeat.again(run.ctx, slot.round):
+        return False
+    if slot.round >= repeat.limit:
+        run.manifest.stopped = repeat.exhausted
+        return True
+    following = Slot.of(run.phases, slot.declared, slot.round + 1)
+    run.slots.insert(index + 1, following)
+    run.manifest.phases.insert(index + 1, PhaseRecord(name=following.phase.name))
+    return False
+
+
+def _go_back(run: StartedRun, restart: int) -> None:
+    """Back to slot ``restart``, whose task is redone: the records from there start anew (later
+    phases' finished tasks are kept when its records come out the same: the fingerprints chain
+    them), and rounds after it leave the run until their phase asks for them again."""
+    for s in run.slots[restart:]:
+        run.ctx.steps.pop(s.phase.name, None)
+    run.slots[restart + 1 :] = [s for s in run.slots[restart + 1 :] if s.round <= 1]
+    run.manifest.phases[restart:] = [PhaseRecord(name=s.phase.name) for s in run.slots[restart:]]
 
 
 def _end_phase(call: PhaseCall, damaged: list[WorkFileError], records: list[TaskRecord]) -> _PhaseEnd:

@@ -19,7 +19,7 @@ import os
 import re
 from abc import ABC
 from collections.abc import Callable, Collection
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Generic, TypeVar
 
 import orjson
@@ -128,18 +128,44 @@ class RunContext:
 
     inputs: list[InputFile]
     steps: dict[str, StepResult] = field(default_factory=dict)
+    # The round of the repeated phase being planned or run (1, 2, ...: :class:`Repeat`); 0 in any
+    # other phase. Set by the runner, and seen by the phase's tasks on the workers.
+    round: int = 0
     # Bad records a phase's planning quarantined on the driver (by kind; e.g. dedup's evaluation
     # texts): the runner records them with the phase and counts them toward --max-errors.
     planning_errors: dict[str, int] = field(default_factory=dict)
+
+
+def round_name(phase: str, round: int) -> str:
+    """What round ``round`` of repeated phase ``phase`` is called (``star-01``): the name its
+    markers, errors, manifest record and step go by."""
+    return f"{phase}-{round:02d}"
+
+
+@dataclass(frozen=True)
+class Repeat:
+    """A phase that runs round after round, for as many rounds as the data needs (dedup's star steps).
+
+    Round ``n`` is the phase under the name :func:`round_name` gives it, its plan and tasks seeing
+    ``ctx.round == n``; the runner records it as a phase of its own, its step in ``ctx.steps``
+    under that name. Once round ``n`` ended, ``again(ctx, n)`` says whether round ``n + 1`` runs.
+    At most ``limit`` rounds run: a run whose last one still asks for another stops with
+    ``exhausted`` (the phases after the loop would read an unfinished result).
+    """
+
+    limit: int
+    again: Callable[[RunContext, int], bool]
+    exhausted: str = "a repeated phase did not settle in its rounds"
 
 
 @dataclass(frozen=True)
 class Phase:
     """One phase: ``plan`` its tasks, ``run`` each on a worker, then ``after`` once on the driver.
 
-    The callables are bound methods of the stage (they pickle with it).
-    ``outputs`` names the final paths a task writes, so that hidden temporaries
-    a killed run left there are cleared before the task is redone.
+    The callables are bound methods of the stage, or of a value the stage built them from (they
+    pickle with it). ``outputs`` names the final paths a task writes, so that hidden temporaries
+    a killed run left there are cleared before the task is redone. A phase with ``repeat`` runs
+    in rounds (:class:`Repeat`), each a phase of the run as :meth:`at` names it.
     """
 
     name: str
@@ -149,6 +175,23 @@ class Phase:
     after: Callable[[list[TaskRecord], RunContext], StepResult] | None = None
     # Unit shown by the progress bar (files for per-file phases).
     unit: str = "task"
+    repeat: Repeat | None = None
+
+    def at(self, round: int) -> Phase:
+        """The phase as round ``round`` runs it: a repeated phase under the round's name; any other
+        phase (``round`` 0) as it is."""
+        if self.repeat is None:
+            return self
+        if not 1 <= round <= self.repeat.limit:
+            raise ValueError(f"phase {self.name!r} has rounds 1 to {self.repeat.limit}, not {round}")
+        return replace(self, name=round_name(self.name, round))
+
+    def runs_as(self, name: str) -> bool:
+        """Whether ``name`` is this phase's, or one of its rounds' (a wrapper picking a phase by name)."""
+        if self.repeat is None:
+            return name == self.name
+        prefix, _, number = name.rpartition("-")
+        return prefix == self.name and number.isdigit() and name == round_name(self.name, int(number))
 
 
 C = TypeVar("C", bound=RunOptions)

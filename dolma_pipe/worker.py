@@ -23,10 +23,11 @@ from dolma_pipe.stage import RunContext, Stage, Task
 
 
 def execute_task(stage: Stage, phase_index: int, ctx: RunContext, fingerprint: str, task: Task) -> TaskRecord:
-    """Worker side: run one task, then write its errors and its marker (in that order)."""
+    """Worker side: run one task of the stage's phase ``phase_index`` (of its round ``ctx.round``,
+    when the phase repeats), then write its errors and its marker (in that order)."""
     phases = stage.phases()
-    phase = phases[phase_index]
-    sub = phase_dir(phases, phase_index)
+    phase = phases[phase_index].at(ctx.round)
+    sub = phase_dir(phases, phase.name)
     root = stage.output_root
     err_path = errors_path(root, task.key, sub)
     done_path = marker_path(root, task.key, sub)
