@@ -33,7 +33,9 @@ from dolma_pipe.stages.dedup import DedupConfig, DedupStage
 from dolma_pipe.stages.dedup.scaleout import MAX_STEPS, step_name
 
 WORK = Path(__file__).resolve().parent / "_work" / "cluster_scaleout"
-CLUSTER_PHASES = {"clusters", "graph", "labels", "numbers", "names", "clusters-file", *(step_name(s) for s in range(1, MAX_STEPS + 1))}
+# The phases ("star" repeats: its rounds' names are what the manifest records).
+STEPS = {step_name(s) for s in range(1, MAX_STEPS + 1)}
+CLUSTER_PHASES = {"clusters", "graph", "star", "labels", "numbers", "names", "clusters-file", *STEPS}
 
 
 def _status_kib(field: str) -> int:

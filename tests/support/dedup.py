@@ -159,7 +159,7 @@ def kill_in_phase(overrides: dict[str, Any], root: Path, phase: str, delay: floa
         except Exception:
             return False
         # The runner records the first phase as running only when it ends.
-        status = next(p for p in phases if p.name == phase).status
+        status = next((p.status for p in phases if p.name == phase), "pending")  # a round is listed once it starts
         if status not in (("pending", "running") if phases[0].name == phase else ("running",)):
             return False
         return phase in SINGLE_TASK_PHASES or bool(done_markers(markers, recursive=True))
@@ -177,11 +177,11 @@ class SlowedDedupStage(DedupStage):
 
     def phases(self):  # type: ignore[no-untyped-def]
         phase = os.environ.get("DEDUP_SLOW_PHASE")
-        return [replace(p, run=self._slow) if p.name == phase else p for p in super().phases()]
+        return [replace(p, run=self._slow) if phase and p.runs_as(phase) else p for p in super().phases()]
 
     def _slow(self, task, quarantine, ctx):  # type: ignore[no-untyped-def]
         time.sleep(float(os.environ.get("DEDUP_SLOW_SECONDS", "0")))
-        original = next(p for p in super().phases() if p.name == os.environ["DEDUP_SLOW_PHASE"])
+        original = next(p for p in super().phases() if p.runs_as(os.environ["DEDUP_SLOW_PHASE"]))
         return original.run(task, quarantine, ctx)
 
 

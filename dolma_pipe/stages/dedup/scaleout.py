@@ -5,8 +5,8 @@
 phase          tasks                what
 =============  ===================  =====================================================
 graph          pair sources         the kept pairs as edges, into ``parts`` hash ranges
-star-01 ...    hash ranges          large-star, small-star, ... (:mod:`.components`) until
-                                    every node is settled; later steps plan no task
+star-01 ...    hash ranges          large-star, small-star, ... (:mod:`.components`): the
+                                    rounds of phase ``star``, until every node is settled
 labels         hash ranges          each star's (survivor, member, size), to the
                                     survivor's file group
 numbers        file groups          clusters ranked by survivor within the group
@@ -44,7 +44,7 @@ from dolma_pipe.stage import RunContext, Task, TaskOutput
 from . import components as cc
 from .workfiles import MEMBER, PAIR, VERIFIED, Layout, read_all, read_meta, read_slice
 
-# The step phases declared (phases are fixed before the data is seen); a chain of n documents
+# The most star steps a run takes (rounds of the repeated phase ``star``); a chain of n documents
 # takes about 1.6 log2(n) steps with the mixed order (32 for a million), so 48 covers a chain of
 # about a billion. A run that needs more stops with a message saying so.
 MAX_STEPS = 48

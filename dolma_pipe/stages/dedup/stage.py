@@ -39,7 +39,7 @@ from typing import Any
 from dolma_pipe import paths, storage
 from dolma_pipe.config import ConfigError
 from dolma_pipe.manifest import InputFile
-from dolma_pipe.stage import Phase, Stage, StepResult, Task, TaskOutput
+from dolma_pipe.stage import Phase, Repeat, Stage, StepResult, Task, TaskOutput
 from dolma_pipe.workdir import WorkDir
 
 from . import decontam
@@ -59,7 +59,6 @@ from .run import (
     with_substrings,
     writes_filter,
 )
-from .scaleout import MAX_STEPS, step_name
 from .summary import Attributes
 from .workfiles import Layout
 
@@ -167,6 +166,7 @@ class Row:
     after: Callable[..., StepResult]
     when: Callable[[DedupConfig], bool] = always
     unit: str = "task"
+    repeat: Callable[..., Repeat] | None = None  # the family's rounds, for a repeated phase
 
     def phase(self, family: Family) -> Phase:
         """This row's phase, its methods bound to ``family`` (an instance of :attr:`family`)."""
@@ -175,7 +175,13 @@ class Row:
             return partial(method, family)
 
         return Phase(
-            self.name, plan=bound(self.plan), run=bound(self.run), outputs=bound(self.outputs), after=bound(self.after), unit=self.unit
+            self.name,
+            plan=bound(self.plan),
+            run=bound(self.run),
+            outputs=bound(self.outputs),
+            after=bound(self.after),
+            unit=self.unit,
+            repeat=None if self.repeat is None else self.repeat(family),
         )
 
 
@@ -192,23 +198,6 @@ def _files(phase: str) -> Callable[..., list[str]]:
 def _parts(phase: str, param: str) -> Callable[..., list[str]]:
     """A scaled-out clustering task's output: the part numbered by its ``param``."""
     return partial(ScaleOut.part_outputs, phase=phase, param=param)
-
-
-def _star_steps() -> list[Row]:
-    """The scaled-out clustering's star steps: as many phases as it may need (each one planned only
-    if the one before left unsettled nodes)."""
-    return [
-        Row(
-            step_name(s),
-            ScaleOut,
-            partial(ScaleOut.plan_step, step=s),
-            ScaleOut.step,
-            _parts(step_name(s), "part"),
-            ScaleOut.after_step,
-            with_minhash,
-        )
-        for s in range(1, MAX_STEPS + 1)
-    ]
 
 
 # Every phase a dedup run can have, in order (the table in this module's docstring); a run has
@@ -229,7 +218,10 @@ PHASES: tuple[Row, ...] = (
     ),
     # Past minhash.cluster_memory (on every MinHash run: they plan no task when the single one fits).
     Row("graph", ScaleOut, ScaleOut.plan_graph, ScaleOut.graph, _parts("graph", "source"), Family.total, with_minhash),
-    *_star_steps(),
+    # The star steps: round after round while one leaves unsettled nodes (star-01, star-02, ...).
+    Row(
+        "star", ScaleOut, ScaleOut.plan_step, ScaleOut.step, ScaleOut.step_outputs, ScaleOut.after_step, with_minhash, repeat=ScaleOut.steps
+    ),
     Row("labels", ScaleOut, ScaleOut.plan_labels, ScaleOut.labels, _parts("labels", "part"), Family.total, with_minhash),
     Row("numbers", ScaleOut, ScaleOut.plan_groups, ScaleOut.numbers, _parts("numbers", "group"), ScaleOut.after_numbers, with_minhash),
     Row("names", ScaleOut, ScaleOut.plan_groups, ScaleOut.names, ScaleOut.names_outputs, Family.total, with_minhash),
