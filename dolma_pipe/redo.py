@@ -83,13 +83,13 @@ class TasksToRedo:
         print(f"dolma-pipe {self.stage.name}: redoing {phase} task {key!r}: its file {path} is {problem}", file=self.stream, flush=True)
 
     def _drop(self, j: int, record: TaskRecord, path: str, problem: str) -> None:
-        name = self.manifest.phases[j].name  # a phase, or a repeated phase's round
-        storage.remove(marker_path(self.root, record.key, phase_dir(self.phases, name)))
-        self.forget(name, record, path, problem)
+        self.forget(self.manifest.phases[j].name, record, path, problem)  # a phase, or a repeated phase's round
 
     def forget(self, phase: str, record: TaskRecord, path: str, problem: str) -> None:
-        """Removes what a finished task wrote, to redo it: a cache or a resumable writer must not
-        reuse what is left of it."""
+        """Removes a finished task's marker and what it wrote, to redo it: a cache or a resumable
+        writer must not reuse what is left of it, and a run that goes back past the task (to redo
+        an earlier writer) must not find it finished, and say so, once more."""
+        storage.remove(marker_path(self.root, record.key, phase_dir(self.phases, phase)))
         for rel in record.outputs:
             storage.remove(under_root(self.root, rel))
         self.note(phase, record.key, path, problem)
