@@ -22,13 +22,14 @@ import orjson
 import pytest
 from pydantic import Field
 
-from dolma_pipe import storage
+from dolma_pipe import storage, workdir
 from dolma_pipe.config import PathStr, RunOptions, load_config
 from dolma_pipe.documents import read_documents, write_documents
 from dolma_pipe.manifest import TaskRecord, read_manifest
 from dolma_pipe.quarantine import Quarantine
 from dolma_pipe.runner import RunFailed, run_stage
 from dolma_pipe.stage import Phase, Repeat, RunContext, Stage, StepResult, Task, TaskOutput, file_task, round_name
+from dolma_pipe.workdir import WorkDir
 from tests.support.documents import make_docs
 from tests.support.outputs import done_markers, stage_outputs
 from tests.support.processes import kill_when
@@ -70,19 +71,20 @@ class LoopedStage(Stage[LoopedConfig]):
             Phase("result", plan=self._plan_one, run=self._result, outputs=self._result_outputs),
         ]
 
-    def _work(self, *parts: str) -> str:
-        return storage.join(self.output_root, "work", *parts)
+    @property
+    def work(self) -> WorkDir:
+        return WorkDir(storage.join(self.output_root, "_work"))  # removed when the run completes
 
     # count: each file's documents
     def _plan_files(self, ctx: RunContext) -> list[Task]:
         return [file_task(f) for f in ctx.inputs]
 
     def _count_outputs(self, task: Task) -> list[str]:
-        return [self._work("count", task.rel + ".json")]
+        return [self.work.path("count", task.rel)]
 
     def _count(self, task: Task, quarantine: Quarantine, ctx: RunContext) -> TaskOutput:
         n = sum(1 for _ in read_documents(task.path, quarantine))
-        storage.write_bytes(self._count_outputs(task)[0], orjson.dumps(n))
+        workdir.write(self._count_outputs(task)[0], orjson.dumps(n))
         return TaskOutput(docs_in=n, counts={"documents": n})
 
     # divide, round n: the last round's value (round 1: the documents) divided, in PARTS shares
@@ -90,7 +92,7 @@ class LoopedStage(Stage[LoopedConfig]):
         return [Task(key=f"part-{p}", params={"part": p, "round": ctx.round}) for p in range(PARTS)]
 
     def _share_path(self, round: int, part: int) -> str:
-        return self._work(round_name("divide", round), f"part-{part}.json")
+        return self.work.path(round_name("divide", round), f"part-{part}")
 
     def _divide_outputs(self, task: Task) -> list[str]:
         return [self._share_path(task.params["round"], task.params["part"])]
@@ -101,12 +103,12 @@ class LoopedStage(Stage[LoopedConfig]):
         if delay and ctx.round >= 3:
             time.sleep(delay)
         if ctx.round == 1:
-            before = [self._work("count", f.rel + ".json") for f in ctx.inputs]
+            before = [self.work.path("count", f.rel) for f in ctx.inputs]
         else:
             before = [self._share_path(ctx.round - 1, p) for p in range(PARTS)]
-        value = sum(orjson.loads(storage.read_bytes(path)) for path in before) // self.config.divisor
+        value = sum(orjson.loads(workdir.read(path)) for path in before) // self.config.divisor
         share = value // PARTS + (value % PARTS if task.params["part"] == PARTS - 1 else 0)
-        storage.write_bytes(self._divide_outputs(task)[0], orjson.dumps(share))
+        workdir.write(self._divide_outputs(task)[0], orjson.dumps(share))
         return TaskOutput(counts={"shares": share}, data={"share": share})
 
     def _value(self, records: list[TaskRecord], ctx: RunContext) -> StepResult:
@@ -125,7 +127,7 @@ class LoopedStage(Stage[LoopedConfig]):
 
     def _result(self, task: Task, quarantine: Quarantine, ctx: RunContext) -> TaskOutput:
         values = [
-            sum(orjson.loads(storage.read_bytes(self._share_path(r, p))) for p in range(PARTS)) for r in range(1, task.params["rounds"] + 1)
+            sum(orjson.loads(workdir.read(self._share_path(r, p))) for p in range(PARTS)) for r in range(1, task.params["rounds"] + 1)
         ]
         storage.write_bytes(self._result_outputs(task)[0], orjson.dumps({"values": values}))
         return TaskOutput()
@@ -206,6 +208,31 @@ def test_a_loop_past_its_limit_stops_and_a_rerun_allowed_more_goes_on_from_its_r
     assert [p.name for p in rounds] == [round_name("divide", n) for n in range(1, 7)]
     assert [all(r.skipped for r in p.tasks.values()) for p in rounds] == [True] * 3 + [False] * 3
     assert orjson.loads((out / "result.json").read_bytes()) == {"values": [30, 15, 7, 3, 1, 0]}
+
+
+def test_work_files_a_round_needs_again_are_redone_going_back_into_the_loop(corpus, reference, tmp_path):
+    """A complete run removed its work files; its result gone, the rerun's result task finds the
+    rounds' files missing: the runner goes back to each round that wrote one (the rounds after it
+    leave the run until the loop asks for them again), redoing each task once."""
+    out = tmp_path / "out"
+    overrides = _overrides(corpus, out, processes=1)
+    run_stage(make_stage(overrides), stream=io.StringIO())
+    assert not (out / "_work").exists()
+    (out / "result.json").unlink()
+    err = io.StringIO()
+    summary = run_stage(make_stage(overrides), stream=err)
+    assert [p.name for p in summary.manifest.phases] == PHASES
+    redone = [(r.phase, r.key) for r in summary.manifest.redone]
+    assert sorted(redone) == sorted(
+        [
+            ("result", "all"),
+            *(("count", f"part-{f}.jsonl.gz") for f in range(3)),
+            *((name, f"part-{p}") for name in ROUNDS for p in range(PARTS)),
+        ]
+    )
+    assert len(set(redone)) == len(redone)  # each once
+    assert "redoing divide-02 task 'part-0': its file" in err.getvalue()
+    assert stage_outputs(out) == reference
 
 
 def test_a_round_is_its_phase_under_the_rounds_name():
