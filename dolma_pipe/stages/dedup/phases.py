@@ -144,8 +144,9 @@ class Substrings(Family):
         return step
 
     def plan_key_ranges(self, ctx: RunContext) -> list[Task]:
-        ranges = substrings.key_ranges(self.config, self.layout, ctx.steps["suffix"].data["parts"])
-        return [Task(key=f"bucket-{b:05d}", params={"bucket": b, "key_lo": lo, "key_hi": hi}) for b, (lo, hi) in enumerate(ranges)]
+        """One task per key range; each task finds its range's bounds in the suffix arrays it merges."""
+        count = substrings.key_range_count(self.config, ctx.steps["suffix"].data["parts"])
+        return [Task(key=f"bucket-{b:05d}", params={"bucket": b, "buckets": count}) for b in range(count)]
 
     def substrings(self, task: Task, quarantine: Quarantine, ctx: RunContext) -> TaskOutput:
         return substrings.run_substrings(self.config, self.layout, task, ctx.steps["suffix"].data["parts"])

@@ -111,35 +111,48 @@ def shard_refs(layout: Layout, parts: list[dict[str, Any]]) -> list[suffix.Shard
 TEXT_PER_KEY_RANGE = 8 << 20
 
 
-def key_range_count(parts: list[dict[str, Any]]) -> int:
+def key_range_count(config: DedupConfig, parts: list[dict[str, Any]]) -> int:
+    """How many key ranges the ``substrings`` phase merges in: ``buckets``, or one per
+    ``TEXT_PER_KEY_RANGE`` of text. From the parts' lengths alone: planning reads no work file (a
+    rerun of a complete run plans with its work directory removed)."""
+    if config.buckets:
+        return config.buckets
     total = sum(p["length"] for p in parts)
     return max(1, min(4096, -(-total // TEXT_PER_KEY_RANGE)))
 
 
-def key_ranges(config: DedupConfig, layout: Layout, parts: list[dict[str, Any]]) -> list[tuple[int, int]]:
-    """The ``substrings`` phase's key ranges: ``buckets`` of them, or one per ``TEXT_PER_KEY_RANGE`` of text."""
-    return plan_key_ranges(layout, parts, config.buckets or key_range_count(parts))
+def largest_part(parts: list[dict[str, Any]]) -> int:
+    """The part whose suffixes the key ranges split evenly (the first of the longest)."""
+    return max(range(len(parts)), key=lambda j: (parts[j]["length"], -j))
 
 
-def plan_key_ranges(layout: Layout, parts: list[dict[str, Any]], buckets: int) -> list[tuple[int, int]]:
-    """Key ranges splitting the largest part's suffixes into ``buckets`` nearly equal runs."""
+def key_range(layout: Layout, parts: list[dict[str, Any]], bucket: int, buckets: int) -> tuple[int, int]:
+    """Range ``bucket`` of the ``buckets`` key ranges that split the largest part's suffixes into
+    nearly equal runs (empty where a key many suffixes share takes more than one run's share).
+    Read from that part's suffix array by the task that merges the range, which reads it anyway."""
     if not parts:
-        return [(0, suffix.KEYS)]
-    largest = max(range(len(parts)), key=lambda j: (parts[j]["length"], -j))
-    bounds = suffix.key_bounds(shard_refs(layout, [parts[largest]])[0], buckets)
-    return [(a, b) for a, b in zip(bounds, bounds[1:]) if a < b] or [(0, suffix.KEYS)]
+        return (0, suffix.KEYS) if bucket == 0 else (suffix.KEYS, suffix.KEYS)
+    bounds = suffix.key_bounds(shard_refs(layout, [parts[largest_part(parts)]])[0], buckets)
+    return bounds[bucket], bounds[bucket + 1]
 
 
 def run_substrings(config: DedupConfig, layout: Layout, task: Task, parts: list[dict[str, Any]]) -> TaskOutput:
     """One key range's repeated windows, joined into byte ranges per part: a bucketed work file."""
     section = config.substrings
     assert section is not None
-    for p in parts:  # the arrays are read in place: check them first
-        files = part_paths(layout, p["name"])
-        workdir.check(files["sa"])
-    ranges = suffix.repeated_ranges(
-        shard_refs(layout, parts), section.min_length, task.params["key_lo"], task.params["key_hi"], section.keep == "first"
-    )
+    # The arrays are read in place: each is checked first (a missing or damaged one has its writer
+    # redone), the largest part's before it gives the range; an empty range reads no other.
+    largest = largest_part(parts) if parts else -1
+    arrays = [part_paths(layout, p["name"])["sa"] for p in parts]
+    if parts:
+        workdir.check(arrays[largest])
+    lo, hi = key_range(layout, parts, task.params["bucket"], task.params["buckets"])
+    ranges = np.zeros(0, dtype=suffix.RANGE)
+    if lo < hi:
+        for j, array in enumerate(arrays):
+            if j != largest:
+                workdir.check(array)
+        ranges = suffix.repeated_ranges(shard_refs(layout, parts), section.min_length, lo, hi, section.keep == "first")
     workdir.write(layout.bucket("substrings", task.params["bucket"]), bucketed_by_first_u32(ranges.tobytes(), RANGE_BYTES, len(parts)))
     lengths = ranges["end"] - ranges["start"]
     return TaskOutput(counts={"substring_ranges": len(ranges)}, data={"ranges": len(ranges), "bytes": int(lengths.sum())})

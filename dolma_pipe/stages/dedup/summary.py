@@ -24,7 +24,7 @@ class Attributes(Family):
 
     def attributes(self, task: Task, quarantine: Quarantine, ctx: RunContext) -> TaskOutput:
         parts = ctx.steps["suffix"].data["parts"] if "suffix" in ctx.steps else []
-        key_ranges = len(substrings.key_ranges(self.config, self.layout, parts)) if parts else 0
+        key_ranges = substrings.key_range_count(self.config, parts) if parts else 0
         scaled = self.run.scaled(ctx) is not None
         buckets = task.params["buckets"]
 

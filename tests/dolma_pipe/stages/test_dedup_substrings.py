@@ -219,3 +219,25 @@ def test_s3_documents_need_a_local_work_directory_and_get_the_same_spans(corpus,
         for _, row in read_attribute_rows(f"{remote}/attributes/ss/{f.name}"):
             got[row["id"]] = [s[:2] for s in row["attributes"].get("substring_duplicate", [])]
     assert got == spans_of(root, local) == brute_force(files, L, keep_first=True)
+
+
+def test_a_rerun_of_a_finished_run_whose_work_was_removed_redoes_nothing(corpus, tmp_path):
+    """The work directory (suffix arrays, ranges) is removed when a run completes: a rerun finds
+    every task done without reading it (planning the key ranges read the largest part's suffix
+    array, and failed), and leaves the same outputs; with an attribute file lost, the same
+    outputs again."""
+    root, _ = corpus
+    out = tmp_path / "out"
+    cfg = config(root, destination=str(out), buckets=3)
+    run(cfg)
+    assert not (out / "ss" / "_work").exists()
+    first = stage_outputs(out / "ss")
+    again = run(cfg)
+    assert all(r.skipped for r in again.results) and not again.manifest.redone
+    assert stage_outputs(out / "ss") == first
+    # An attribute file gone too: its task needs the work files again (scan's, the arrays, the
+    # ranges), and their writers are redone; counting the key ranges reads none of them.
+    (out / "ss" / "part-2.jsonl.gz").unlink()
+    redone = run(cfg)
+    assert {r.phase for r in redone.manifest.redone} == {"scan", "suffix", "substrings", "attributes"}
+    assert stage_outputs(out / "ss") == first
