@@ -148,7 +148,12 @@ def run_tasks(call: PhaseCall) -> list[WorkFileError]:
     """Run one phase's unfinished tasks, filling its record; the errors of the tasks that failed
     because a file an earlier task wrote is missing or damaged (their writers are to be redone)."""
     run, phase, record = call.run, call.phase, call.record
-    tasks = _plan(call)
+    try:
+        tasks = _plan(call)
+    except WorkFileError as exc:
+        # Planning read a file an earlier task wrote (plans should read records, but one may need
+        # more): gone with the work directory a complete run removed, or damaged. Its writer is redone.
+        return [exc]
     _keep_finished(call, tasks)
     todo = [t for t in tasks if t.key not in record.tasks]
     for done in record.tasks.values():

@@ -370,3 +370,46 @@ def test_a_rerun_of_a_complete_run_whose_work_was_removed_redoes_nothing(tmp_pat
     said = _run(without_keep)
     assert "redoing" not in said
     assert all(r.skipped for p in read_manifest(str(root)).phases for r in p.tasks.values())
+
+
+class PlansFromAWorkFile(Stage[TwoPhaseConfig]):
+    """Phase ``b`` plans its tasks from a work file phase ``a`` wrote (removed when the run completes)."""
+
+    name = "plans-from-work-test"
+    config_model = TwoPhaseConfig
+
+    @property
+    def output_root(self) -> str:
+        return self.config.destination
+
+    @property
+    def work(self) -> workdir.WorkDir:
+        return workdir.WorkDir(storage.join(self.output_root, "_work"))
+
+    def plan_inputs(self) -> list:
+        return []
+
+    def phases(self) -> list[Phase]:
+        return [
+            Phase("a", plan=lambda ctx: [Task(key="one")], run=self._a, outputs=lambda t: [self.work.path("a", "count")]),
+            Phase("b", plan=self._plan_b, run=lambda task, q, ctx: TaskOutput()),
+        ]
+
+    def _a(self, task: Task, q: Quarantine, ctx: RunContext) -> TaskOutput:
+        workdir.write(self.work.path("a", "count"), b"3")
+        return TaskOutput()
+
+    def _plan_b(self, ctx: RunContext) -> list[Task]:
+        return [Task(key=f"part-{i}") for i in range(int(workdir.read(self.work.path("a", "count"))))]
+
+
+def test_a_plan_that_reads_a_removed_work_file_has_its_writer_redone(tmp_path):
+    out = tmp_path / "out"
+    stage = PlansFromAWorkFile(TwoPhaseConfig(destination=str(out), processes=1, progress=False))
+    run_stage(stage, stream=io.StringIO())
+    assert not (out / "_work").exists()
+    err = io.StringIO()
+    again = run_stage(stage, stream=err)
+    assert f"redoing a task 'one': its file {out}/_work/a/count is missing" in err.getvalue()
+    b = again.manifest.phase("b")
+    assert len(b.tasks) == 3 and all(r.skipped for r in b.tasks.values())
