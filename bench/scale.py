@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/scale.py --docs 10000 100000 --processes 2
 
-The corpus is ``bench/report.py``'s generator (the benchmark corpus's real text cut into pieces of
+The corpus is ``bench/report_stage.py``'s generator (the benchmark corpus's real text cut into pieces of
 about ``--chars`` characters, rewritten round after round until there are N), with its duplicate
 structure turned on: 2% exact copies and 5% near copies of earlier documents, a boilerplate family
 of ``--boilerplate`` (2%) of the documents sharing one large template with small edits, and
@@ -47,7 +47,7 @@ import sys
 import time
 
 import peers
-import report
+import report_stage
 
 WORK = os.path.join(peers.ROOT, "bench", "_work", "scale")
 TAGGERS = ["ft_lang_id", "gopher", "pii_regex_with_counts", "char_length_with_paragraphs_v1"]
@@ -128,7 +128,7 @@ def measure(n: int, args: argparse.Namespace) -> list[dict]:
     out = os.path.join(WORK, str(n))
     gen = os.path.join(out, "generated")
     t0 = time.perf_counter()
-    made = report.make_corpus(n, args.chars, gen, boilerplate=args.boilerplate, paragraphs=args.paragraphs, mixed=True)
+    made = report_stage.make_corpus(n, args.chars, gen, boilerplate=args.boilerplate, paragraphs=args.paragraphs, mixed=True)
     print(f"[{n:,}] corpus: {made:,} documents in {time.perf_counter() - t0:.0f} s -> {gen}", flush=True)
     for sub in ("convert", "mix", "tokens", "mix.json"):
         path = os.path.join(out, sub)

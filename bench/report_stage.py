@@ -3,7 +3,7 @@ documents, MinHash), mix (filter rules) and tokenize, then the report over all o
 (CPU seconds of the whole process tree, wall, peak RSS), beside Dolma's ``dolma stat`` (its
 attribute histograms, the nearest thing Dolma has) on the same attribute files.
 
-    .venv/bin/python bench/report.py --docs 100000 1000000 --processes 2
+    .venv/bin/python bench/report_stage.py --docs 100000 1000000 --processes 2
 
 The corpus: the benchmark corpus's real documents (``bench/corpus.py``) cut into pieces of about
 ``--chars`` characters, then rewritten round after round (each round a seeded share of words
@@ -39,7 +39,7 @@ def make_corpus(n: int, chars: int, out: str, boilerplate: float = 0.0, paragrap
     paragraph from a pool of N / 1,000 popular paragraphs inserted at a paragraph boundary; with
     ``mixed``, the pieces are taken in a seeded random order and every document is rewritten (the
     first round too), so that a corpus of any size has the same mix of sources and edits (all three
-    off by default, as ``bench/report.py`` uses it; ``bench/scale.py`` turns them on)."""
+    off by default, as ``bench/report_stage.py`` uses it; ``bench/scale.py`` turns them on)."""
     stamp = os.path.join(
         out, f".corpus-{n}-{chars}" + (f"-b{boilerplate}-p{paragraphs}-m{int(mixed)}" if boilerplate or paragraphs or mixed else "")
     )
