@@ -5,7 +5,9 @@ it answers.
 - :mod:`.format`: ``index.json``, the index's record of its sources and parts (checksums);
 - :mod:`.sources`: the shards an index is built from (local or S3), and where it may go;
 - :mod:`.resolved`: what a run settles first (the shards' dtype and tokenizer) and records;
-- :mod:`.stage`: the build (one task per source, as phases on the runner);
+- :mod:`.run`: :class:`~.run.IndexRun`, the settled run every phase is built from;
+- :mod:`.stage`: the build (one task per source, as phases on the runner): :mod:`.build`'s
+  tasks, then :mod:`.finish` (``index.json``, stale parts, contamination counts);
 - :mod:`.files`: a build task's files, written with their checksums, checked, uploaded (S3);
 - :mod:`.checked`: an index's files on this machine, checked before a query reads them;
 - :mod:`.query`: :class:`Index`, counts, finding documents, tracing a text (OLMoTrace's spans);
