@@ -484,9 +484,34 @@ def _page_param(page: str):
     return pytest.param(page, marks=marks, id=page)
 
 
-@pytest.mark.parametrize("page", [_page_param(p) for p in PAGES])
+# The pages that train models take minutes each: each is a scope of its own (a class), so that
+# pytest-xdist's --dist loadscope runs them on other workers than the rest of the pages.
+HEAVY_PAGES = ("docs/mix-search.md", "docs/train.md")
+
+
+@pytest.mark.parametrize("page", [_page_param(p) for p in PAGES if p not in HEAVY_PAGES])
 def test_page_runs(page, tmp_path, request):
     """The page's blocks, in order, in a scratch copy of what they read."""
+    run_page(page, tmp_path, request)
+
+
+class TestMixSearchPage:
+    @pytest.mark.parametrize("page", [_page_param(HEAVY_PAGES[0])])
+    def test_page_runs(self, page, tmp_path, request):
+        run_page(page, tmp_path, request)
+
+
+class TestTrainPage:
+    @pytest.mark.parametrize("page", [_page_param(HEAVY_PAGES[1])])
+    def test_page_runs(self, page, tmp_path, request):
+        run_page(page, tmp_path, request)
+
+
+def test_every_page_runs_in_one_of_the_scopes():
+    assert set(HEAVY_PAGES) <= set(PAGES)
+
+
+def run_page(page: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     blocks = parse(page)
     if "python -m train" in "\n".join(b.text for b in blocks if b.tag in RUN_TAGS):
         pytest.importorskip("torch")
