@@ -329,10 +329,12 @@ def test_the_wheel_installs_alone_and_runs_tag_dedup_mix_tokenize(wheel: Path, t
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
     python = venv / "bin" / "python"
-    # Only the wheel and what it declares, from PyPI (pip's cache where it has them).
+    # Only the wheel and what it declares, from PyPI (pip's cache where it has them). --no-compile:
+    # byte-compiling every file of ray, scipy and scikit-learn is most of the install's CPU time,
+    # and the four commands below do not need it.
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV", "PIP_REQUIRE_VIRTUALENV"))}
     proc = subprocess.run(
-        [str(python), "-m", "pip", "install", "--disable-pip-version-check", "--no-input", "-q", str(wheel)],
+        [str(python), "-m", "pip", "install", "--disable-pip-version-check", "--no-input", "--no-compile", "-q", str(wheel)],
         env=env,
         capture_output=True,
         text=True,
