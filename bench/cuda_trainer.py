@@ -26,21 +26,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import numpy as np
+from trainer import make_data  # bench/trainer.py's random-token shards (the model masks no document)
 
 from train.config import PRESETS
-from train.shards import ShardSetWriter
 from train.testing import launch, read_metrics, write_config
-
-
-def make_data(root: Path, vocab: int, n_tokens: int) -> str:
-    rng = np.random.default_rng(0)
-    lengths = rng.integers(500, 8000, size=max(8, n_tokens // 4000))
-    offsets = np.concatenate([[0], np.cumsum(lengths)])
-    tokens = rng.integers(1, vocab, size=int(offsets[-1]))
-    with ShardSetWriter(root, vocab_size=vocab, eos_id=0, max_tokens=int(offsets[-1] + len(lengths)) // 4 + 8000) as w:
-        w.add_batch(tokens, offsets, ids=[f"doc-{i}" for i in range(len(lengths))], srcs="bench", locs=range(len(lengths)))
-    return str(root)
 
 
 def run(args, data: str, work: Path, compile_: bool) -> dict:
