@@ -143,6 +143,42 @@ class LogConfig:
 
 
 @dataclass
+class ResilienceConfig:
+    """What a run does about failures it cannot prevent: hangs, slow ranks, lost time
+    (``train.watchdog``, ``train.stragglers``, ``train.ledger``; docs/train.md "Failures and
+    recovery")."""
+
+    # the process group's start and every collective until the first step is done (model
+    # build, restore, the first step's compilation), then collective_timeout (as torchtitan)
+    init_timeout: float = 600.0
+    collective_timeout: float = 300.0
+    # no step finished for this long (the first step: init_timeout): every thread's stack is
+    # dumped and the rank exits with EXIT_HANG, which recovery restarts (0: no watchdog)
+    step_timeout: float = 600.0
+    # a rank whose mean step time over the last straggler_window steps is at least this many
+    # times the fastest rank's is named, with its host, in the log (0: no straggler check)
+    straggler_factor: float = 1.5
+    straggler_window: int = 10
+    # seconds between heartbeats in <save_dir>/goodput.jsonl (0: one per step)
+    heartbeat_interval: float = 1.0
+
+
+@dataclass
+class PreflightConfig:
+    """``python -m train.preflight`` and the same checks at start (``train.preflight``)."""
+
+    enabled: bool = True  # run the checks at start (the command runs them regardless)
+    min_write_mb_s: float = 20.0  # save_dir's write speed below this fails the check
+    checkpoints_room: int = 2  # save_dir must have room for this many checkpoints
+    matmul_size: int = 512  # the deterministic matmul's square size
+    # a rank whose matmul or all-reduce takes this many times the median rank's is cordoned
+    slow_factor: float = 2.0
+    allreduce_mb: float = 4.0  # size of the all-reduce of known values
+    max_gpu_temperature_c: float = 85.0  # CUDA only
+    max_foreign_gpu_memory_gb: float = 1.0  # CUDA only: memory held by other processes
+
+
+@dataclass
 class Config:
     run_name: str = "run"
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -153,6 +189,8 @@ class Config:
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     log: LogConfig = field(default_factory=LogConfig)
+    resilience: ResilienceConfig = field(default_factory=ResilienceConfig)
+    preflight: PreflightConfig = field(default_factory=PreflightConfig)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -309,6 +347,17 @@ def validate(cfg: Config) -> None:
         ("checkpoint.permanent_interval", cfg.checkpoint.permanent_interval, 0),
         ("eval.interval", cfg.eval.interval, 0),
         ("log.interval", cfg.log.interval, 1),
+        ("resilience.init_timeout", cfg.resilience.init_timeout, 1),
+        ("resilience.collective_timeout", cfg.resilience.collective_timeout, 1),
+        ("resilience.step_timeout", cfg.resilience.step_timeout, 0),
+        ("resilience.straggler_factor", cfg.resilience.straggler_factor, 0),
+        ("resilience.straggler_window", cfg.resilience.straggler_window, 1),
+        ("resilience.heartbeat_interval", cfg.resilience.heartbeat_interval, 0),
+        ("preflight.min_write_mb_s", cfg.preflight.min_write_mb_s, 0),
+        ("preflight.checkpoints_room", cfg.preflight.checkpoints_room, 0),
+        ("preflight.matmul_size", cfg.preflight.matmul_size, 16),
+        ("preflight.slow_factor", cfg.preflight.slow_factor, 1),
+        ("preflight.allreduce_mb", cfg.preflight.allreduce_mb, 0),
     ]:
         _at_least(key, value, low)
     if m.d_model % m.n_heads:

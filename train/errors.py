@@ -9,6 +9,15 @@ from __future__ import annotations
 import sys
 
 
+# Exit statuses that tell recovery (torchrun's restarts, ``train.launch``, a SLURM loop) what to
+# do next; the user-mistake statuses 1-3 below mean "do not retry" too.
+EXIT_RETRY = 75  # a transient failure (EX_TEMPFAIL): start again from the newest checkpoint
+EXIT_CORDON = 76  # this node is unhealthy (pre-flight): start again without it
+EXIT_HANG = 77  # the step watchdog fired (stacks dumped): start again
+EXIT_FATAL = 78  # starting again cannot help (EX_CONFIG): stop
+RETRYABLE = {EXIT_RETRY, EXIT_CORDON, EXIT_HANG}
+
+
 class TrainError(ValueError):
     """A user's mistake; the message says what and where."""
 
