@@ -613,8 +613,64 @@ def _thin(rows: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:
     return picked if picked[-1] is rows[-1] else [*picked[:-1], rows[-1]]
 
 
+def _round(x: float | None, digits: int) -> float | str:
+    return "" if x is None else round(x, digits)
+
+
+def _goodput_table(found: RunSet, trains: list[TrainRun]) -> dict[str, Any]:
+    rows = []
+    for t in trains:
+        g = t.goodput
+        if g is None:
+            continue
+        iv, rec = g["interval"], g["recovery_s"]
+        if iv["mttf_s"] is None:
+            advice = "none needed (no failure)"
+        elif iv["recommended_s"] is None:
+            advice = ""
+        else:
+            steps = "" if iv["recommended_steps"] is None else f"{iv['recommended_steps']:,} steps, "
+            advice = f"{steps}{iv['recommended_s']:.1f} s"
+        current = "" if iv["current_steps"] is None else f"{iv['current_steps']:,} steps"
+        stall = "" if g["checkpoint_stall_fraction"] is None else f"{100 * g['checkpoint_stall_fraction']:.2f}%"
+        rows.append(
+            [
+                found.name_of(t.folder),
+                round(g["wall_s"], 1),
+                g["attempts"],
+                g["failures"],
+                g["preemptions"],
+                _round(g["active_fraction"], 3),
+                _round(g["ettr"], 3),
+                g["steps_lost"],
+                _round(rec["median"], 1),
+                _round(rec["p90"], 1),
+                stall,
+                current,
+                advice,
+            ]
+        )
+    return chart(
+        "table",
+        "Goodput",
+        "How much of each training run's wall time became model, from its goodput.jsonl (python -m train.goodput SAVE_DIR "
+        "prints all of it): wall time over all attempts; attempts, failures (an attempt that did not end finished or "
+        "preempted) and preemptions; active training fraction (the step loop's seconds / wall time); ETTR (seconds of the "
+        "steps that survive into the final model / wall time); steps trained again after failures; recovery from a failure "
+        "to the next first step (median, p90); the seconds the loop was blocked by checkpoint saves, as a share of step "
+        "time; the checkpoint interval now and the one Young/Daly recommends for the measured save time and failure rate.",
+        columns=[
+            "run", "wall s", "attempts", "failures", "preemptions", "active fraction", "ETTR", "steps lost",
+            "recovery median s", "recovery p90 s", "checkpoint stall", "checkpoint interval", "recommended interval",
+        ],
+        rows=rows,
+    )  # fmt: skip
+
+
 def train(found: RunSet, trains: list[TrainRun], points: int) -> dict[str, Any]:
     charts = []
+    if any(t.goodput is not None for t in trains):
+        charts.append(_goodput_table(found, trains))
     runs: dict[str, list[dict[str, Any]]] = {}
     evals: dict[str, list[dict[str, Any]]] = {}
     for t in trains:

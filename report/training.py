@@ -7,7 +7,10 @@ checkpoint, complete once DCP's ``.metadata`` is in it, with ``trainer_state.jso
 seen, the time it was saved). A run is ``complete`` when it holds a complete checkpoint at its
 last step, ``unfinished`` when its newest complete checkpoint is earlier (running, preempted or
 killed: the files cannot tell which; a rerun resumes from that checkpoint), and ``no checkpoint``
-when none is complete. Everything is read through the storage layer (local or ``s3://``).
+when none is complete. Its ``goodput.jsonl`` (the append-only ledger of its attempts, checkpoints
+and failures, ``train/ledger.py``), where it has one, is summarised by ``train.goodput``, the same
+figures ``python -m train.goodput`` prints. Everything is read through the storage layer (local or
+``s3://``).
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ import orjson
 import yaml
 
 from dolma_pipe import storage
+from train.goodput import summarize
+from train.ledger import LEDGER, parse_ledger
 
 _STEP = re.compile(r"/step(\d+)/\.metadata$")
 
@@ -39,6 +44,7 @@ class TrainRun:
     checkpoints: list[int] = field(default_factory=list)  # steps of the complete checkpoints
     finished: str | None = None  # when the final checkpoint was saved (complete runs)
     rows: list[dict[str, Any]] = field(default_factory=list)  # metrics.jsonl, parsed
+    goodput: dict[str, Any] | None = None  # train.goodput.summarize of its goodput.jsonl (None: no ledger)
 
 
 def _config(folder: str) -> dict[str, Any]:
@@ -66,6 +72,16 @@ def metrics_rows(folder: str) -> list[dict[str, Any]]:
         if isinstance(row, dict):
             rows.append(row)
     return rows
+
+
+def read_goodput(folder: str) -> dict[str, Any] | None:
+    """The goodput figures of the run's ledger (None: it has none, or no record in it)."""
+    path = storage.join(folder, LEDGER)
+    try:
+        records = parse_ledger(storage.read_bytes(path))
+    except (storage.StorageError, FileNotFoundError):
+        return None
+    return summarize(records, records.skipped, path) if records else None
 
 
 def read_train_run(folder: str) -> TrainRun:
@@ -100,4 +116,5 @@ def read_train_run(folder: str) -> TrainRun:
         checkpoints=checkpoints,
         finished=finished,
         rows=rows,
+        goodput=read_goodput(folder),
     )

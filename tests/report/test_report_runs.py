@@ -32,7 +32,7 @@ def _tag(pattern: str, experiment: str, **extra) -> None:
     run(TagStage, TagConfig, {"documents": [pattern], "experiment": experiment, "taggers": ["lengths_v1"], **extra})
 
 
-def _overview_rows(dest: Path) -> dict[str, list]:
+def _overview_rows(dest: Path) -> dict[str, dict]:
     overview = json.loads((dest / "report_data" / "sections" / "overview.json").read_bytes())
     runs = next(c for c in overview["charts"] if c["title"] == "Runs")
     return {r[0]: dict(zip(runs["columns"], r)) for r in runs["rows"]}
@@ -119,3 +119,48 @@ def test_training_runs_are_listed_with_their_state(tmp_path):
     assert rows["cut"]["finished"] == "" and rows["cut"]["validation loss"] == 7.5
     assert rows["early"]["status"] == "no checkpoint" and rows["early"]["validation loss"] == ""
     assert all(v != "" for k, v in rows["done"].items())
+
+
+def test_training_runs_show_their_goodput(tmp_path):
+    """A run killed once (step 6, its last checkpoint at 4) and resumed to the end: the Train
+    section's Goodput table has the figures ``python -m train.goodput`` computes from its ledger;
+    a run without a ledger has no row, and a report with no ledger at all no table."""
+    root = tmp_path / "runs"
+    write_train_run(str(root / "done"), steps=8, checkpoints=(4, 8))
+    write_train_run(str(root / "plain"), steps=8, checkpoints=(4, 8))
+
+    def rec(event, time, attempt, **fields):
+        return {"event": event, "time": float(time), "host": "h0", "attempt": attempt, **fields}
+
+    ledger = [
+        rec("start", 1, "A", process_start=0.0, world_size=2, nodes=1, restart=0, job=None, launch_attempt=None),
+        rec("restored", 2, "A", step=0, source="fresh"),
+        rec("first_step", 3, "A", step=1),
+        rec("checkpoint", 6, "A", step=4, train_s=4.0, blocked_s=0.5, **{"async": True}),
+        rec("checkpoint_done", 7, "A", step=4, seconds=1.0),
+        rec("heartbeat", 8, "A", step=6, train_s=6.0),  # then SIGKILL
+        rec("start", 12, "B", process_start=10.0, world_size=2, nodes=1, restart=1, job=None, launch_attempt=None),
+        rec("restored", 13, "B", step=4, source="resume"),
+        rec("first_step", 14, "B", step=5),
+        rec("checkpoint", 18, "B", step=8, train_s=4.0, blocked_s=0.5, **{"async": True}),
+        rec("heartbeat", 18, "B", step=8, train_s=4.0),
+        rec("checkpoint_done", 19, "B", step=8, seconds=1.0),
+        rec("exit", 20, "B", step=8, reason="finished", status=0),
+    ]
+    (root / "done" / "goodput.jsonl").write_text("".join(json.dumps(r) + "\n" for r in ledger) + '{"event": "exit", "ti')
+    report(root, tmp_path / "report")
+    train = json.loads((tmp_path / "report" / "report_data" / "sections" / "train.json").read_bytes())
+    table = train["charts"][0]
+    assert table["title"] == "Goodput" and len(table["rows"]) == 1
+    assert dict(zip(table["columns"], table["rows"][0])) == {
+        "run": "done", "wall s": 20.0, "attempts": 2, "failures": 1, "preemptions": 0,
+        "active fraction": 0.5,  # (6 + 4) s of step loop over 20 s
+        "ETTR": 0.4,  # steps (0, 4] of A and (4, 8] of B: 8 s
+        "steps lost": 2, "recovery median s": 6.0, "recovery p90 s": 6.0,  # A's last record at 8, B's first step at 14
+        "checkpoint stall": "10.00%", "checkpoint interval": "4 steps",
+        "recommended interval": "4 steps, 4.5 s",  # sqrt(2 * 0.5 s * 20 s) at 1 s a step
+    }  # fmt: skip
+    (root / "done" / "goodput.jsonl").unlink()
+    report(root, tmp_path / "report2")
+    train = json.loads((tmp_path / "report2" / "report_data" / "sections" / "train.json").read_bytes())
+    assert all(c["title"] != "Goodput" for c in train["charts"]) and train["charts"][0]["title"] == "Training loss"

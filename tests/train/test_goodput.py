@@ -382,3 +382,10 @@ def test_a_read_only_save_dir_warns_once_and_does_not_raise(tmp_path):
     assert proc.stderr.count("goodput ledger: cannot write") == 1
     assert "Read-only file system" in proc.stderr or "Permission denied" in proc.stderr
     assert not (save_dir / LEDGER).exists()
+
+
+def test_the_ledger_and_its_report_import_no_torch():
+    # The launcher writes the ledger and the report reads it: neither may pay for torch (or numpy).
+    code = "import sys, train.goodput, train.ledger; print(sorted(m for m in ('torch', 'numpy') if m in sys.modules))"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT, timeout=60)
+    assert proc.returncode == 0 and proc.stdout == "[]\n", proc.stderr
