@@ -36,10 +36,13 @@ LAYERS: dict[str, tuple[str, ...]] = {
     # Choosing a mixture trains proxy models: mix-search is the one stage that runs the trainer.
     "mixers.search": ("mixers", "dolma_pipe", "train"),
     # The report reads what every stage wrote, with the stages' own code.
-    "report": ("report", "dolma_pipe", "taggers", "mixers", "train.shards"),
+    # A training run's goodput too, from its ledger (train.ledger, train.goodput: no torch).
+    "report": ("report", "dolma_pipe", "taggers", "mixers", "train.shards", "train.ledger", "train.goodput"),
     # The trainer reads token shards and knows nothing of the curation packages.
     "train": ("train",),
     "train.shards": ("train.shards",),
+    "train.ledger": ("train.ledger",),
+    "train.goodput": ("train.goodput", "train.ledger"),
 }
 CLI = "dolma_pipe.cli"
 CLI_IMPORTERS = ("dolma_pipe.__main__",)
@@ -216,6 +219,10 @@ def test_layers_hold():
 
 def test_the_token_shard_format_needs_no_torch():
     assert third_party_imports("train.shards") <= SHARDS_THIRD_PARTY
+
+
+def test_the_goodput_ledger_and_its_report_need_the_standard_library_only():
+    assert third_party_imports("train.ledger") == third_party_imports("train.goodput") == set()
 
 
 def test_the_layer_check_finds_a_violation():

@@ -4,7 +4,10 @@ A mistake is one line on stderr and an exit status, never a traceback (``train.e
 config mistake is ``config error: <key>: ...`` (exit status 2), found before the first step: most
 when the file loads (before torch is imported), the rest when the trainer is built (an existing
 ``save_dir``, a checkpoint that does not fit the config); a checkpoint that cannot be loaded is
-``checkpoint error: ...`` (2); a data problem is ``data error: ...`` (3).
+``checkpoint error: ...`` (2); a data problem is ``data error: ...`` (3); a failed pre-flight
+check exits with the status its verdict gives (``train.errors``: retry, cordon, fatal). Any other
+exception prints its traceback and exits ``EXIT_RETRY`` (75): recovery starts again from the
+newest checkpoint.
 """
 
 from __future__ import annotations
@@ -12,9 +15,10 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import traceback
 
 from train.config import check_for_training, load_config
-from train.errors import TrainError, report
+from train.errors import EXIT_RETRY, TrainError, report
 
 
 def _rank() -> int:
@@ -49,6 +53,11 @@ def main(argv=None) -> int:
         # A config mistake is the same on every rank (said once); a data one may differ between
         # ranks (a file one node cannot see): every rank says its own.
         return report(e, _rank())
+    except Exception:
+        # Anything else (a peer rank lost mid-collective, an I/O error) is worth another attempt
+        # from the newest checkpoint: the traceback, then the status recovery retries.
+        traceback.print_exc()
+        return EXIT_RETRY
     return 0 if result is not None else 1
 
 

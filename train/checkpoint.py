@@ -26,6 +26,7 @@ import dataclasses
 import json
 import re
 import shutil
+import time
 import warnings
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -238,8 +239,17 @@ class Checkpointer:
     # The DCP storage writer of every save (a subclass may wrap it, e.g. to slow writes down).
     storage_writer: type[FileSystemWriter] = FileSystemWriter
 
-    def __init__(self, save_dir: str | Path, keep_last: int, permanent_interval: int, async_save: bool):
+    def __init__(
+        self,
+        save_dir: str | Path,
+        keep_last: int,
+        permanent_interval: int,
+        async_save: bool,
+        on_done: Callable[[int, float], None] | None = None,
+    ):
         self.save_dir = Path(save_dir)
+        self.on_done = on_done  # (step, seconds from the save call to a complete checkpoint)
+        self._started = 0.0
         self.keep_last = keep_last
         self.permanent_interval = permanent_interval
         self.async_save = async_save
@@ -258,6 +268,7 @@ class Checkpointer:
 
     def save(self, step: int, model, optimizer, state: dict, block: bool = False) -> Path:
         self.wait()  # one save at a time: staging buffers and retention stay simple
+        self._started = time.perf_counter()
         path = step_dir(self.save_dir, step)
         if self.rank == 0:
             if path.exists():  # a stale partial save of the same step from a killed run
@@ -291,6 +302,8 @@ class Checkpointer:
             self.wait()
 
     def _finish(self, step: int) -> None:
+        if self.on_done is not None:
+            self.on_done(step, time.perf_counter() - self._started)
         if self.rank == 0:
             self.prune()
 

@@ -35,20 +35,25 @@ LEDGER = "goodput.jsonl"
 # behind a line that a kill cut off before its newline.
 _HEAD = b'{"event":'
 _IMPORTED = time.time()
+_STARTED: float | None = None
 
 
 def process_start_time() -> float:
-    """Unix time at which the OS started this process (``/proc/self/stat`` starttime plus the boot
-    time in ``/proc/stat``; ~10 ms resolution); where ``/proc`` cannot tell, the time this module
-    was imported."""
-    try:
-        stat = Path("/proc/self/stat").read_text()
-        # The command name (field 2) is in parentheses and may hold spaces: count after the last ')'.
-        ticks = int(stat.rsplit(")", 1)[1].split()[19])  # field 22, starttime, in clock ticks since boot
-        btime = next(int(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines() if line.startswith("btime "))
-        return btime + ticks / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError, StopIteration):
-        return _IMPORTED
+    """Unix time at which the OS started this process: now, less the process's age (``/proc/self/stat``
+    starttime against ``/proc/uptime``; ~10 ms resolution: ``/proc/stat``'s boot time is whole
+    seconds, too coarse for a recovery's parts); where ``/proc`` cannot tell, the time this module
+    was imported. Computed once per process (the wall clock may be stepped later)."""
+    global _STARTED
+    if _STARTED is None:
+        try:
+            stat = Path("/proc/self/stat").read_text()
+            # The command name (field 2) is in parentheses and may hold spaces: count after the last ')'.
+            ticks = int(stat.rsplit(")", 1)[1].split()[19])  # field 22, starttime, in clock ticks since boot
+            uptime = float(Path("/proc/uptime").read_text().split()[0])
+            _STARTED = time.time() - (uptime - ticks / os.sysconf("SC_CLK_TCK"))
+        except (OSError, ValueError, IndexError):
+            _STARTED = _IMPORTED
+    return _STARTED
 
 
 def new_attempt_id(host: str | None = None) -> str:

@@ -22,6 +22,7 @@ a run starts: resume or ``init_from``).
 from __future__ import annotations
 
 import signal
+import socket
 import time
 from pathlib import Path
 
@@ -30,9 +31,11 @@ import torch
 from torch.distributed.fsdp import FSDPModule
 
 from train import dist as tdist
+from train.attempt import Attempt, check_restartable_launch
 from train.checkpoint import Checkpointer, check_fresh_save_dir, restore, rng_states
 from train.config import Config, check_for_training, dump_config
 from train.data import GlobalOrder, TokenDataset, eval_indices, token_dtype, validate_shards
+from train.errors import EXIT_RETRY, TrainError
 from train.evaluate import evaluate_loss
 from train.loss import StepLoss, lm_loss
 from train.metrics import MetricsFile, StepMeter
@@ -46,10 +49,26 @@ class Trainer:
 
     def __init__(self, cfg: Config):
         self.cfg = cfg
-        self.d = tdist.setup()
+        check_restartable_launch()
+        self.d = tdist.setup(timeout=cfg.resilience.init_timeout)
         self.rank, self.world, self.device = self.d.rank, self.d.world, self.d.device
+        # the ledger, the watchdog (from here: building, restoring and the first step must fit
+        # in resilience.init_timeout) and the straggler check
+        self.attempt = Attempt(cfg, self.rank, self.world, max(1, self.world // self.d.local_world))
+        try:
+            self._start()
+        except BaseException as e:
+            reason = "preflight" if isinstance(e, PreflightFailed) else "error"
+            self.attempt.exit(reason, getattr(e, "exit_status", EXIT_RETRY), f"{type(e).__name__}: {e}"[:500])
+            self.attempt.close()
+            raise
+
+    def _start(self) -> None:
+        cfg = self.cfg
         t, c = cfg.train, cfg.checkpoint
         check_for_training(cfg, self.world)
+        if cfg.preflight.enabled:
+            self._preflight()
         self.grad_accum = t.global_batch_size // (self.world * t.micro_batch_size)
         self.mesh_shape = tdist.mesh_shape(t, self.d)
         save_dir = Path(c.save_dir)
@@ -61,7 +80,7 @@ class Trainer:
         self.stats = describe(cfg.model, cfg.data.seq_len)
         self._build_data()
         self.optimizer = build_optimizer(self.model, cfg.optim, lr=0.0)
-        self.ckpt = Checkpointer(c.save_dir, c.keep_last, c.permanent_interval, c.async_save)
+        self.ckpt = Checkpointer(c.save_dir, c.keep_last, c.permanent_interval, c.async_save, on_done=self.attempt.checkpoint_done)
         self.lr = 0.0
         # Two flags, on purpose: the SIGTERM handler only ever sets ``_sigterm_received``
         # (this rank's wish), which is fed into the step's all-reduce; ``stop_requested`` is
@@ -72,6 +91,7 @@ class Trainer:
         start = restore(cfg, self.model, self.optimizer, self.fingerprint, self.device, self._print)
         self.step, self.instances_seen, self.peak_lr = start.step, start.instances_seen, start.peak_lr
         self.saved_step: int | None = start.step if start.resumed else None
+        self.attempt.restored(start.step, "resume" if start.resumed else ("init_from" if c.init_from else "fresh"))
         # after a kill, the metrics of the steps past the checkpoint go: they are logged again
         self.evaluated_steps = self.metrics.reconcile(self.step)
         s = cfg.schedule
@@ -81,6 +101,17 @@ class Trainer:
             (save_dir / "config.yaml").write_text(dump_config(cfg))
 
     # -- setup -------------------------------------------------------------------------
+
+    def _preflight(self) -> None:
+        """The pre-flight checks (``train.preflight``) on every rank; a failure ends the attempt
+        with the status that tells recovery what to do (retry, cordon this node, stop)."""
+        from train.preflight import run_preflight
+
+        result = run_preflight(self.cfg, self.rank, self.world, socket.gethostname(), self.d.local_rank)
+        self.attempt.ledger.write("preflight", seconds=result.seconds, failures=result.failures, verdict=result.verdict)
+        result.say(self.rank)
+        if result.verdict != "ok":
+            raise PreflightFailed(result)
 
     def _build_model(self) -> tuple[Transformer, FSDPModule]:
         """The sharded model, and the same object typed as the FSDP root (for the FSDP-only
@@ -141,7 +172,10 @@ class Trainer:
 
     def save(self, block: bool = False) -> None:
         state = self.trainer_state()
+        t0 = time.perf_counter()
         path = self.ckpt.save(self.step, self.model, self.optimizer, state, block=block)
+        is_async = self.cfg.checkpoint.async_save and not block
+        self.attempt.checkpoint(self.step, time.perf_counter() - t0, is_async)
         self.saved_step = self.step
         self._print(f"checkpoint step {self.step} -> {path}{' (async)' if self.cfg.checkpoint.async_save and not block else ''}")
 
@@ -191,6 +225,10 @@ class Trainer:
             losses = self.train_step()
             dt = time.perf_counter() - t0
             self.ckpt.poll()
+            if self.attempt.step_done(self.step, dt):
+                # past the first step (compilation, restore, a slow start): collectives must
+                # now finish in resilience.collective_timeout
+                tdist.set_collective_timeout(self.cfg.resilience.collective_timeout, [self.ckpt.pg])
             tokens = self.instances_seen * self.cfg.data.seq_len
             m = meter.record(losses, step=self.step, tokens=tokens, lr=self.lr, step_time=dt, ckpt_inflight=inflight)
             if self.step % self.cfg.log.interval == 0 or self.step == end:
@@ -214,6 +252,7 @@ class Trainer:
             if self.cfg.eval.at_end and self.val_data and self.step not in self.evaluated_steps:
                 last_eval = self.run_eval()
         self.ckpt.wait()
+        self.attempt.exit("preempted" if self.stop_requested else "finished", 0)
         return {"step": self.step, "preempted": self.stop_requested, "eval": last_eval}
 
     def run_eval(self) -> dict:
@@ -242,12 +281,28 @@ class Trainer:
 
     def close(self) -> None:
         self.ckpt.wait()
+        self.attempt.close()
         tdist.teardown()
+
+
+class PreflightFailed(TrainError):
+    """A pre-flight check failed; the exit status says retry, cordon or stop."""
+
+    label = "preflight"
+
+    def __init__(self, result):
+        super().__init__(f"{result.verdict}: " + "; ".join(f"rank {f['rank']} on {f['host']}: {f['check']}" for f in result.failures))
+        self.exit_status = result.exit_status
+        self.same_on_every_rank = True  # every rank holds the same verdict: said once
 
 
 def run(cfg: Config) -> dict:
     trainer = Trainer(cfg)
     try:
         return trainer.fit()
+    except BaseException as e:
+        # the ledger's exit record: why this attempt ended (a kill writes none)
+        trainer.attempt.exit("error", getattr(e, "exit_status", EXIT_RETRY), f"{type(e).__name__}: {e}"[:500])
+        raise
     finally:
         trainer.close()
