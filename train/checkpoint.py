@@ -24,6 +24,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import json
+import pickle
 import re
 import shutil
 import time
@@ -112,7 +113,11 @@ def read_state(path: str | Path) -> dict:
 
 
 def _metadata(path: str | Path) -> Metadata:
-    return FileSystemReader(str(require_checkpoint(path))).read_metadata()
+    path = require_checkpoint(path)
+    try:
+        return FileSystemReader(str(path)).read_metadata()
+    except (EOFError, OSError, ValueError, RuntimeError, pickle.UnpicklingError) as e:
+        raise DamagedCheckpoint(f"{path / '.metadata'}: cannot be read ({type(e).__name__}: {e})") from None
 
 
 def has_optimizer(path: str | Path) -> bool:
@@ -170,7 +175,12 @@ def _dcp_load(state_dict: dict, path: str | Path, **kw: Any) -> None:
     except CheckpointException as e:
         first = next(iter(e.failures.values()), None)
         cause = f"{type(first[0]).__name__}: {first[0]}" if first else str(e).splitlines()[0]
-        raise CheckpointError(f"{path}: cannot be loaded ({cause})") from None
+        raise DamagedCheckpoint(f"{path}: cannot be loaded ({cause})") from None
+
+
+class DamagedCheckpoint(CheckpointError):
+    """A checkpoint folder that looks complete but whose files cannot be read (truncated,
+    overwritten, lost by the storage)."""
 
 
 def check_optimizer_layout(path: str | Path, model, optimizer) -> None:
@@ -394,9 +404,15 @@ def restore(cfg: Config, model, optimizer, fingerprint: str, device: torch.devic
     ``init_from``, into the sharded ``model`` and ``optimizer``; a checkpoint that does not fit
     is a ``ConfigError``. Then the config's optimizer settings win over the loaded ones."""
     try:
-        latest = latest_checkpoint(cfg.checkpoint.save_dir) if cfg.checkpoint.resume else None
-        if latest is not None:
-            start = _resume(latest, cfg, model, optimizer, fingerprint, device, say)
+        candidates = [p for _, p in reversed(list_checkpoints(cfg.checkpoint.save_dir))] if cfg.checkpoint.resume else []
+        for path in candidates:
+            try:
+                start = _resume(path, cfg, model, optimizer, fingerprint, device, say)
+                break
+            except DamagedCheckpoint as e:
+                # every rank got the same error (DCP gathers the reads' failures): set it aside
+                # once, where resuming never looks again, and take the one before it
+                set_aside(path, str(e), say)
         else:
             start = _init_from(cfg, model, optimizer, say)
     except CheckpointError as e:
@@ -406,6 +422,15 @@ def restore(cfg: Config, model, optimizer, fingerprint: str, device: torch.devic
     for line in apply_optim_config(optimizer, cfg.optim):
         say(f"optim: {line}")
     return start
+
+
+def set_aside(path: Path, why: str, say: Callable[[str], None]) -> None:
+    """Rename a damaged checkpoint to ``<name>.damaged-<unix time>`` (rank 0; every rank waits)."""
+    if dist.get_rank() == 0:
+        target = path.with_name(f"{path.name}.damaged-{int(time.time())}")
+        path.rename(target)
+        say(f"WARNING: {why}; set aside as {target.name}, resuming from the checkpoint before it")
+    dist.barrier()
 
 
 def _resume(latest: Path, cfg: Config, model, optimizer, fingerprint: str, device: torch.device, say: Callable[[str], None]) -> Start:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import sys
 
-
 # Exit statuses that tell recovery (torchrun's restarts, ``train.launch``, a SLURM loop) what to
 # do next; the user-mistake statuses 1-3 below mean "do not retry" too.
 EXIT_RETRY = 75  # a transient failure (EX_TEMPFAIL): start again from the newest checkpoint
