@@ -6,8 +6,9 @@ own ``main`` (``--entry train``: ``python -m train``'s, for a trainer that runs 
 start). ``launch_faults`` starts it under torchrun through ``train.testing.launch``.
 
 - ``--wrong-matmul R``: rank R's products come back with one element off by one.
-- ``--slow-matmul R[:F]``: rank R's products take F times as long (default 3): it sleeps
-  (F - 1) times the product's own time after each.
+- ``--slow-matmul R[:F]``: rank R's products take F times as long (an integer, default 3): each
+  is computed F times, as a processor F times slower would spend F times the cycles (the check
+  measures CPU time on CPU, so a sleep would not show).
 - ``--wrong-allreduce R``: rank R's all-reduce result has one element off by one.
 - ``--read-only DIR``: each rank starts again (``exec``, the same pid) in a mount namespace of its
   own where DIR is bind-mounted read-only over itself: ``chmod`` does not stop root, a
@@ -21,7 +22,6 @@ import os
 import shlex
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 
@@ -91,25 +91,21 @@ def _install_wrong_matmul(rank: int) -> None:
 
 
 def _install_slow_matmul(spec: str) -> None:
-    import torch
-
     from train import preflight
 
     rank_text, _, factor_text = spec.partition(":")
-    rank, factor = int(rank_text), float(factor_text or 3)
+    rank, factor = int(rank_text), int(factor_text or 3)
     inner = preflight._matmul
 
     def _matmul(a, b):
-        start = time.perf_counter()
         c = inner(a, b)
         if _this_rank() == rank:
-            if c.device.type == "cuda":
-                torch.cuda.synchronize(c.device)
-            time.sleep((factor - 1) * (time.perf_counter() - start))
+            for _ in range(factor - 1):  # a processor F times slower: F times the work for one product
+                c = inner(a, b)
         return c
 
     preflight._matmul = _matmul
-    _say(f"test fault: rank {rank}'s matmul takes {factor:g}x as long")
+    _say(f"test fault: rank {rank}'s matmul takes {factor}x as long")
 
 
 def _install_wrong_allreduce(rank: int) -> None:
