@@ -13,7 +13,8 @@ What it counts:
 - **wall time**: from the earliest process start (``start``'s ``process_start``) or launcher
   ``launch`` to the last record.
 - **active training fraction** (Lambda's measure): the sum over attempts of their last ``train_s``
-  (the step loop's seconds, checkpoint stalls included) over wall time.
+  (the seconds of the attempt's finished steps; checkpoint stalls are not step time) over wall
+  time.
 - **ETTR** (Meta's and ByteDance's effective training time ratio): the seconds of the steps that
   survive into the final model over wall time. The lineage: the last attempt that restored keeps
   its steps (restored step, last step] (up to its newest checkpoint instead when it failed); the

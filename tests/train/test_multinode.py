@@ -418,23 +418,31 @@ def test_resume_across_node_counts_and_sharding_layouts(reference, shared):
 
 # -- the SLURM template ----------------------------------------------------------------------
 
-# srun as the template uses it: one task per node of the allocation, each with the SLURM_*
-# variables of its node, in its own mount namespace with a private /tmp, in the submit
+# srun as train.launch uses it: one task per node of --nodelist (else of the allocation), each with
+# the SLURM_* variables of its node, in its own mount and UTS namespaces (its own /tmp and its own
+# host name, node<i>, which FAKE_SLURM_HOSTS maps to 127.0.0.1 in its /etc/hosts), in the submit
 # directory (srun keeps the working directory); --kill-on-bad-exit: once a task fails, the
 # others get SIGTERM, and SIGKILL KillWait seconds later (SLURM's default 30; FAKE_SRUN_KILL_WAIT).
 # Output goes to srun's own (the job log).
 FAKE_SRUN = r"""#!/bin/bash
 set -u
-kill_on_bad_exit=0
+kill_on_bad_exit=0 nodelist=
 while [[ $# -gt 0 && $1 == -* ]]; do
-  case $1 in --kill-on-bad-exit|--kill-on-bad-exit=1) kill_on_bad_exit=1 ;; esac
+  case $1 in
+    --kill-on-bad-exit|--kill-on-bad-exit=1) kill_on_bad_exit=1 ;;
+    --nodelist=*) nodelist=${1#--nodelist=} ;;
+  esac
   shift
 done
+if [[ -n $nodelist ]]; then IFS=, read -ra names <<< "$nodelist"
+else names=(); for ((i = 0; i < SLURM_JOB_NUM_NODES; i++)); do names+=(node$i); done; fi
+echo "stand-in srun: ${names[*]}"
 pids=()
-for ((i = 0; i < SLURM_JOB_NUM_NODES; i++)); do
-  SLURM_NODEID=$i SLURM_PROCID=$i SLURM_LOCALID=0 SLURM_STEP_NUM_NODES=$SLURM_JOB_NUM_NODES \
-    SLURM_STEP_NUM_TASKS=$SLURM_JOB_NUM_NODES SLURMD_NODENAME=node$i \
-    unshare --mount --propagation private bash -c 'PRIVATE_TMP && exec "$@"' srun-task "$@" &
+for ((i = 0; i < ${#names[@]}; i++)); do
+  SLURM_NODEID=$i SLURM_PROCID=$i SLURM_LOCALID=0 SLURM_STEP_NUM_NODES=${#names[@]} \
+    SLURM_STEP_NUM_TASKS=${#names[@]} SLURMD_NODENAME=${names[$i]} NODE_NAME=${names[$i]} \
+    unshare --mount --uts --propagation private bash -c \
+      'hostname "$NODE_NAME" && mount --bind "$FAKE_SLURM_HOSTS" /etc/hosts && PRIVATE_TMP && exec "$@"' srun-task "$@" &
   pids+=($!)
 done
 status=0 killer=
@@ -456,28 +464,25 @@ exit $status
 FAKE_SCONTROL = r"""#!/bin/bash
 # scontrol show hostnames NODELIST: one line per node of the allocation
 [[ "$1 $2" == "show hostnames" ]] || { echo "stand-in scontrol: only 'show hostnames'" >&2; exit 1; }
-for ((i = 0; i < SLURM_JOB_NUM_NODES; i++)); do echo 127.0.0.1; done
+for ((i = 0; i < SLURM_JOB_NUM_NODES; i++)); do echo node$i; done
 """
 
 
-@multinode
-@pytest.mark.timeout(180)
-def test_slurm_template_on_two_nodes(reference, shared):
-    """``bash train/launch/slurm.sbatch CONFIG --set ...`` as SLURM runs it in a 2-node
-    allocation of 2 GPUs each (here 2 CPU ranks), with stand-ins for srun and scontrol first on
-    PATH: a fresh run with hybrid sharding (``--set`` reaches the trainer), 3 steps. Its first
-    loss is the reference's exactly (the same initial weights, sharded another way), the next
-    ones and the step-3 weights equal the reference's to float precision."""
-    cfg, save_dir = _config(shared, "slurm", reference["data"])
-    bin_dir, job = shared / "slurm-bin", shared / "slurm-job"
+def _slurm(shared: Path, name: str) -> tuple[Path, dict[str, str]]:
+    """A job folder and the environment of a 2-node SLURM job of 2 GPUs a node (here 2 CPU
+    ranks), with the stand-ins for srun and scontrol first on PATH."""
+    bin_dir, job = shared / f"{name}-bin", shared / f"{name}-job"
     bin_dir.mkdir()
     job.mkdir()
-    for name, text in (("srun", FAKE_SRUN.replace("PRIVATE_TMP", private_tmp())), ("scontrol", FAKE_SCONTROL)):
-        (bin_dir / name).write_text(text)
-        (bin_dir / name).chmod(0o755)
+    for tool, text in (("srun", FAKE_SRUN.replace("PRIVATE_TMP", private_tmp())), ("scontrol", FAKE_SCONTROL)):
+        (bin_dir / tool).write_text(text)
+        (bin_dir / tool).chmod(0o755)
+    hosts = shared / f"{name}-hosts"
+    hosts.write_text(Path("/etc/hosts").read_text() + "\n127.0.0.1 node0 node1\n")
     env = {
         **_env(),
         "PATH": f"{bin_dir}{os.pathsep}{Path(PYTHON).parent}{os.pathsep}{os.environ['PATH']}",
+        "FAKE_SLURM_HOSTS": str(hosts),
         "SLURM_JOB_ID": "4242",
         "SLURM_JOB_NAME": "dolma-pipe-train",
         "SLURM_JOB_NUM_NODES": "2",
@@ -490,17 +495,35 @@ def test_slurm_template_on_two_nodes(reference, shared):
         "MASTER_PORT": str(free_port()),
         "OMP_NUM_THREADS": "1",
     }
+    return job, env
+
+
+def _sbatch(job: Path, env: dict[str, str], args: list[str]) -> Node:
     log = job / "job.out"
     with open(log, "w") as f:
         proc = subprocess.Popen(
-            ["bash", str(REPO_ROOT / "train" / "launch" / "slurm.sbatch"), str(cfg), "--set", "train.data_parallel=hsdp", "--set", "train.stop_at_step=3"],
+            ["bash", str(REPO_ROOT / "train" / "launch" / "slurm.sbatch"), *args],
             stdout=f, stderr=subprocess.STDOUT, env=env, cwd=job, start_new_session=True,
         )  # fmt: skip
     node = Node(0, proc, log, job / "unused")
     _started.append(node)
+    return node
+
+
+@multinode
+@pytest.mark.timeout(180)
+def test_slurm_template_on_two_nodes(reference, shared):
+    """``bash train/launch/slurm.sbatch CONFIG --set ...`` as SLURM runs it in a 2-node
+    allocation of 2 GPUs each (here 2 CPU ranks), with stand-ins for srun and scontrol first on
+    PATH: a fresh run with hybrid sharding (``--set`` reaches the trainer), 3 steps. Its first
+    loss is the reference's exactly (the same initial weights, sharded another way), the next
+    ones and the step-3 weights equal the reference's to float precision."""
+    cfg, save_dir = _config(shared, "slurm", reference["data"])
+    job, env = _slurm(shared, "slurm")
+    node = _sbatch(job, env, [str(cfg), "--set", "train.data_parallel=hsdp", "--set", "train.stop_at_step=3"])
     assert node.wait() == 0, node.output()
     out = node.output()
-    assert "nodes=2 gpus/node=2 master=127.0.0.1:" in out
+    assert "nodes=2 gpus/node=2 master=node0:" in out and "stand-in srun: node0 node1" in out
     assert "4 rank(s), 2 node(s), hsdp 2 x 2 (replicate x shard)" in out and "steps 0->3" in out
     assert (job / "logs").is_dir()
     ref, losses = train_losses(reference["save_dir"]), train_losses(save_dir)
@@ -517,3 +540,35 @@ def test_slurm_template_on_two_nodes(reference, shared):
         ["bash", str(REPO_ROOT / "train" / "launch" / "slurm.sbatch"), str(cfg)], capture_output=True, text=True, env=bare, cwd=job
     )
     assert r.returncode == 1 and "SLURM_JOB_NUM_NODES: not in a SLURM job: submit this script with sbatch" in r.stderr, r.stderr
+
+
+@multinode
+@pytest.mark.timeout(240)
+def test_slurm_job_leaves_a_node_that_fails_preflight_out_and_completes(reference, shared):
+    """The template's launcher in a 2-node job where node1's ranks (2 and 3) compute a wrong
+    matmul: pre-flight says "cordon node1" (exit status 76), the launcher records the cordon in
+    the ledger and starts its next attempt on node0 alone (2 ranks), which trains the run to
+    its end; the goodput report names the cordoned node."""
+    from train.errors import EXIT_CORDON
+    from train.goodput import summarize
+    from train.ledger import read_ledger
+
+    cfg, save_dir = _config(shared, "cordon", reference["data"], train={"stop_at_step": 3})
+    job, env = _slurm(shared, "cordon")
+    env.update(MAX_RESTARTS="0")
+    # the ranks run the trainer through the pre-flight faults' wrapper (patched from outside)
+    node = _sbatch(job, env, [str(cfg), "--module", "tests.support.preflight_faults --wrong-matmul 2 --entry train", "--backoff", "0"])
+    assert node.wait(220) == 0, node.output()
+    out = node.output()
+    assert "stand-in srun: node0 node1" in out and "stand-in srun: node0" + "\n" in out
+    assert "train.launch: cordoned node1: matmul" in out, out[-3000:]
+    assert "2 rank(s), 1 node(s)" in out and sorted(train_losses(save_dir)) == [1, 2, 3]
+    records = read_ledger(save_dir / "goodput.jsonl")
+    exits = [r for r in records if r["event"] == "launch_exit"]
+    assert [r["launch_attempt"] for r in exits] == [1, 2] and exits[1]["status"] == 0
+    assert [r["host"] for r in records if r["event"] == "cordon"] == ["node1"]
+    launches = [r for r in records if r["event"] == "launch"]
+    assert launches[1]["nodes"] == ["node0"] and launches[1]["cordoned"] == ["node1"]
+    failed = [r for r in records if r["event"] == "exit" and r["reason"] == "preflight"]
+    assert failed and failed[0]["status"] == EXIT_CORDON
+    assert summarize(records)["cordoned"]

@@ -61,7 +61,7 @@ class Launch:
     rdzv_port: int = 29500
     monitor_interval: float = 0.5
     shutdown_timeout: float = 110.0
-    module: str = "train"  # the entry point torchrun runs (tests wrap the trainer)
+    module: str = "train"  # the entry point torchrun runs, with its own arguments (tests wrap the trainer)
 
     def save_dir(self) -> Path:
         return Path(load_config(self.config, self.sets).checkpoint.save_dir)
@@ -94,7 +94,7 @@ def _slurm_nodes() -> list[str]:
 
 def torchrun_command(launch: Launch, nodes: list[str], attempt: int) -> list[str]:
     """One attempt's command: torchrun on this host, or srun starting one torchrun per node."""
-    trainer = ["-m", launch.module, "--config", launch.config, *(a for s in launch.sets for a in ("--set", s))]
+    trainer = ["-m", *shlex.split(launch.module), "--config", launch.config, *(a for s in launch.sets for a in ("--set", s))]
     common = [
         f"--nproc-per-node={launch.nproc_per_node}",
         f"--max-restarts={launch.max_restarts}",
@@ -142,9 +142,9 @@ class Launcher:
             started = time.time()
             status = self._attempt(attempt, nodes)
             ended = self._last_exit(started)
-            if status == 0 and (ended is None or ended.get("reason") == "finished" or self._stopping):
-                return 0
-            if self._stopping:
+            if status == 0 or self._stopping:
+                # finished, or preempted: a SIGTERM that reached the ranks (SLURM's --signal goes
+                # to the job's steps) means the job is ending; its requeue or resubmission resumes
                 return status
             # torchrun says 1 for any failed rank: the trainer's own exit record says why
             said = ended.get("status") if ended else None
@@ -154,7 +154,7 @@ class Launcher:
                 )
                 return said
             if attempt < self.launch.attempts:
-                why = ended.get("reason") if ended and status else ("preempted" if status == 0 else "failure")
+                why = ended.get("reason") if ended else "killed"
                 self._say(f"attempt {attempt} ended with status {status} ({why}): starting again in {self.launch.backoff:g} s")
                 time.sleep(self.launch.backoff)
         self._say(f"{self.launch.attempts} attempts failed; stopping")
