@@ -13,6 +13,7 @@ overrides are applied to the YAML before validation, so they are checked the sam
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import types
 import typing
@@ -171,7 +172,8 @@ class PreflightConfig:
     min_write_mb_s: float = 20.0  # save_dir's write speed below this fails the check
     checkpoints_room: int = 2  # save_dir must have room for this many checkpoints
     matmul_size: int = 512  # the deterministic matmul's square size
-    # a rank whose matmul or all-reduce takes this many times the median rank's is cordoned
+    # a rank whose matmul takes this many times the median rank's is cordoned (the all-reduce
+    # takes the same time on every rank: it is judged by its result only)
     slow_factor: float = 2.0
     allreduce_mb: float = 4.0  # size of the all-reduce of known values
     max_gpu_temperature_c: float = 85.0  # CUDA only
@@ -286,7 +288,7 @@ def set_override(raw: dict, assignment: str) -> None:
 
 
 def from_dict(raw: dict, overrides: list[str] | None = None) -> Config:
-    raw = dict(raw or {})
+    raw = copy.deepcopy(raw or {})  # overrides go into nested sections: never the caller's
     for assignment in overrides or []:
         set_override(raw, assignment)
     if isinstance(raw.get("model"), dict):
