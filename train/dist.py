@@ -13,7 +13,11 @@ writes and another reads (checkpoints, the data order, the shard checks) live in
 
 This module owns everything that spans ranks before the first step: the process group, the
 device mesh and the FSDP2 sharding over it (``parallelize``, as torchtitan's), and the start-up
-checks across ranks (one ``save_dir`` and the same data on every node).
+checks across ranks (one ``save_dir`` and the same data on every node), and the process groups'
+timeouts: ``resilience.init_timeout`` for the start and everything up to the first step (building,
+restoring, compiling), then ``resilience.collective_timeout`` (``set_collective_timeout``), so a
+rank that stops answering makes its peers' collectives fail in minutes instead of blocking them
+until the job's time limit.
 """
 
 from __future__ import annotations
@@ -21,7 +25,9 @@ from __future__ import annotations
 import os
 import socket
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +57,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def setup() -> DistInfo:
+def setup(timeout: float | None = None) -> DistInfo:
+    """The process group (``timeout``: seconds for its start and for every collective until
+    ``set_collective_timeout``; None: torch's default, 10 min for NCCL, 30 min for gloo)."""
     store = None
     if "RANK" not in os.environ:
         # One process: an in-memory store, no port. A port found free here can be taken by another
@@ -72,11 +80,59 @@ def setup() -> DistInfo:
         backend = "gloo"
     if not dist.is_initialized():
         device_id = device if device.type == "cuda" else None
+        kw: dict[str, Any] = {"timeout": timedelta(seconds=timeout)} if timeout else {}
         if store is not None:
-            dist.init_process_group(backend=backend, store=store, rank=0, world_size=1, device_id=device_id)
+            dist.init_process_group(backend=backend, store=store, rank=0, world_size=1, device_id=device_id, **kw)
         else:
-            dist.init_process_group(backend=backend, device_id=device_id)
+            dist.init_process_group(backend=backend, device_id=device_id, **kw)
     return DistInfo(rank, world, local_rank, device, local_world, node)
+
+
+def set_collective_timeout(seconds: float, groups: Iterable[dist.ProcessGroup | None] | None = None) -> None:
+    """Tighten the timeout of every later collective to ``seconds`` (``resilience.collective_timeout``),
+    on the default group and on ``groups`` (None: every group this process has made: the mesh's
+    hsdp groups, the checkpointer's gloo group, ...). Call it on every rank once the first step is
+    done, as torchtitan's ``set_pg_timeouts``: until then a collective may wait for a slow start
+    (model build, restore, compilation) under ``resilience.init_timeout``.
+
+    Every rank first meets the others in a barrier under the old timeout: a fast rank that
+    tightened its timeout while a slow one still worked through the first step would time out on
+    its next collective. After this, a collective that a peer never joins fails on the waiting
+    ranks after ``seconds``: gloo raises ``RuntimeError: ... Timed out waiting Nms for recv
+    operation to complete`` (``is_collective_timeout``); NCCL's watchdog aborts the process."""
+    dist.barrier()
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+    timeout = timedelta(seconds=seconds)
+    # torch >= 2.8 has the public set_timeout; torchtitan's private name works from 2.1 (pyproject: >= 2.6)
+    set_timeout = getattr(dist, "set_timeout", None) or dist.distributed_c10d._set_pg_timeout
+    for group in _groups(groups):
+        set_timeout(timeout, group)
+
+
+def _groups(groups: Iterable[dist.ProcessGroup | None] | None) -> list[dist.ProcessGroup]:
+    """The default group and ``groups`` (None: every group of this process), each once, without
+    the sentinels torch returns to ranks outside a group."""
+    if groups is None:
+        # torch keeps every live group in this map (private, so read defensively)
+        world = getattr(dist.distributed_c10d, "_world", None)
+        groups = list(getattr(world, "pg_map", {}) or {})
+    out: list[dist.ProcessGroup] = [dist.distributed_c10d._get_default_group()]
+    for g in groups:
+        if isinstance(g, dist.ProcessGroup) and all(g is not o for o in out):
+            out.append(g)
+    return out
+
+
+def is_collective_timeout(error: BaseException) -> bool:
+    """Whether ``error`` is a collective that timed out (a peer hung, died or was stopped), which
+    recovery should restart like a hang (``errors.EXIT_HANG``), not report as a user's mistake."""
+    text = str(error)
+    return isinstance(error, RuntimeError) and (
+        "Timed out waiting" in text  # gloo: "Timed out waiting 300000ms for recv operation to complete"
+        or "Watchdog caught collective operation timeout" in text  # NCCL (when it raises, not aborts)
+        or (isinstance(error, getattr(dist, "DistBackendError", ())) and "timed out" in text.lower())
+    )
 
 
 def teardown() -> None:
