@@ -24,6 +24,10 @@ harness's own clock (when it injected each fault). Cases:
 - ``preflight``: save_dir read-only, too small, an unreadable shard, a wrong matmul, a rank 3x
   slower: each verdict, naming rank and host, and its time (``tests/support/preflight_faults``).
 - ``damaged``: the newest checkpoint truncated: set aside, the run resumes from the one before.
+- ``nodeloss``: 2 loopback nodes (a torchrun agent each, 2 ranks, ``--nnodes 1:2``, c10d on
+  127.0.0.1; here they share this machine's disk, ``tests/train/test_multinode.py`` gives each its
+  own ``/tmp``); node 1's agent and ranks SIGKILLed for good: node 0 goes on alone on 2 ranks and
+  finishes; its losses against the uninterrupted 2-node run's.
 
 Run by hand (about 25 minutes on 2 cores); ``tests/train/test_recovery.py`` runs small cases.
 """
@@ -37,6 +41,7 @@ import os
 import random
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -52,7 +57,7 @@ from train.ledger import read_ledger
 from train.testing import make_shards, tiny_config, train_losses, write_config
 
 LAUNCH = ["--backoff", "0", "--monitor-interval", "0.1", "--shutdown-timeout", "3"]
-ALL = ["kills", "stop", "slow", "healthy", "every120", "preflight", "damaged"]
+ALL = ["kills", "stop", "slow", "healthy", "every120", "preflight", "damaged", "nodeloss"]
 
 
 def config(root: Path, name: str, data: dict, steps: int, interval: int, **resilience) -> Path:
@@ -215,7 +220,9 @@ def case_healthy(root: Path, data: dict, seed: int) -> dict:
         _, res, records = run(root, f"healthy{i}", config(root, f"healthy{i}", data, steps, 100))
         s = res["summary"]
         alarms = [r for r in records if r.get("event") == "straggler" or (r.get("event") == "exit" and r.get("reason") != "finished")]
-        out.append({"steps": steps, "wall_s": s["wall_s"], "ettr": s["ettr"], "stall": s["checkpoint_stall_fraction"], "alarms": len(alarms)})
+        out.append(
+            {"steps": steps, "wall_s": s["wall_s"], "ettr": s["ettr"], "stall": s["checkpoint_stall_fraction"], "alarms": len(alarms)}
+        )
     return {"runs": out, "alarms": sum(r["alarms"] for r in out), "ettr_long_run": out[0]["ettr"], "stall_long_run": out[0]["stall"]}
 
 
@@ -295,6 +302,65 @@ def case_damaged(root: Path, data: dict, seed: int) -> dict:
         "set_aside": sorted(p.name for p in (root / "damaged").glob("step20.damaged-*")),
         "resumed_from": restored[-1],
         "completed": res["status"] == 0,
+    }
+
+
+def _nodes(root: Path, name: str, cfg: Path, kill_node1_at: int | None) -> tuple[list[int], float | None]:
+    """Two torchrun agents of 2 ranks each, elastic 1:2 nodes; node 1 killed for good at a step."""
+    from train.dist import free_port
+    from train.faults import tree
+
+    port = free_port()
+    env = {**os.environ, "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1", "OMP_NUM_THREADS": "1"}
+    cmd = [
+        sys.executable, "-m", "torch.distributed.run", "--nnodes=1:2", "--nproc-per-node=2", "--max-restarts=3",
+        "--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{port}", f"--rdzv-id={name}", "--monitor-interval=0.1",
+        "--shutdown-timeout=5", "--rdzv-conf=last_call_timeout=5", "-m", "train", "--config", str(cfg),
+    ]  # fmt: skip
+    procs = []
+    for i in range(2):
+        with open(root / f"{name}-node{i}.log", "w") as log:
+            procs.append(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True))
+        time.sleep(1)  # node 0 hosts the rendezvous store
+    killed_at = None
+    try:
+        if kill_node1_at is not None:
+            job = Job(cfg, root / name)
+            job.wait_for(lambda: job.step() >= kill_node1_at, 300, f"step {kill_node1_at}")
+            for pid in tree(procs[1].pid):
+                try:
+                    os.kill(pid, 9)
+                except ProcessLookupError:
+                    pass
+            killed_at = time.time()
+        codes = [p.wait(600) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                os.killpg(p.pid, 9)
+    return codes, killed_at
+
+
+def case_nodeloss(root: Path, data: dict, seed: int) -> dict:
+    steps = 40
+    ref_cfg = config(root, "nodes-ref", data, steps, 4)
+    codes, _ = _nodes(root, "nodes-ref", ref_cfg, None)
+    cfg = config(root, "nodeloss", data, steps, 4)
+    kill_at = random.Random(seed).randint(5, 9)
+    survivor, killed_at = _nodes(root, "nodeloss", cfg, kill_at)
+    ref, got = train_losses(root / "nodes-ref"), train_losses(root / "nodeloss")
+    rel = max(abs(got[k] - ref[k]) / abs(ref[k]) for k in ref)
+    records = read_ledger(root / "nodeloss" / "goodput.jsonl")
+    worlds = [r["world_size"] for r in records if r.get("event") == "start"]
+    firsts = [r["time"] for r in records if r.get("event") == "first_step" and killed_at and r["time"] > killed_at]
+    return {
+        "reference_status": codes,
+        "node0_status": survivor[0],
+        "killed_at_step": kill_at,
+        "world_sizes": worlds,
+        "steps": sorted(got) == sorted(ref),
+        "max_rel_loss_diff": rel,
+        "recovered_after_s": firsts[0] - killed_at if firsts and killed_at else None,
     }
 
 

@@ -1,7 +1,7 @@
 """Fault injection from outside a running training job, for the fault harness (``bench/faults.py``)
 and the recovery tests: real faults on real processes, never a switch inside the trainer.
 
-``Job`` starts ``python -m train.launch`` in a session of its own and follows it through the goodput
+``Job`` starts ``python -m train.launch`` (in the current directory) in a session of its own and follows it through the goodput
 ledger (``heartbeat_interval: 0`` gives one heartbeat per step). It finds the ranks of the current
 attempt by walking ``/proc`` from the launcher (a rank's ``RANK`` is in its environment), and
 injects: ``kill`` (SIGKILL a rank: a crash, the OOM killer), ``stop`` (SIGSTOP a rank: a hang),
@@ -102,7 +102,7 @@ class Job:
         repo = str(Path(__file__).resolve().parent.parent)
         env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": repo + os.pathsep + os.environ.get("PYTHONPATH", "")}
         out = open(self.log, "w") if self.log else subprocess.DEVNULL
-        self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=repo, start_new_session=True)
+        self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         threading.Thread(target=self._track, daemon=True).start()
         return self
 
