@@ -6,9 +6,10 @@ makes every rank's step slow by the same amount: under FSDP a step holds dozens 
 (an all-gather before each block's forward and backward, the reduce-scatters, the gradient
 norm's and the loss's all-reduces), and any interval between two of them that spans one lasts
 as long on the fast ranks as on the slow one. Measured on 2 gloo ranks (the ``small`` preset),
-with rank 1 slowed (SIGSTOP/SIGCONT every 20 ms, i.e. half speed): wall step time rank 1 / rank 0
-= 1.00, step start to just before the loss all-reduce = 1.03, forward compute of the blocks as
-``ComputeClock`` takes it = 1.93. So the step time compared here is ``ComputeClock``'s: the
+rank 1 stopped 20 ms of every 40 (SIGSTOP/SIGCONT) on a quiet machine: wall step time rank 1 /
+rank 0 = 1.00, step start to just before the loss all-reduce = 1.03, forward compute of the
+blocks as ``ComputeClock`` takes it = 1.93; with a 30 ms sleep in each of rank 1's block
+forwards: 1.00, 0.99 and 4.62. So the step time compared here is ``ComputeClock``'s: the
 seconds this rank spends *inside* its blocks' forward passes in one step, which starts after
 FSDP's pre-forward hook has waited for the block's all-gather and ends before the next block
 waits for its own. The backward and the optimizer step are not timed: on the same rank they run

@@ -14,7 +14,6 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -82,6 +81,8 @@ def test_compute_clock_counts_training_forwards_only():
 
 # -- 2 gloo ranks ----------------------------------------------------------------------------------
 
+# One torchrun job runs every case, one after the other (each a fresh monitor: a "run"), to pay
+# for starting torch once: the healthy runs, then a run with rank 1 slowed down.
 RANKS = """
 import json, socket, sys, time
 from pathlib import Path
@@ -101,12 +102,12 @@ model.to_empty(device=d.device)
 init_weights(model, 0)
 opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
 clock = ComputeClock(model.blocks, d.device)  # after fully_shard, as the trainer must
-if d.rank == 1 and a["slow"] == "sleep":
-    for b in model.blocks:  # slower compute: a sleep inside each block's forward
-        b.register_forward_pre_hook(lambda m, args: time.sleep(a["sleep"]))
 g = torch.Generator().manual_seed(d.rank)
 runs = []
-for run in range(a["runs"]):
+for slow in a["runs"]:
+    hooks = []
+    if d.rank == 1 and slow:  # slower compute: a sleep inside each block's forward
+        hooks = [b.register_forward_pre_hook(lambda m, args: time.sleep(a["sleep"])) for b in model.blocks]
     monitor = StragglerMonitor(a["window"], a["factor"], d.rank, d.world, socket.gethostname())
     named, windows, walls = [], [], []
     for step in range(1, a["steps"] + 1):
@@ -127,69 +128,63 @@ for run in range(a["runs"]):
             named.append({"rank": s.rank, "host": s.host, "score": s.score, "step": s.step, "line": describe(s, a["window"])})
         if step % a["window"] == 0:
             windows.append(monitor.scores)
+    for h in hooks:
+        h.remove()
     wall = [0.0] * d.world
     dist.all_gather_object(wall, sorted(walls)[len(walls) // 2])
-    runs.append({"named": named, "scores": windows, "wall_scores": scores(wall)})
+    runs.append({"slow": slow, "named": named, "scores": windows, "wall_scores": scores(wall)})
 if d.rank == 0:
     Path(a["out"], "result.json").write_text(json.dumps({"host": socket.gethostname(), "runs": runs}))
 tdist.teardown()
 """
 
-
-# Two blocks: few collectives, so that a step is quick even on 2 busy cores.
-SIZES = {
+# Two blocks: few collectives, so that a step is quick even on 2 busy cores. Rank 1, when slowed,
+# sleeps 60 ms in each block's forward: 0.12 s more a step (2 blocks, 1 micro-batch).
+ARGS = {
+    "runs": [False, False, False, True],
+    "steps": 20,
+    "window": 10,
+    "factor": 1.5,
     "model": {"vocab_size": 512, "d_model": 256, "n_layers": 2, "n_heads": 4, "max_seq_len": 128},
-    "micro_batches": 2,
-    "micro_batch": [4, 128],
-    "sleep": 0.03,
+    "micro_batches": 1,
+    "micro_batch": [8, 128],
+    "sleep": 0.06,
 }
 
 
-def run_ranks(tmp_path: Path, slow: str, runs: int = 1, steps: int = 20) -> dict:
-    out = tmp_path / "out"
-    out.mkdir()
-    script = tmp_path / "ranks.py"
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> dict:
+    tmp = tmp_path_factory.mktemp("stragglers")
+    script = tmp / "ranks.py"
     script.write_text(RANKS)
-    args = {"out": str(out), "slow": slow, "runs": runs, "steps": steps, "window": 10, "factor": 1.5, **SIZES}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", str(script), json.dumps(args)]
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", str(script)]
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "OMP_NUM_THREADS": "1"}
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        _, stderr = proc.communicate(timeout=240)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == 0, stderr[-3000:]
-    return json.loads((out / "result.json").read_text())
+    p = subprocess.run([*cmd, json.dumps({"out": str(tmp), **ARGS})], env=env, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    return json.loads((tmp / "result.json").read_text())
 
 
-def assert_rank1_named(result: dict) -> None:
-    (run,) = result["runs"]
+@pytest.mark.train
+@pytest.mark.slow
+def test_slow_rank_is_named(runs):
+    """Rank 1 slowed down: named, with its host, at step 10 or 20 (window 10), and never rank 0;
+    its wall step time is no slower than rank 0's (the collectives make every rank wait for it),
+    which is why the wall time is not what is compared."""
+    (run,) = [r for r in runs["runs"] if r["slow"]]
     assert run["named"], run
     first = run["named"][0]
-    assert first["rank"] == 1 and first["host"] == result["host"] and first["step"] <= 20 and first["score"] >= 1.5, run
+    assert first["rank"] == 1 and first["host"] == runs["host"] and first["step"] <= 20 and first["score"] >= 1.5, run
     assert all(n["rank"] == 1 for n in run["named"]), run
-    assert first["line"].startswith(f"straggler: rank 1 on {result['host']}: ")
-    # the wall step time would not have named it: the collectives make every rank wait for it
+    assert first["line"].startswith(f"straggler: rank 1 on {runs['host']}: ")
     assert max(run["wall_scores"]) < 1.5, run
 
 
 @pytest.mark.train
 @pytest.mark.slow
-def test_slow_rank_is_named(tmp_path):
-    """Rank 1 sleeps 30 ms in each block's forward (2 blocks, 2 micro-batches: 0.12 s a step
-    more): named, with its host, at step 10 or 20; never rank 0; its wall step time is no
-    slower than rank 0's (which is why it is not what is compared)."""
-    assert_rank1_named(run_ranks(tmp_path, slow="sleep"))
-
-
-@pytest.mark.train
-@pytest.mark.slow
-def test_healthy_runs_raise_no_alarm(tmp_path):
+def test_healthy_runs_raise_no_alarm(runs):
     """Three runs of 20 steps with no rank slowed: no straggler, every window's scores below the factor."""
-    result = run_ranks(tmp_path, slow="none", runs=3)
-    assert len(result["runs"]) == 3
-    for run in result["runs"]:
+    healthy = [r for r in runs["runs"] if not r["slow"]]
+    assert len(healthy) == 3
+    for run in healthy:
         assert run["named"] == [] and len(run["scores"]) == 2, run
         assert all(max(s) < 1.5 for s in run["scores"]), run
