@@ -192,7 +192,7 @@ def case_stop(root: Path, data: dict, seed: int) -> dict:
 
 
 def case_slow(root: Path, data: dict, seed: int) -> dict:
-    steps, window = 60, 5
+    steps, window = 60, 10
     slowed_at: list[int] = []
 
     def inject(job: Job) -> None:

@@ -19,6 +19,8 @@ from pathlib import Path
 from train.config import Config
 from train.errors import ConfigError
 from train.ledger import Ledger, new_attempt_id, process_start_time
+from train.stragglers import ComputeClock, StragglerMonitor
+from train.stragglers import describe as describe_straggler
 from train.watchdog import StepWatchdog
 
 
@@ -66,6 +68,13 @@ class Attempt:
             on_fire=self._on_hang,
         )
         self._step = 0
+        self.stragglers = StragglerMonitor(r.straggler_window, r.straggler_factor, rank, world, self.host)
+        self.clock: ComputeClock | None = None
+
+    def time_compute(self, blocks, device) -> None:
+        """Time this rank's own work per step (its blocks' forwards, without FSDP's waits), for
+        the straggler check."""
+        self.clock = ComputeClock(blocks, device)
 
     # -- milestones ------------------------------------------------------------------------
 
@@ -83,6 +92,12 @@ class Attempt:
             self.first_step = step
             self.ledger.write("first_step", step=step)
         self.ledger.heartbeat(step, self.train_s)
+        if self.clock is not None:
+            # a collective every straggler_window steps, at the same steps on every rank
+            for s in self.stragglers.record(self.clock.take(), step):
+                if self.rank == 0:
+                    print(describe_straggler(s, self.stragglers.window), flush=True)
+                self.straggler(s.step, s.rank, s.host, s.score)
         return first
 
     def checkpoint(self, step: int, blocked_s: float, is_async: bool) -> None:
@@ -104,6 +119,8 @@ class Attempt:
 
     def close(self) -> None:
         self.watchdog.close()
+        if self.clock is not None:
+            self.clock.close()
 
     def _on_hang(self, message: str) -> None:
         from train.errors import EXIT_HANG

@@ -77,6 +77,7 @@ class Trainer:
         check_fresh_save_dir(c, self.metrics.path, self.rank, self._print)
         self.model, self.fsdp = self._build_model()
         self.params = [p for p in self.model.parameters()]
+        self.attempt.time_compute(self.model.blocks, self.device)
         self.stats = describe(cfg.model, cfg.data.seq_len)
         self._build_data()
         self.optimizer = build_optimizer(self.model, cfg.optim, lr=0.0)
