@@ -229,7 +229,7 @@ class Trainer:
             if self.attempt.step_done(self.step, dt):
                 # past the first step (compilation, restore, a slow start): collectives must
                 # now finish in resilience.collective_timeout
-                tdist.set_collective_timeout(self.cfg.resilience.collective_timeout, [self.ckpt.pg])
+                tdist.set_collective_timeout(self.cfg.resilience.collective_timeout)
             tokens = self.instances_seen * self.cfg.data.seq_len
             m = meter.record(losses, step=self.step, tokens=tokens, lr=self.lr, step_time=dt, ckpt_inflight=inflight)
             if self.step % self.cfg.log.interval == 0 or self.step == end:
@@ -237,7 +237,8 @@ class Trainer:
             if self.stop_requested:
                 self._print(f"SIGTERM: saving step {self.step} and exiting")
                 if self.saved_step != self.step:  # never rewrite (and risk) a complete checkpoint
-                    self.save(block=True)
+                    with self.attempt.watchdog.paused():  # a blocking save is not a step
+                        self.save(block=True)
                 break
             if c.interval and self.step % c.interval == 0 and self.step != end:
                 self.save()
@@ -245,14 +246,16 @@ class Trainer:
             if (
                 self.cfg.eval.interval and self.step % self.cfg.eval.interval == 0 and self.val_data and not final_eval_follows
             ):  # the last step is evaluated once, below
-                last_eval = self.run_eval()
-        if not self.stop_requested:
-            if self.saved_step != self.step:
-                self.save(block=True)
-            # not again for a finished run started again (its final evaluation is logged)
-            if self.cfg.eval.at_end and self.val_data and self.step not in self.evaluated_steps:
-                last_eval = self.run_eval()
-        self.ckpt.wait()
+                with self.attempt.watchdog.paused():  # an evaluation is not a step
+                    last_eval = self.run_eval()
+        with self.attempt.watchdog.paused():  # the final save and evaluation are not steps
+            if not self.stop_requested:
+                if self.saved_step != self.step:
+                    self.save(block=True)
+                # not again for a finished run started again (its final evaluation is logged)
+                if self.cfg.eval.at_end and self.val_data and self.step not in self.evaluated_steps:
+                    last_eval = self.run_eval()
+            self.ckpt.wait()
         self.attempt.exit("preempted" if self.stop_requested else "finished", 0)
         return {"step": self.step, "preempted": self.stop_requested, "eval": last_eval}
 
