@@ -13,7 +13,7 @@ Test modules and the ``conftest.py`` files import from here; nothing here import
   ``slow_mix`` (a stage slowed so that a test can kill it)
 - the trainer: ``train_launcher`` (a stage-1 run, test hooks around the trainer),
   ``train_pausing`` (ranks paused after a step), ``checkpoints``, ``preflight_faults`` (faults for
-  the pre-flight checks)
+  the pre-flight checks), ``slow_rank`` (a rank whose blocks run slower)
 - the tests of the code's shape: ``imports`` (a module's imports from its syntax tree)
 
 Some modules are also started by module path (``python -m tests.support.<name>``: a stage slowed

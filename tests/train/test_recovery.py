@@ -6,7 +6,8 @@ from the newest complete checkpoint (torchrun ``--max-restarts``); the run ends 
 optimizer state ``torch.equal`` to the uninterrupted run's and every step's loss identical, and the
 goodput ledger counts exactly the injected failures and the steps they cost. A SIGSTOPped rank
 is caught by the other rank's step watchdog (stacks dumped, exit status 77), the stopped rank is
-killed by torchrun, nothing is left running, and the run recovers the same way.
+killed by torchrun, nothing is left running, and the run recovers the same way. A rank whose
+blocks run 2x slower is named, with its host.
 """
 
 from __future__ import annotations
@@ -140,3 +141,23 @@ def test_a_stopped_rank_is_caught_by_the_watchdog_and_the_run_recovers(reference
     assert train_losses(save_dir) == reference["losses"]
     _assert_equal_states(_final_state(save_dir, tmp_path), reference["state"])
     assert summarize(records)["failures"] == 1
+
+
+def test_a_slow_rank_is_named_with_its_host(reference, tmp_path):
+    """Rank 1's blocks 2x slower (a sleep in their forwards, patched in from outside): named by
+    the first straggler window, in the log and in the ledger; rank 0 never."""
+    save_dir = tmp_path / "run"
+    cfg = write_config(tmp_path / "run.yaml", _raw(save_dir, reference["data"], straggler_window=5))
+    slow = ["--module", "tests.support.slow_rank --rank 1 --factor 2"]
+    job = Job(cfg, save_dir, launch_args=[*LAUNCH, *slow], log=tmp_path / "run.log").start()
+    try:
+        assert job.wait(300) == 0, (tmp_path / "run.log").read_text()[-4000:]
+    finally:
+        job.close()
+    log = (tmp_path / "run.log").read_text()
+    records = read_ledger(save_dir / "goodput.jsonl")
+    named = [r for r in records if r["event"] == "straggler"]
+    assert named and {r["rank"] for r in named} == {1}, log[-3000:]
+    assert named[0]["step"] <= 20 and named[0]["score"] >= 1.5
+    assert f"straggler: rank 1 on {named[0]['host']}: " in log
+    assert train_losses(save_dir) == reference["losses"]  # slow, not wrong
