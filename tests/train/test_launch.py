@@ -1,0 +1,134 @@
+"""``python -m train.launch``'s decisions without processes: the commands it runs, what it
+cordons, when it stops, and the trainer's refusal of torchrun restarts over a shared store."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from train.errors import EXIT_CORDON, EXIT_FATAL, EXIT_HANG, ConfigError
+from train.launch.launcher import Launch, Launcher, _preflight_cordons, cordoned_hosts, torchrun_command
+from train.ledger import Ledger, read_ledger
+from train.testing import tiny_config, write_config
+
+
+def _launch(tmp_path: Path, **kw) -> Launch:
+    cfg = write_config(tmp_path / "c.yaml", tiny_config(tmp_path / "run", {"train": "x", "val": "y"}))
+    return Launch(str(cfg), ["train.max_steps=3"], **kw)
+
+
+def test_the_commands_of_an_attempt(tmp_path):
+    local = torchrun_command(_launch(tmp_path, nproc_per_node=2, max_restarts=4), ["host"], 1)
+    assert local[1:5] == ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2"]
+    assert "--max-restarts=4" in local and local[-6:] == ["-m", "train", "--config", local[-3], "--set", "train.max_steps=3"]
+    slurm = torchrun_command(_launch(tmp_path, slurm=True, rdzv_port=1234, module="tests.support.slow_rank --rank 1"), ["n2", "n3"], 7)
+    assert slurm[:6] == ["srun", "--kill-on-bad-exit=1", "--nodes=2", "--ntasks=2", "--ntasks-per-node=1", "--nodelist=n2,n3"]
+    assert "--nnodes=2" in slurm and "--rdzv-endpoint=n2:1234" in slurm and any(a.endswith("-7") for a in slurm)
+    assert slurm[slurm.index("-m", 8) + 1 : slurm.index("--config")] == ["tests.support.slow_rank", "--rank", "1"]
+
+
+def _record(event: str, t: float, **fields) -> dict:
+    return {"event": event, "time": t, "host": "h", **fields}
+
+
+def test_only_a_preflight_that_ended_the_attempt_cordons():
+    cordon = {"rank": 2, "host": "node1", "check": "matmul", "verdict": "cordon", "message": "wrong"}
+    failed = [_record("preflight", 10, failures=[cordon]), _record("exit", 11, reason="preflight", status=EXIT_CORDON)]
+    assert _preflight_cordons(failed, since=5) == [cordon]
+    assert _preflight_cordons(failed, since=12) == []  # an older attempt's
+    # a torchrun restart whose pre-flight passed: the attempt did not end on the cordon
+    passed = [*failed, _record("preflight", 12, failures=[]), _record("exit", 20, reason="finished", status=0)]
+    assert _preflight_cordons(passed, since=5) == []
+    fatal = [_record("preflight", 10, failures=[cordon]), _record("exit", 11, reason="preflight", status=EXIT_FATAL)]
+    assert _preflight_cordons(fatal, since=5) == []
+
+
+def test_cordoned_hosts_come_from_the_ledger(tmp_path):
+    ledger = Ledger(tmp_path)
+    ledger.write("cordon", host="node1", check="matmul", message="wrong")
+    ledger.write("cordon", host="node4", check="gpu_ecc", message="3 errors")
+    assert cordoned_hosts(ledger.path) == {"node1": "matmul: wrong", "node4": "gpu_ecc: 3 errors"}
+    assert cordoned_hosts(tmp_path / "none.jsonl") == {}
+
+
+def _fake_torchrun(tmp_path: Path, statuses: list[int], exit_records: list[dict | None]) -> Path:
+    """A stand-in for ``python -m torch.distributed.run``: each call writes the next exit record
+    (as the trainer's rank 0 would) into the ledger and exits with the next status."""
+    script = tmp_path / "fake_torchrun.py"
+    script.write_text(
+        f"""
+import json, os, sys, time
+from pathlib import Path
+calls = Path({str(tmp_path / "calls")!r})
+n = len(calls.read_text().splitlines()) if calls.exists() else 0
+calls.open("a").write(" ".join(sys.argv) + "\\n")
+records = {exit_records!r}
+if records[n] is not None:
+    rec = dict(records[n], event="exit", time=time.time(), host="h", attempt=str(n))
+    with open({str(tmp_path / "run" / "goodput.jsonl")!r}, "a") as f:
+        f.write(json.dumps(rec) + "\\n")
+sys.exit({statuses!r}[n])
+"""
+    )
+    return script
+
+
+@pytest.mark.parametrize(
+    "statuses, exits, expect_status, expect_calls",
+    [
+        ([0], [{"reason": "finished", "status": 0, "step": 3}], 0, 1),
+        ([1, 1, 0], [{"reason": "error", "status": 75}, None, {"reason": "finished", "status": 0}], 0, 3),  # retried, also after a kill
+        ([1], [{"reason": "error", "status": 2, "message": "config error"}], 2, 1),  # a user's mistake: stop
+        ([1], [{"reason": "preflight", "status": EXIT_FATAL}], EXIT_FATAL, 1),
+        ([1, 1, 1], [{"reason": "hang", "status": EXIT_HANG}] * 3, 1, 3),  # attempts spent
+    ],
+)
+def test_the_attempt_loop(tmp_path, monkeypatch, statuses, exits, expect_status, expect_calls):
+    script = _fake_torchrun(tmp_path, statuses, exits)
+    monkeypatch.setattr("train.launch.launcher.torchrun_command", lambda launch, nodes, attempt: [sys.executable, str(script)])
+    launcher = Launcher(_launch(tmp_path, attempts=3, backoff=0))
+    assert launcher.run() == expect_status
+    assert len((tmp_path / "calls").read_text().splitlines()) == expect_calls
+    records = read_ledger(tmp_path / "run" / "goodput.jsonl")
+    assert [r["launch_attempt"] for r in records if r["event"] == "launch"] == list(range(1, expect_calls + 1))
+    assert [r["status"] for r in records if r["event"] == "launch_exit"] == statuses[:expect_calls]
+
+
+def test_a_cordoned_only_host_ends_the_loop(tmp_path, monkeypatch, capsys):
+    Ledger(tmp_path / "run").write("cordon", host=socket.gethostname(), check="matmul", message="wrong")
+    monkeypatch.setattr("train.launch.launcher.torchrun_command", lambda *a: pytest.fail("no attempt without a node"))
+    assert Launcher(_launch(tmp_path)).run() == EXIT_CORDON
+    assert "no node left to run on: cordoned" in capsys.readouterr().out
+
+
+def test_torchrun_restarts_over_its_shared_store_are_refused_in_one_line(tmp_path):
+    from train.attempt import check_restartable_launch
+
+    check_restartable_launch({"TORCHELASTIC_MAX_RESTARTS": "3", "TORCHELASTIC_USE_AGENT_STORE": "False"})
+    check_restartable_launch({"TORCHELASTIC_MAX_RESTARTS": "0", "TORCHELASTIC_USE_AGENT_STORE": "True"})
+    with pytest.raises(ConfigError, match="TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1"):
+        check_restartable_launch({"TORCHELASTIC_MAX_RESTARTS": "3", "TORCHELASTIC_USE_AGENT_STORE": "True"})
+
+
+@pytest.mark.train
+@pytest.mark.slow
+def test_the_trainer_says_so_under_torchrun(tmp_path):
+    """The refusal as a user meets it: torchrun --max-restarts without the variable."""
+    from train.testing import make_shards
+
+    data = make_shards(tmp_path / "data", n_train_shards=1, docs_per_shard=20)
+    cfg = write_config(tmp_path / "c.yaml", tiny_config(tmp_path / "run", data))
+    env = {k: v for k, v in os.environ.items() if k != "TORCH_DISABLE_SHARE_RDZV_TCP_STORE"}
+    env.update(OMP_NUM_THREADS="1")
+    r = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=1", "--max-restarts=1", "-m", "train", "--config", str(cfg)],
+        capture_output=True, text=True, env=env, timeout=120,
+    )  # fmt: skip
+    assert r.returncode != 0
+    assert "config error: torchrun --max-restarts 1: its restarts reuse a rendezvous store" in r.stderr
+    assert not (tmp_path / "run" / "step1").exists()
