@@ -48,7 +48,9 @@ class Attempt:
         r = cfg.resilience
         save_dir = Path(cfg.checkpoint.save_dir)
         self.ledger = Ledger(save_dir, enabled=rank == 0, attempt=new_attempt_id(self.host), heartbeat_interval=r.heartbeat_interval)
-        self.train_s = 0.0  # this attempt's seconds of finished steps so far (saves not included)
+        self.train_s = 0.0  # this attempt's seconds of finished steps so far (saves, evaluations not included)
+        self._mark: float | None = None  # the end of the last step's accounting
+        self._excluded = 0.0  # seconds since then that were no step (blocking saves, evaluations)
         self.first_step: int | None = None
         self.ledger.write(
             "start",
@@ -82,10 +84,24 @@ class Attempt:
         self._step = step
         self.ledger.write("restored", step=step, source=source)
 
-    def step_done(self, step: int, seconds: float) -> bool:
-        """A finished step and its loop seconds; True for this attempt's first."""
+    def loop_started(self) -> None:
+        """The step loop begins: each step's seconds are counted from here."""
+        self._mark = time.perf_counter()
+
+    def exclude(self, seconds: float) -> None:
+        """Seconds inside the loop that were no step (an evaluation)."""
+        self._excluded += seconds
+
+    def step_done(self, step: int) -> bool:
+        """A finished step; True for this attempt's first. Its seconds are the loop's since the
+        last step (the step, and the logging and bookkeeping of the one before), less blocking
+        saves and evaluations."""
+        now = time.perf_counter()
+        if self._mark is None:
+            self._mark = now
         self._step = step
-        self.train_s += seconds
+        self.train_s += max(0.0, now - self._mark - self._excluded)
+        self._mark, self._excluded = now, 0.0
         self.watchdog.beat(step)
         first = self.first_step is None
         if first:
@@ -103,6 +119,7 @@ class Attempt:
     def checkpoint(self, step: int, blocked_s: float, is_async: bool) -> None:
         # the blocked seconds are not step time: ETTR counts them lost (the report's checkpoint
         # stall), as Young/Daly's T_save
+        self._excluded += blocked_s
         self.ledger.write("checkpoint", step=step, train_s=self.train_s, blocked_s=blocked_s, **{"async": is_async})
         self.ledger.heartbeat(step, self.train_s, force=True)
 

@@ -13,8 +13,8 @@ What it counts:
 - **wall time**: from the earliest process start (``start``'s ``process_start``) or launcher
   ``launch`` to the last record.
 - **active training fraction** (Lambda's measure): the sum over attempts of their last ``train_s``
-  (the seconds of the attempt's finished steps; checkpoint stalls are not step time) over wall
-  time.
+  (the attempt's step-loop seconds, each step with its logging and bookkeeping, less blocking
+  saves and evaluations, which are not step time) over wall time.
 - **ETTR** (Meta's and ByteDance's effective training time ratio): the seconds of the steps that
   survive into the final model over wall time. The lineage: the last attempt that restored keeps
   its steps (restored step, last step] (up to its newest checkpoint instead when it failed); the

@@ -220,13 +220,14 @@ class Trainer:
             self._print(f"already at step {self.step} of {end}: nothing to train")
         meter = StepMeter(self.cfg, self.stats["flops_per_token"], self.world, self.device)
         last_eval = None
+        self.attempt.loop_started()
         while self.step < end:
             inflight = self.ckpt.in_flight
             t0 = time.perf_counter()
             losses = self.train_step()
             dt = time.perf_counter() - t0
             self.ckpt.poll()
-            if self.attempt.step_done(self.step, dt):
+            if self.attempt.step_done(self.step):
                 # past the first step (compilation, restore, a slow start): collectives must
                 # now finish in resilience.collective_timeout
                 tdist.set_collective_timeout(self.cfg.resilience.collective_timeout)
@@ -263,10 +264,12 @@ class Trainer:
         if self.val_data is None:
             raise RuntimeError("run_eval without data.val_paths")
         # every validation instance, on any number of ranks (the tail is padded and masked)
+        t0 = time.perf_counter()
         idx = eval_indices(self.val_data.n_instances, self.cfg.data.val_max_instances, self.rank, self.world)
         r = evaluate_loss(self.model, self.val_data, idx, self.cfg.train.micro_batch_size, self.device, self.cfg.model.vocab_size)
         self._log({"step": self.step, "eval/loss": r["loss"], "eval/ppl": r["ppl"]})
         self.evaluated_steps.add(self.step)
+        self.attempt.exclude(time.perf_counter() - t0)  # not step time (ETTR)
         return r
 
     # -- output ------------------------------------------------------------------------

@@ -1,11 +1,11 @@
 """A slow device, patched in from outside: ``python -m tests.support.slow_rank --rank R --factor F
 --config ...`` runs ``python -m train``'s own ``main`` with rank R's transformer blocks taking F
-times as long in their forward passes (each sleeps F - 1 times its own compute after it), as a
-throttled GPU or a busy host would. The trainer has no switch for this.
+times as long in their forward passes (each spins F - 1 times its own CPU time after it), as a
+throttled GPU or a slower host would. The trainer has no switch for this.
 
 A SIGSTOP/SIGCONT duty cycle from outside (``train.faults.Job.slow``) slows a rank too, but on a
-loaded machine the scheduler partly makes up for the stopped time; a sleep inside the forward is
-exact.
+loaded machine the scheduler partly makes up for the stopped time, and on CPU the straggler check
+counts CPU time, which a stopped process does not spend; extra work inside the forward is exact.
 """
 
 from __future__ import annotations
@@ -24,10 +24,13 @@ def _install(rank: int, factor: float) -> None:
     inner = Block.forward
 
     def forward(self, *args, **kwargs):
-        t0 = time.perf_counter()
+        t0 = time.thread_time()
         out = inner(self, *args, **kwargs)
         if self.training:
-            time.sleep((factor - 1) * (time.perf_counter() - t0))
+            # more work, not a sleep: the straggler check counts the forwards' CPU time on CPU
+            until = time.thread_time() + (factor - 1) * (time.thread_time() - t0)
+            while time.thread_time() < until:
+                pass
         return out
 
     Block.forward = forward  # type: ignore[method-assign]

@@ -25,6 +25,13 @@ from train.stragglers import ComputeClock, Straggler, describe, find_stragglers,
 # -- the pure part -------------------------------------------------------------------------------
 
 
+def _spin(seconds: float) -> None:
+    """``seconds`` of this thread's CPU time (a sleep spends none)."""
+    until = time.thread_time() + seconds
+    while time.thread_time() < until:
+        pass
+
+
 def test_window_time():
     """The mean without the slowest step: one compilation or GC pause does not name a rank; a
     rank slowed in bursts (slow on some steps by a lot) still weighs in."""
@@ -57,12 +64,13 @@ def test_find_stragglers():
 def test_compute_clock_counts_training_forwards_only():
     """The clock counts the blocks' training forwards, from after the pre-hooks added before it
     (as FSDP2's, which waits for the all-gather: 1 s here, not counted) to the end of the forward
-    (a pre-hook added after it: 0.2 s, counted); not an evaluation's (``eval()`` or no
+    (a pre-hook added after it: 0.2 s of CPU, counted; on CPU the clock reads the thread's CPU
+    time); not an evaluation's (``eval()`` or no
     gradients); ``take`` starts the count again; ``close`` removes the hooks."""
     blocks = torch.nn.ModuleList([torch.nn.Linear(4, 4) for _ in range(2)])
     blocks[1].register_forward_pre_hook(lambda m, a: time.sleep(1.0))
     clock = ComputeClock(blocks, torch.device("cpu"))
-    blocks[0].register_forward_pre_hook(lambda m, a: time.sleep(0.2))
+    blocks[0].register_forward_pre_hook(lambda m, a: _spin(0.2))  # CPU time: the clock counts it
     x = torch.ones(1, 4)
     for b in blocks:
         x = b(x)
@@ -93,6 +101,12 @@ from train.model import Transformer, init_weights
 from train.optim import clip_grad_norm
 from train.stragglers import ComputeClock, StragglerMonitor, describe, scores
 
+
+def _spin(seconds):
+    until = time.thread_time() + seconds
+    while time.thread_time() < until:
+        pass
+
 a = json.loads(sys.argv[1])
 d = tdist.setup()
 with torch.device("meta"):
@@ -106,8 +120,8 @@ g = torch.Generator().manual_seed(d.rank)
 runs = []
 for slow in a["runs"]:
     hooks = []
-    if d.rank == 1 and slow:  # slower compute: a sleep inside each block's forward
-        hooks = [b.register_forward_pre_hook(lambda m, args: time.sleep(a["sleep"])) for b in model.blocks]
+    if d.rank == 1 and slow:  # slower compute: more work inside each block's forward
+        hooks = [b.register_forward_pre_hook(lambda m, args: _spin(a["sleep"])) for b in model.blocks]
     monitor = StragglerMonitor(a["window"], a["factor"], d.rank, d.world, socket.gethostname())
     named, windows, walls = [], [], []
     for step in range(1, a["steps"] + 1):
