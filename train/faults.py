@@ -138,13 +138,17 @@ class Job:
         self.wait_for(lambda: self.step() >= step, timeout, f"step {step}")
 
     def wait_async_save(self, timeout: float = 300) -> int:
-        """Wait until an asynchronous save is in flight (its ``checkpoint`` record written, its
-        ``checkpoint_done`` not yet); its step."""
+        """Wait until an asynchronous save of the current attempt is in flight (its ``checkpoint``
+        record written, its ``checkpoint_done`` not yet); its step."""
         found: list[int] = []
 
         def in_flight() -> bool:
+            records = self.records()
+            starts = [r.get("attempt") for r in records if r.get("event") == "start"]
+            current = starts[-1] if starts else None
             open_saves: dict[tuple[str, int], bool] = {}
-            for r in self.records():
+            # the current attempt's saves only: a killed attempt's save never completes
+            for r in (r for r in records if r.get("attempt") == current):
                 if r.get("event") == "checkpoint" and r.get("async"):
                     open_saves[(r.get("attempt", ""), r["step"])] = True
                 elif r.get("event") == "checkpoint_done":
