@@ -7,7 +7,8 @@ Test modules and the ``conftest.py`` files import from here; nothing here import
 - running and comparing: ``cli`` (``python -m dolma_pipe``), ``outputs`` (markers, outputs as
   bytes), ``processes`` (free ports, a run killed mid-way, what a test left running)
 - environments: ``s3`` (a moto server), ``ray_cluster`` (a local Ray), ``namespaces`` (a node
-  with its own ``/tmp``), ``skips`` (a missing dependency, a failure under CI)
+  with its own ``/tmp``), ``skips`` (a missing dependency, a failure under CI), ``venvs`` (a new
+  virtual environment holding a wheel's declared dependencies)
 - stages: ``phased_stage`` (a three-phase example stage), ``dedup``, ``index``, ``mixes``,
   ``mix_search``, ``report_pipeline`` (each stage's corpora and runs), ``slow_tokenize``,
   ``slow_mix`` (a stage slowed so that a test can kill it)
