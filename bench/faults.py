@@ -219,7 +219,7 @@ def case_slow(root: Path, data: dict, seed: int) -> dict:
 
 def case_healthy(root: Path, data: dict, seed: int) -> dict:
     out = []
-    for i, steps in enumerate((2000, 60, 60)):
+    for i, steps in enumerate((3500, 60, 60)):
         _, res, records = run(root, f"healthy{i}", config(root, f"healthy{i}", data, steps, 100))
         s = res["summary"]
         alarms = [r for r in records if r.get("event") == "straggler" or (r.get("event") == "exit" and r.get("reason") != "finished")]
