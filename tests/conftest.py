@@ -1,5 +1,6 @@
 """Shared fixtures: corpora the tests write, a local S3 server, one Ray cluster per session;
-and the CI guard: a skip for a missing dependency fails under ``CI``."""
+the CI guard: a skip for a missing dependency fails under ``CI``; and the order in which two
+xdist workers get the scopes (heaviest first)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 from tests.support.documents import write_synthetic_corpus
 from tests.support.ray_cluster import local_ray
 from tests.support.s3 import moto_server, new_bucket
+from tests.support.scheduling import heaviest_first
 from tests.support.skips import fail_dependency_skip
 
 # pytester: tests/test_suite_guards.py runs small suites through the hooks below and under a timeout.
@@ -35,6 +37,23 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     report = yield
     fail_dependency_skip(report)
     return report
+
+
+# -- the order of make test's two workers' scopes ------------------------------------------------
+# Heaviest first (tests/support/scheduling.py says why): each xdist worker orders its collection so,
+# and the controller hands the scopes out in that order instead of by their number of tests.
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if hasattr(config, "workerinput"):  # an xdist worker (a run in one process keeps its order)
+        items[:] = heaviest_first(items)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    if config.getoption("dist", "no") == "loadscope":
+        config.option.loadscopereorder = False  # the workers' order (above) is the one to keep
+    return None  # xdist's own loadscope scheduler
 
 
 @pytest.fixture

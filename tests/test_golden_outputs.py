@@ -141,6 +141,7 @@ def root():
     shutil.rmtree(ROOT, ignore_errors=True)
 
 
+@pytest.mark.slow
 def test_every_stage_writes_the_committed_bytes_on_the_sample_corpus(root):
     run_chain(root)
     got = checksums(root)

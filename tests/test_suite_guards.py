@@ -1,6 +1,7 @@
 """What keeps the suite honest: under CI a skip for a missing dependency fails (tests/conftest.py),
 other skips stay skips; a hung test fails with its name (pytest-timeout, configured in pyproject.toml);
-test support lives in one place, ``tests/support/`` (docs/development.md, "Test support")."""
+test support lives in one place, ``tests/support/`` (docs/development.md, "Test support"); two
+xdist workers get the heaviest scopes first (``tests/support/scheduling.py``)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.repo import REPO_ROOT
+from tests.support.scheduling import heaviest_first, xdist_scope
 
 SUITE = {
     "test_module_level": """
@@ -195,4 +197,42 @@ def test_the_support_guard_finds_a_stray_module(tmp_path):
     assert imports_of_test_modules(tmp_path) == [
         "test_c.py: tests.pkg.test_a",
         "test_c.py: tests.test_a",
+    ]
+
+
+# -- the order of the xdist workers' scopes ---------------------------------------------------------
+
+
+class _Item:
+    def __init__(self, nodeid: str, slow: bool = False):
+        self.nodeid, self.slow = nodeid, slow
+
+    def get_closest_marker(self, name: str) -> object | None:
+        return object() if name == "slow" and self.slow else None
+
+
+def test_scopes_are_ordered_heaviest_first_a_modules_scopes_together():
+    items = [
+        *(_Item(f"tests/test_many.py::test_{i}") for i in range(30)),  # many fast tests: first by xdist's count
+        _Item("tests/test_docs.py::test_fast"),
+        _Item("tests/test_docs.py::TestPage::test_page_runs[x]", slow=True),
+        *(_Item(f"tests/test_docs.py::TestBig::test_{i}", slow=True) for i in range(2)),
+        _Item("tests/test_one.py::test_long", slow=True),
+        _Item("tests/test_two.py::test_a[p::q]"),  # xdist's scope of a test whose id holds '::' (its rsplit)
+    ]
+    order = [i.nodeid for i in heaviest_first(items)]  # type: ignore[arg-type]
+    assert order[:4] == [
+        "tests/test_docs.py::TestBig::test_0",
+        "tests/test_docs.py::TestBig::test_1",
+        "tests/test_docs.py::TestPage::test_page_runs[x]",
+        "tests/test_docs.py::test_fast",
+    ]
+    assert order[4:] == [
+        *(f"tests/test_many.py::test_{i}" for i in range(30)),
+        "tests/test_one.py::test_long",
+        "tests/test_two.py::test_a[p::q]",
+    ]
+    assert [xdist_scope(n) for n in order[:4]] == ["tests/test_docs.py::TestBig"] * 2 + [
+        "tests/test_docs.py::TestPage",
+        "tests/test_docs.py",
     ]

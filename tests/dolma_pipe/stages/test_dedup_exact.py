@@ -323,6 +323,7 @@ def test_adding_a_file_redoes_the_run(tmp_path):
     assert rows[(1, 1)][1].get("dup_docs") == [[0, 3, 1]], "0.jsonl sorts first: its copy survives"
 
 
+@pytest.mark.slow
 def test_documents_and_outputs_on_s3(corpus, reference, s3_bucket):
     """Work files are read by slices (ranged reads on S3): a run on object storage gives the same attributes."""
     from dolma_pipe import storage

@@ -98,7 +98,7 @@ def test_the_corpus_has_every_kind_of_cluster(single):
     assert "clusters" in _ran(out) and "graph" not in _ran(out)
 
 
-@pytest.mark.parametrize("processes", [1, 2])
+@pytest.mark.parametrize("processes", [1, pytest.param(2, marks=pytest.mark.slow)])
 def test_scaled_out_clusters_are_the_single_tasks(corpus, single, tmp_path, processes):
     run(_config(corpus, tmp_path, processes, cluster_memory=TINY))
     assert _outputs(tmp_path) == single[1]
@@ -187,6 +187,7 @@ def test_mix_is_a_bijection():
     assert (cc.unmix(cc.mix(x)) == x).all() and len(np.unique(cc.mix(x))) == len(x)
 
 
+@pytest.mark.slow
 def test_unverified_pairs_from_several_buckets(corpus, tmp_path):
     one, scaled = tmp_path / "one", tmp_path / "scaled"
     run({**_config(corpus, one, verify="none"), "buckets": 2})

