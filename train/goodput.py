@@ -319,6 +319,32 @@ def _cordoned(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [hosts[h] for h in sorted(hosts)]
 
 
+def _interval(attempts: list, step_s: float | None, t_save: float | None, mttf: float | None, recovery: float | None) -> dict[str, Any]:
+    """The current checkpoint interval, Young/Daly's, and the ETTR their model predicts at each."""
+    current_steps = _current_interval(attempts)
+    current_s = current_steps * step_s if current_steps is not None and step_s is not None else None
+    recommended_s = math.sqrt(2 * t_save * mttf) if t_save is not None and mttf is not None else None
+    recommended_steps = None
+    if recommended_s is not None and step_s:
+        recommended_steps = max(1, round(recommended_s / step_s))
+    return {
+        "current_steps": current_steps,
+        "current_s": current_s,
+        "t_save_s": t_save,
+        "mttf_s": mttf,
+        "recovery_s": recovery,
+        "recommended_s": recommended_s,
+        "recommended_steps": recommended_steps,
+        "ettr_predicted_current": young_daly(t_save, mttf, recovery, current_s),
+        "ettr_predicted_recommended": young_daly(t_save, mttf, recovery, recommended_s),
+    }
+
+
+def _preflights(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    keys = ("time", "host", "verdict", "seconds")
+    return [{**{k: r.get(k) for k in keys}, "failures": r.get("failures") or []} for r in records if r["event"] == "preflight"]
+
+
 def summarize(records: list[dict[str, Any]], skipped: int = 0, ledger: str | None = None) -> dict[str, Any]:
     """Every figure of the goodput report (the ``--json`` object) from a ledger's records."""
     attempts = attempts_of(records)
@@ -348,15 +374,6 @@ def summarize(records: list[dict[str, Any]], skipped: int = 0, ledger: str | Non
     ]
     step_s = _step_seconds(attempts)
     t_save = quantile(blocked, 0.5)
-    mttf = wall / len(failures) if failures and wall > 0 else None
-    recovery = quantile(recoveries, 0.5)
-    current_steps = _current_interval(attempts)
-    current_s = current_steps * step_s if current_steps is not None and step_s is not None else None
-    recommended_s = math.sqrt(2 * t_save * mttf) if t_save is not None and mttf is not None else None
-    recommended_steps = None
-    if recommended_s is not None and step_s:
-        recommended_steps = max(1, round(recommended_s / step_s))
-
     last = attempts[-1] if attempts else None
     return {
         "ledger": ledger,
@@ -384,29 +401,9 @@ def summarize(records: list[dict[str, Any]], skipped: int = 0, ledger: str | Non
         "checkpoint_stall_fraction": sum(blocked) / train_s if train_s > 0 else None,
         "async_save_median_s": quantile(async_done, 0.5),
         "step_s_median": step_s,
-        "interval": {
-            "current_steps": current_steps,
-            "current_s": current_s,
-            "t_save_s": t_save,
-            "mttf_s": mttf,
-            "recovery_s": recovery,
-            "recommended_s": recommended_s,
-            "recommended_steps": recommended_steps,
-            "ettr_predicted_current": young_daly(t_save, mttf, recovery, current_s),
-            "ettr_predicted_recommended": young_daly(t_save, mttf, recovery, recommended_s),
-        },
+        "interval": _interval(attempts, step_s, t_save, wall / len(failures) if failures and wall > 0 else None, quantile(recoveries, 0.5)),
         "stragglers": _stragglers(records),
-        "preflight": [
-            {
-                "time": r["time"],
-                "host": r.get("host"),
-                "verdict": r.get("verdict"),
-                "seconds": r.get("seconds"),
-                "failures": r.get("failures") or [],
-            }
-            for r in records
-            if r["event"] == "preflight"
-        ],
+        "preflight": _preflights(records),
         "cordoned": _cordoned(records),
         "launches": sum(r["event"] == "launch" for r in records),
     }
