@@ -246,37 +246,48 @@ def test_swarm_learns_the_planted_answer_and_reruns_to_the_same_proposal(tmp_pat
     assert json.loads((tmp_path / "search" / "_manifest.json").read_text())["status"] == "complete"
 
 
+@pytest.fixture(scope="module")
+def clean_search(tmp_path_factory) -> tuple[dict, Path]:
+    """A swarm of 4 runs never killed, on the local executor, run once for the module: its spec
+    and its output, which the killed search and the search on Ray must give again."""
+    root = tmp_path_factory.mktemp("clean")
+    spec = search_spec(root, make_corpus(root), swarm={"runs": 4, "seed": 1})
+    assert run_search(spec, root / "clean.yaml") == 0
+    return spec, root / "search"
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(600)
-def test_a_killed_swarm_reruns_only_the_missing_runs(tmp_path):
-    corpus = make_corpus(tmp_path)
-    spec = search_spec(tmp_path, corpus, swarm={"runs": 5, "seed": 1})
+def test_a_killed_swarm_reruns_only_the_missing_runs(tmp_path, clean_search):
+    clean, clean_out = clean_search
+    spec = {**clean, "output": str(tmp_path / "search")}
     (tmp_path / "s.yaml").write_text(yaml.safe_dump(spec))
     done = tmp_path / "search" / "_done" / "runs"
     kill_when("dolma_pipe", ["mix-search", "-c", str(tmp_path / "s.yaml")], lambda: len(done_markers(done)) >= 2, timeout=300)
     finished = sorted(p.stem for p in done_markers(done))
-    assert 2 <= len(finished) < 5
+    assert 2 <= len(finished) < 4
     records = tmp_path / "search" / "runs"
     before = {k: (records / k / "result.json").stat().st_mtime_ns for k in finished}
     assert run_search(spec, tmp_path / "s.yaml") == 0
     assert {k: (records / k / "result.json").stat().st_mtime_ns for k in finished} == before  # not trained again
-    assert sorted(p.stem for p in done_markers(done)) == [f"run-{i:03d}" for i in range(5)]
-    # the same proposal as a search never killed
-    clean = {**spec, "output": str(tmp_path / "clean")}
-    assert run_search(clean, tmp_path / "clean.yaml") == 0
-    assert _search_json(tmp_path)["proposal"] == json.loads((tmp_path / "clean" / "search.json").read_text())["proposal"]
+    assert sorted(p.stem for p in done_markers(done)) == [f"run-{i:03d}" for i in range(4)]
+    # the same runs and proposal as a search never killed
+    for key in (f"run-{i:03d}" for i in range(4)):
+        assert (records / key / "result.json").read_bytes() == (clean_out / "runs" / key / "result.json").read_bytes()
+    assert _search_json(tmp_path)["proposal"] == json.loads((clean_out / "search.json").read_text())["proposal"]
 
 
 @pytest.mark.slow
 @pytest.mark.ray
 @pytest.mark.timeout(600)
-def test_a_swarm_on_ray_trains_the_same_runs_as_locally(tmp_path, ray_address):
-    corpus = make_corpus(tmp_path)
-    spec = search_spec(tmp_path, corpus, swarm={"runs": 3, "seed": 2}, fit={"folds": 3})
-    assert run_search(spec, tmp_path / "local.yaml") == 0
-    on_ray = {**spec, "output": str(tmp_path / "ray"), "processes": 2, "ray_address": ray_address}
+def test_a_swarm_on_ray_trains_the_same_runs_as_locally(tmp_path, ray_address, clean_search):
+    clean, clean_out = clean_search
+    on_ray = {**clean, "output": str(tmp_path / "ray"), "processes": 2, "ray_address": ray_address}
     assert run_search(on_ray, tmp_path / "ray.yaml") == 0
-    for key in ("run-000", "run-001", "run-002"):
-        local = (tmp_path / "search" / "runs" / key / "result.json").read_bytes()
+    for key in (f"run-{i:03d}" for i in range(4)):
+        local = (clean_out / "runs" / key / "result.json").read_bytes()
         assert (tmp_path / "ray" / "runs" / key / "result.json").read_bytes() == local
-    assert json.loads((tmp_path / "ray" / "search.json").read_text())["proposal"] == _search_json(tmp_path)["proposal"]
+    assert (
+        json.loads((tmp_path / "ray" / "search.json").read_text())["proposal"]
+        == json.loads((clean_out / "search.json").read_text())["proposal"]
+    )
