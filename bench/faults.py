@@ -217,9 +217,12 @@ def case_slow(root: Path, data: dict, seed: int) -> dict:
     }
 
 
+HEALTHY_STEPS = 3500  # the long healthy run (--healthy-steps): ETTR needs a run long against start-up
+
+
 def case_healthy(root: Path, data: dict, seed: int) -> dict:
     out = []
-    for i, steps in enumerate((3500, 60, 60)):
+    for i, steps in enumerate((HEALTHY_STEPS, 60, 60)):
         _, res, records = run(root, f"healthy{i}", config(root, f"healthy{i}", data, steps, 100))
         s = res["summary"]
         alarms = [r for r in records if r.get("event") == "straggler" or (r.get("event") == "exit" and r.get("reason") != "finished")]
@@ -380,7 +383,9 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=29)
     ap.add_argument("--json", default=None, help="write the results here too")
     ap.add_argument("--keep", action="store_true", help="keep the runs' folders")
+    ap.add_argument("--healthy-steps", type=int, default=HEALTHY_STEPS, help="steps of the long healthy run")
     a = ap.parse_args()
+    globals()["HEALTHY_STEPS"] = a.healthy_steps
     root = Path(tempfile.mkdtemp(prefix="faults-"))
     data = make_shards(root / "data", n_train_shards=4, docs_per_shard=200)
     results: dict = {"machine": f"{os.cpu_count()} cores", "torch": torch.__version__}
