@@ -120,9 +120,18 @@ class Job:
         path = self.save_dir / LEDGER
         return read_ledger(path) if path.exists() else []
 
+    def current(self) -> list[dict]:
+        """The records of the attempt running now: the newest one that started after the last
+        injected fault (until the restarted attempt is up, none: an attempt that was hit is
+        never taken for the next one)."""
+        records = self.records()
+        since = self.faults[-1].time if self.faults else 0.0
+        starts = [r.get("attempt") for r in records if r.get("event") == "start" and r.get("time", 0) > since]
+        return [r for r in records if r.get("attempt") == starts[-1]] if starts else []
+
     def step(self) -> int:
-        """The newest step the ledger shows (of any attempt)."""
-        steps = [r["step"] for r in self.records() if r.get("event") in ("heartbeat", "first_step") and isinstance(r.get("step"), int)]
+        """The newest step the current attempt has finished (-1: none yet)."""
+        steps = [r["step"] for r in self.current() if r.get("event") in ("heartbeat", "first_step") and isinstance(r.get("step"), int)]
         return steps[-1] if steps else -1
 
     def wait_for(self, ready, timeout: float = 300, what: str = "a condition") -> None:
@@ -143,12 +152,9 @@ class Job:
         found: list[int] = []
 
         def in_flight() -> bool:
-            records = self.records()
-            starts = [r.get("attempt") for r in records if r.get("event") == "start"]
-            current = starts[-1] if starts else None
             open_saves: dict[tuple[str, int], bool] = {}
             # the current attempt's saves only: a killed attempt's save never completes
-            for r in (r for r in records if r.get("attempt") == current):
+            for r in self.current():
                 if r.get("event") == "checkpoint" and r.get("async"):
                     open_saves[(r.get("attempt", ""), r["step"])] = True
                 elif r.get("event") == "checkpoint_done":

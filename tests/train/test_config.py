@@ -7,6 +7,8 @@ import sys
 
 import pytest
 
+from train.ledger import read_ledger
+
 pytest.importorskip("torch")
 pytestmark = pytest.mark.train
 
@@ -166,7 +168,10 @@ def test_cli_config_errors_are_one_line_before_training(tmp_path):
     assert r.returncode == 2, r.stdout + r.stderr
     assert r.stderr.strip().startswith("config error: checkpoint.resume: false, but ") and "Traceback" not in r.stderr
     assert [line for line in r.stderr.splitlines() if line.strip()] == [r.stderr.strip()], r.stderr
-    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["step3"]  # no step, no metrics
+    # no step, no metrics: only the goodput ledger's record of the attempt and why it ended
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["goodput.jsonl", "step3"]
+    (end,) = [r for r in read_ledger(tmp_path / "run" / "goodput.jsonl") if r["event"] == "exit"]
+    assert end["status"] == 2 and end["reason"] == "error" and "checkpoint.resume: false" in end["message"]
 
 
 def test_slurm_template_gives_ranks_time_to_save():
@@ -185,9 +190,15 @@ def test_slurm_template_gives_ranks_time_to_save():
     assert 60 <= timeout < lead
     assert '--shutdown-timeout "$SHUTDOWN_TIMEOUT"' in text
     assert "export SRUN_CPUS_PER_TASK=${SLURM_CPUS_PER_TASK" in text and "mkdir -p logs" in text
-    # the torchrun command line of the template parses with this torch
-    cmd = text[text.index("srun --kill-on-bad-exit=1 torchrun") :].replace("\\\n", " ").split("\n")[0]
+    # the template's launcher command parses, and the torchrun command it runs parses with this torch
+    from train.launch.launcher import Launch, parser, torchrun_command
+
+    cmd = text[text.index("exec python -m train.launch --slurm") :].replace("\\\n", " ").split("\n")[0]
     cmd = cmd.replace('"$SHUTDOWN_TIMEOUT"', str(timeout)).replace('"$@"', "")
-    argv = shlex.split(cmd)[3:]
-    args = get_args_parser().parse_args([a if not a.startswith("$") else "1" for a in argv])
+    argv = [a if not a.startswith("$") else "1" for a in shlex.split(cmd)[4:]]
+    args = parser().parse_args(argv)
+    assert args.slurm and args.shutdown_timeout == timeout
+    run = torchrun_command(Launch("c.yaml", shutdown_timeout=args.shutdown_timeout, slurm=True), ["n0", "n1"], 1)
+    torchrun = run[run.index("torch.distributed.run") + 1 : run.index("-m", run.index("torch.distributed.run"))]
+    args = get_args_parser().parse_args([*torchrun, "train"])
     assert args.shutdown_timeout == timeout

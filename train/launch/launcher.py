@@ -196,7 +196,7 @@ class Launcher:
         print(f"train.launch: {msg}", flush=True)
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m train.launch", description=__doc__.split("\n\n")[0])
     ap.add_argument("--config", required=True)
     ap.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE")
@@ -209,7 +209,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--monitor-interval", type=float, default=0.5, help="torchrun's check of its ranks, seconds")
     ap.add_argument("--shutdown-timeout", type=float, default=110.0)
     ap.add_argument("--module", default="train", help=argparse.SUPPRESS)
-    a = ap.parse_args(argv)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = parser().parse_args(argv)
     launch = Launch(
         a.config, a.sets, a.nproc_per_node, a.max_restarts, a.attempts, a.backoff, a.slurm, a.rdzv_port,
         a.monitor_interval, a.shutdown_timeout, a.module,
