@@ -1,6 +1,6 @@
 """Shared fixtures: corpora the tests write, a local S3 server, one Ray cluster per session;
 the CI guard: a skip for a missing dependency fails under ``CI``; and the order in which two
-xdist workers get the scopes (heaviest first)."""
+xdist workers get the scopes (heaviest first, those that join Ray in-process last)."""
 
 from __future__ import annotations
 
@@ -40,8 +40,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
 
 
 # -- the order of make test's two workers' scopes ------------------------------------------------
-# Heaviest first (tests/support/scheduling.py says why): each xdist worker orders its collection so,
-# and the controller hands the scopes out in that order instead of by their number of tests.
+# Heaviest first, the modules that join Ray in the worker's process last (tests/support/scheduling.py
+# says why): each xdist worker orders its collection so, and the controller hands the scopes out in
+# that order instead of by their number of tests.
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -1,7 +1,8 @@
 """What keeps the suite honest: under CI a skip for a missing dependency fails (tests/conftest.py),
 other skips stay skips; a hung test fails with its name (pytest-timeout, configured in pyproject.toml);
 test support lives in one place, ``tests/support/`` (docs/development.md, "Test support"); two
-xdist workers get the heaviest scopes first (``tests/support/scheduling.py``)."""
+xdist workers get the heaviest scopes first, those that join Ray in-process last
+(``tests/support/scheduling.py``)."""
 
 from __future__ import annotations
 
@@ -204,21 +205,26 @@ def test_the_support_guard_finds_a_stray_module(tmp_path):
 
 
 class _Item:
-    def __init__(self, nodeid: str, slow: bool = False):
+    def __init__(self, nodeid: str, slow: bool = False, ray: bool = False):
         self.nodeid, self.slow = nodeid, slow
+        self.fixturenames = ["tmp_path", "ray_address"] if ray else ["tmp_path"]
 
     def get_closest_marker(self, name: str) -> object | None:
         return object() if name == "slow" and self.slow else None
 
 
-def test_scopes_are_ordered_heaviest_first_a_modules_scopes_together():
+def test_scopes_are_ordered_heaviest_first_a_modules_scopes_together_ray_last():
     items = [
         *(_Item(f"tests/test_many.py::test_{i}") for i in range(30)),  # many fast tests: first by xdist's count
+        _Item("tests/test_ray.py::test_on_ray", slow=True, ray=True),  # the heaviest module, but it joins Ray
+        _Item("tests/test_ray.py::test_local_a", slow=True),
+        _Item("tests/test_ray.py::test_local_b", slow=True),
         _Item("tests/test_docs.py::test_fast"),
         _Item("tests/test_docs.py::TestPage::test_page_runs[x]", slow=True),
         *(_Item(f"tests/test_docs.py::TestBig::test_{i}", slow=True) for i in range(2)),
         _Item("tests/test_one.py::test_long", slow=True),
         _Item("tests/test_two.py::test_a[p::q]"),  # xdist's scope of a test whose id holds '::' (its rsplit)
+        _Item("tests/test_small_ray.py::test_on_ray", ray=True),
     ]
     order = [i.nodeid for i in heaviest_first(items)]  # type: ignore[arg-type]
     assert order[:4] == [
@@ -227,12 +233,16 @@ def test_scopes_are_ordered_heaviest_first_a_modules_scopes_together():
         "tests/test_docs.py::TestPage::test_page_runs[x]",
         "tests/test_docs.py::test_fast",
     ]
+    assert [xdist_scope(n) for n in order[:4]] == ["tests/test_docs.py::TestBig"] * 2 + [
+        "tests/test_docs.py::TestPage",
+        "tests/test_docs.py",
+    ]
     assert order[4:] == [
         *(f"tests/test_many.py::test_{i}" for i in range(30)),
         "tests/test_one.py::test_long",
         "tests/test_two.py::test_a[p::q]",
-    ]
-    assert [xdist_scope(n) for n in order[:4]] == ["tests/test_docs.py::TestBig"] * 2 + [
-        "tests/test_docs.py::TestPage",
-        "tests/test_docs.py",
+        "tests/test_ray.py::test_local_a",
+        "tests/test_ray.py::test_local_b",
+        "tests/test_ray.py::test_on_ray",
+        "tests/test_small_ray.py::test_on_ray",
     ]
