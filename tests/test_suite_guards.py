@@ -213,7 +213,7 @@ class _Item:
         return object() if name == "slow" and self.slow else None
 
 
-def test_scopes_are_ordered_heaviest_first_a_modules_scopes_together_ray_last():
+def test_scopes_are_ordered_heaviest_first_a_modules_scopes_together_those_joining_ray_last():
     items = [
         *(_Item(f"tests/test_many.py::test_{i}") for i in range(30)),  # many fast tests: first by xdist's count
         _Item("tests/test_ray.py::test_on_ray", slow=True, ray=True),  # the heaviest module, but it joins Ray
@@ -225,6 +225,8 @@ def test_scopes_are_ordered_heaviest_first_a_modules_scopes_together_ray_last():
         _Item("tests/test_one.py::test_long", slow=True),
         _Item("tests/test_two.py::test_a[p::q]"),  # xdist's scope of a test whose id holds '::' (its rsplit)
         _Item("tests/test_small_ray.py::test_on_ray", ray=True),
+        _Item("tests/test_mixed.py::TestOnRay::test_on_ray", slow=True, ray=True),  # a scope of its own: last
+        _Item("tests/test_mixed.py::test_local"),
     ]
     order = [i.nodeid for i in heaviest_first(items)]  # type: ignore[arg-type]
     assert order[:4] == [
@@ -239,10 +241,12 @@ def test_scopes_are_ordered_heaviest_first_a_modules_scopes_together_ray_last():
     ]
     assert order[4:] == [
         *(f"tests/test_many.py::test_{i}" for i in range(30)),
+        "tests/test_mixed.py::test_local",  # its module weighs 21 (its class's slow test counts)
         "tests/test_one.py::test_long",
         "tests/test_two.py::test_a[p::q]",
         "tests/test_ray.py::test_local_a",
         "tests/test_ray.py::test_local_b",
         "tests/test_ray.py::test_on_ray",
+        "tests/test_mixed.py::TestOnRay::test_on_ray",
         "tests/test_small_ray.py::test_on_ray",
     ]

@@ -234,25 +234,28 @@ class _Unreachable(ConvertStage):
         raise PathError(f"worker cannot see the output directory {self.output_root} that the driver created")
 
 
-@pytest.mark.ray
-def test_a_task_error_on_ray_is_its_one_line_and_the_traceback_goes_to_the_failures_log(make_corpus, tmp_path, ray_address):
-    """Ray wraps a task's exception in its own, whose message is the worker's whole traceback: the
-    summary and the error show the task's message alone, the failures log the traceback."""
-    import io
+class TestOnRay:
+    """Tests that join Ray in this process: a scope of their own, run last (tests/support/scheduling.py)."""
 
-    from dolma_pipe.executors import RayExecutor
+    @pytest.mark.ray
+    def test_a_task_error_on_ray_is_its_one_line_and_the_traceback_goes_to_the_failures_log(self, make_corpus, tmp_path, ray_address):
+        """Ray wraps a task's exception in its own, whose message is the worker's whole traceback: the
+        summary and the error show the task's message alone, the failures log the traceback."""
+        import io
 
-    root = make_corpus(files=2, docs=3)
-    out = tmp_path / "o"
-    stage = _Unreachable(
-        load_config(ConvertConfig, None, {"documents": [f"{root}/documents/*"], "destination": str(out), "progress": False})
-    )
-    said = io.StringIO()
-    with pytest.raises(RunFailed) as e:
-        run_stage(stage, executor=RayExecutor(2, ray_address), stream=said)
-    assert "\n" not in str(e.value) and "PathError: worker cannot see the output directory" in str(e.value)
-    failed = [line for line in said.getvalue().splitlines() if "FAILED" in line]
-    assert len(failed) == 2 and all(line.endswith("that the driver created") for line in failed), said.getvalue()
-    assert len(said.getvalue().splitlines()) < 15, said.getvalue()
-    log = (out / "_failures.log").read_text()
-    assert log.count("in the worker:") == 2 and log.count('raise PathError(f"worker cannot see') == 2 and "\x1b[" not in log
+        from dolma_pipe.executors import RayExecutor
+
+        root = make_corpus(files=2, docs=3)
+        out = tmp_path / "o"
+        stage = _Unreachable(
+            load_config(ConvertConfig, None, {"documents": [f"{root}/documents/*"], "destination": str(out), "progress": False})
+        )
+        said = io.StringIO()
+        with pytest.raises(RunFailed) as e:
+            run_stage(stage, executor=RayExecutor(2, ray_address), stream=said)
+        assert "\n" not in str(e.value) and "PathError: worker cannot see the output directory" in str(e.value)
+        failed = [line for line in said.getvalue().splitlines() if "FAILED" in line]
+        assert len(failed) == 2 and all(line.endswith("that the driver created") for line in failed), said.getvalue()
+        assert len(said.getvalue().splitlines()) < 15, said.getvalue()
+        log = (out / "_failures.log").read_text()
+        assert log.count("in the worker:") == 2 and log.count('raise PathError(f"worker cannot see') == 2 and "\x1b[" not in log

@@ -86,16 +86,6 @@ def test_same_bytes_for_any_process_count(corpus, reference, tmp_path, processes
     assert stage_outputs(out) == reference
 
 
-@pytest.mark.ray
-def test_same_bytes_on_ray(corpus, reference, tmp_path, ray_address):
-    out = tmp_path / "out"
-    stage = make_stage(_overrides(corpus, out, processes=2, ray_address=ray_address))
-    with RayExecutor(2, ray_address) as ex:
-        summary = run_stage(stage, executor=ex, stream=io.StringIO())
-    assert summary.status == "complete" and summary.manifest.executor.name == "ray"
-    assert stage_outputs(out) == reference
-
-
 def _kill_in_bucket_phase(overrides: dict, out: Path) -> tuple[int, int]:
     """Start the stage in a subprocess, SIGKILL it once some (not all) bucket tasks are done; the
     bucket tasks done when the kill was sent, and once the process group is gone (on Ray, tasks
@@ -133,18 +123,6 @@ def test_killed_in_second_phase_resumes_there(corpus, reference, tmp_path, proce
     assert sum(r.skipped for r in bucket_phase.tasks.values()) == done
     assert not any(r.skipped for r in mark_phase.tasks.values())
     assert f"bucket tasks  {BUCKETS} ({BUCKETS - done} processed, {done} already done, 0 failed)" in err.getvalue()
-    assert stage_outputs(out) == reference
-
-
-@pytest.mark.ray
-def test_killed_in_second_phase_resumes_on_ray(corpus, reference, tmp_path, ray_address):
-    out = tmp_path / "out"
-    overrides = _overrides(corpus, out, processes=2, ray_address=ray_address)
-    done, _ = _kill_in_bucket_phase(overrides, out)
-    _check_killed_state(out, done)
-    time.sleep(1.0)  # a task of the killed driver may still be finishing on the cluster
-    summary = run_stage(make_stage(overrides), stream=io.StringIO())
-    assert sum(r.skipped for r in summary.manifest.phase("bucket").tasks.values()) >= done
     assert stage_outputs(out) == reference
 
 
@@ -258,3 +236,27 @@ def test_a_stopped_runs_summary_says_which_phases_it_never_reached(corpus, tmp_p
     assert "idle phases" not in summary
     assert re.search(r"\n  not reached +1 phase\(s\) after the stop \(mark\)\n", summary)
     assert re.search(rf"\n  bucket tasks +{BUCKETS} \(0 processed, 0 already done, {BUCKETS} failed\)\n", summary)
+
+
+class TestOnRay:
+    """Tests that join Ray in this process: a scope of their own, run last (tests/support/scheduling.py)."""
+
+    @pytest.mark.ray
+    def test_same_bytes_on_ray(self, corpus, reference, tmp_path, ray_address):
+        out = tmp_path / "out"
+        stage = make_stage(_overrides(corpus, out, processes=2, ray_address=ray_address))
+        with RayExecutor(2, ray_address) as ex:
+            summary = run_stage(stage, executor=ex, stream=io.StringIO())
+        assert summary.status == "complete" and summary.manifest.executor.name == "ray"
+        assert stage_outputs(out) == reference
+
+    @pytest.mark.ray
+    def test_killed_in_second_phase_resumes_on_ray(self, corpus, reference, tmp_path, ray_address):
+        out = tmp_path / "out"
+        overrides = _overrides(corpus, out, processes=2, ray_address=ray_address)
+        done, _ = _kill_in_bucket_phase(overrides, out)
+        _check_killed_state(out, done)
+        time.sleep(1.0)  # a task of the killed driver may still be finishing on the cluster
+        summary = run_stage(make_stage(overrides), stream=io.StringIO())
+        assert sum(r.skipped for r in summary.manifest.phase("bucket").tasks.values()) >= done
+        assert stage_outputs(out) == reference

@@ -148,35 +148,6 @@ def test_force_redoes_and_changed_input_is_redone(big_corpus, tmp_path, make_cor
     assert len(list(read_documents(str(out / "documents" / "part-0001.jsonl.gz")))) == 11
 
 
-@pytest.mark.ray
-@pytest.mark.slow
-def test_kill_and_resume_ray(big_corpus, reference, tmp_path, ray_address):
-    out = tmp_path / "out"
-    args = _args("convert", big_corpus, out, "--ray-address", ray_address, "--processes", "2")
-    done = _kill_midway(args, out)
-    assert done < FILES + 1
-    _check_partial_outputs(out, reference("convert"), done, exact=False)
-    resumed = run_cli(*args, check=True)
-    # At least the files marked done at the kill (a task of the killed driver may have finished since).
-    assert done <= _already_done(resumed.stderr) < FILES + 1
-    # A task of the killed driver may still have been finishing; give Ray a moment to reap it.
-    time.sleep(1.0)
-    assert _outputs(out) == reference("convert")
-
-
-@pytest.mark.ray
-def test_ray_executor_in_process(make_corpus, tmp_path, ray_address):
-    root = make_corpus(files=4, docs=25)
-    cfg = load_config(
-        ConvertConfig, None, {"documents": [f"{root}/documents/*"], "destination": str(tmp_path / "o"), "ray_address": ray_address}
-    )
-    with RayExecutor(2, ray_address) as ex:
-        summary = run_stage(ConvertStage(cfg), executor=ex)
-    assert summary.status == "complete" and summary.totals["docs_out"] == 100
-    manifest = orjson.loads((tmp_path / "o" / "_manifest.json").read_bytes())
-    assert manifest["executor"]["name"] == "ray"
-
-
 def test_rerun_clears_temporaries_left_by_a_killed_run(make_corpus, tmp_path):
     root = make_corpus(files=2, docs=5)
     out = tmp_path / "o"
@@ -199,3 +170,34 @@ def test_cli_starts_its_own_ray(make_corpus, tmp_path):
     assert proc.returncode == 0, proc.stderr
     manifest = orjson.loads((tmp_path / "o" / "_manifest.json").read_bytes())
     assert manifest["executor"] == {"name": "ray", "workers": 2} and manifest["totals"]["docs_out"] == 30
+
+
+class TestOnRay:
+    """Tests that join Ray in this process: a scope of their own, run last (tests/support/scheduling.py)."""
+
+    @pytest.mark.ray
+    @pytest.mark.slow
+    def test_kill_and_resume_ray(self, big_corpus, reference, tmp_path, ray_address):
+        out = tmp_path / "out"
+        args = _args("convert", big_corpus, out, "--ray-address", ray_address, "--processes", "2")
+        done = _kill_midway(args, out)
+        assert done < FILES + 1
+        _check_partial_outputs(out, reference("convert"), done, exact=False)
+        resumed = run_cli(*args, check=True)
+        # At least the files marked done at the kill (a task of the killed driver may have finished since).
+        assert done <= _already_done(resumed.stderr) < FILES + 1
+        # A task of the killed driver may still have been finishing; give Ray a moment to reap it.
+        time.sleep(1.0)
+        assert _outputs(out) == reference("convert")
+
+    @pytest.mark.ray
+    def test_ray_executor_in_process(self, make_corpus, tmp_path, ray_address):
+        root = make_corpus(files=4, docs=25)
+        cfg = load_config(
+            ConvertConfig, None, {"documents": [f"{root}/documents/*"], "destination": str(tmp_path / "o"), "ray_address": ray_address}
+        )
+        with RayExecutor(2, ray_address) as ex:
+            summary = run_stage(ConvertStage(cfg), executor=ex)
+        assert summary.status == "complete" and summary.totals["docs_out"] == 100
+        manifest = orjson.loads((tmp_path / "o" / "_manifest.json").read_bytes())
+        assert manifest["executor"]["name"] == "ray"

@@ -146,15 +146,6 @@ def test_same_bytes_for_any_process_count_and_rerun(corpus, mixed, tmp_path, pro
     assert all(r.skipped for r in again.results)
 
 
-@pytest.mark.ray
-def test_same_bytes_on_ray(corpus, mixed, tmp_path, ray_address):
-    out = tmp_path / "out"
-    with RayExecutor(2, ray_address) as ex:
-        run(spec(corpus, out, processes=2, ray_address=ray_address), executor=ex)
-    strip = lambda files: {k: v for k, v in files.items() if not k.startswith("_cache")}  # noqa: E731
-    assert strip(stage_outputs(out)) == strip(stage_outputs(mixed))
-
-
 def test_choice_does_not_depend_on_files_or_their_order(corpus, mixed, tmp_path):
     """The same documents resharded (other files, another order) give the same documents per seed."""
     from dolma_pipe.documents import read_attribute_rows, read_documents
@@ -286,3 +277,15 @@ def test_killed_in_sample_phase_resumes_there(corpus, mixed, tmp_path):
     assert sum(r.skipped for r in summary.manifest.phase("sample").tasks.values()) == done
     strip = lambda files: {k: v for k, v in files.items() if not k.startswith("_cache")}  # noqa: E731
     assert strip(stage_outputs(out)) == strip(stage_outputs(mixed))
+
+
+class TestOnRay:
+    """Tests that join Ray in this process: a scope of their own, run last (tests/support/scheduling.py)."""
+
+    @pytest.mark.ray
+    def test_same_bytes_on_ray(self, corpus, mixed, tmp_path, ray_address):
+        out = tmp_path / "out"
+        with RayExecutor(2, ray_address) as ex:
+            run(spec(corpus, out, processes=2, ray_address=ray_address), executor=ex)
+        strip = lambda files: {k: v for k, v in files.items() if not k.startswith("_cache")}  # noqa: E731
+        assert strip(stage_outputs(out)) == strip(stage_outputs(mixed))

@@ -286,11 +286,14 @@ def test_same_bytes_for_two_processes_and_a_rerun(corpus, mixed, tmp_path):
     assert all(r.skipped for r in again.results)
 
 
-@pytest.mark.ray
-def test_same_bytes_on_ray(corpus, mixed, tmp_path, ray_address):
-    out = tmp_path / "out"
-    config = spec(corpus, out)
-    config |= {"processes": 2, "ray_address": ray_address}
-    with RayExecutor(2, ray_address) as ex:
-        run(config, executor=ex)
-    assert strip(stage_outputs(out)) == strip(stage_outputs(mixed))
+class TestOnRay:
+    """Tests that join Ray in this process: a scope of their own, run last (tests/support/scheduling.py)."""
+
+    @pytest.mark.ray
+    def test_same_bytes_on_ray(self, corpus, mixed, tmp_path, ray_address):
+        out = tmp_path / "out"
+        config = spec(corpus, out)
+        config |= {"processes": 2, "ray_address": ray_address}
+        with RayExecutor(2, ray_address) as ex:
+            run(config, executor=ex)
+        assert strip(stage_outputs(out)) == strip(stage_outputs(mixed))

@@ -106,15 +106,6 @@ def test_same_bytes_for_any_process_count(corpus, reference, tmp_path, processes
     assert stage_outputs(out) == reference
 
 
-@pytest.mark.ray
-def test_same_bytes_on_ray(corpus, reference, tmp_path, ray_address):
-    out = tmp_path / "out"
-    with RayExecutor(2, ray_address) as ex:
-        summary = run(spec(corpus, out, processes=2, ray_address=ray_address), executor=ex)
-    assert summary.manifest.executor.name == "ray"
-    assert stage_outputs(out) == reference
-
-
 def test_rerun_skips_and_force_rewrites_the_same_bytes(corpus, reference, tmp_path):
     out = tmp_path / "out"
     run(spec(corpus, out, processes=2))
@@ -262,3 +253,15 @@ def test_a_rerun_writing_fewer_shards_removes_the_earlier_runs_extra_shards(corp
     assert sorted(p.name for p in out.glob("other-*")) == ["other-0000.jsonl.gz"] and _lines(out, "other-*") == FILES * DOCS
     assert (out / "notes.jsonl.gz").read_bytes() == b"not a shard"
     assert (out / "mixed-extra.jsonl.gz").read_bytes() == b"not one of ours either"
+
+
+class TestOnRay:
+    """Tests that join Ray in this process: a scope of their own, run last (tests/support/scheduling.py)."""
+
+    @pytest.mark.ray
+    def test_same_bytes_on_ray(self, corpus, reference, tmp_path, ray_address):
+        out = tmp_path / "out"
+        with RayExecutor(2, ray_address) as ex:
+            summary = run(spec(corpus, out, processes=2, ray_address=ray_address), executor=ex)
+        assert summary.manifest.executor.name == "ray"
+        assert stage_outputs(out) == reference

@@ -291,15 +291,6 @@ def test_zstd_and_plain_files_and_documents_larger_than_a_chunk_take_the_rust_pa
     assert report(tmp_path / "runs", tmp_path / "python") == summary
 
 
-@pytest.mark.ray
-def test_same_data_on_ray(made, tmp_path, ray_address):
-    from dolma_pipe.executors import RayExecutor
-
-    root, _, summary = made
-    with RayExecutor(2, ray_address) as ex:
-        assert report(root, tmp_path / "ray", executor=ex, processes=2, ray_address=ray_address) == summary
-
-
 def test_cli_report(made, tmp_path):
     from tests.support.cli import run_cli
 
@@ -427,3 +418,15 @@ def test_the_tag_section_is_one_chart_per_attribute_family(made, pipeline):
     assert all(f["name"] != "bff_duplicate_docs" for f in flags["flags"])
     gopher = next(c for c in tag["charts"] if c["title"] == "t__gopher")
     assert len(gopher["panels"]) > 10 and gopher["vega"]["concat"]
+
+
+class TestOnRay:
+    """Tests that join Ray in this process: a scope of their own, run last (tests/support/scheduling.py)."""
+
+    @pytest.mark.ray
+    def test_same_data_on_ray(self, made, tmp_path, ray_address):
+        from dolma_pipe.executors import RayExecutor
+
+        root, _, summary = made
+        with RayExecutor(2, ray_address) as ex:
+            assert report(root, tmp_path / "ray", executor=ex, processes=2, ray_address=ray_address) == summary

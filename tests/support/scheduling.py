@@ -10,11 +10,13 @@ rule, near the best split for two workers): a test marked ``slow`` (5 s or more)
 as ``SLOW_WEIGHT`` others. A module's scopes stay together, so that its module-scoped fixtures
 still start once on a worker that runs them all.
 
-Modules with a test that joins the session's Ray cluster in the worker's own process (the
-``ray_address`` fixture) come after all the others, their Ray tests last: once ``ray`` is imported
-in a process, the local executor starts its pools by spawn instead of fork (fork is unsafe beside
-Ray's threads), and every later multi-process run in that worker pays a new interpreter per pool
-worker (measured: four modules of local runs, 17 s of CPU with fork, 42 s after ``import ray``).
+The scopes with a test that joins the session's Ray cluster in the worker's own process (the
+``ray_address`` fixture) come after all the others: once ``ray`` is imported in a process, the
+local executor starts its pools by spawn instead of fork (fork is unsafe beside Ray's threads), and
+every later multi-process run in that worker pays a new interpreter per pool worker (measured: the
+local tests of the modules that have Ray tests, 132 s of CPU with fork, 284 s after ``import ray``).
+So a module keeps such tests in a class of their own (``TestOnRay``), a scope that its other tests
+do not wait for; its module fixtures are made again for it where it runs.
 """
 
 from __future__ import annotations
@@ -46,11 +48,11 @@ def joins_ray(item: pytest.Item) -> bool:
 
 
 def heaviest_first(items: Sequence[pytest.Item]) -> list[pytest.Item]:
-    """``items``: modules that never join Ray first; then by their module's weight, then their
-    scope's, heaviest first; a module's Ray tests after its others; in their order otherwise."""
+    """``items``: scopes that never join Ray first; then by their module's weight, then their
+    scope's, heaviest first; a scope's Ray tests after its others; in their order otherwise."""
     module: Counter[str] = Counter()
     scope: Counter[str] = Counter()
-    ray_modules: set[str] = set()
+    ray_scopes: set[str] = set()
     first: dict[str, int] = {}  # a module's or a scope's first test
     for i, item in enumerate(items):
         weight = SLOW_WEIGHT if item.get_closest_marker("slow") else 1
@@ -59,10 +61,10 @@ def heaviest_first(items: Sequence[pytest.Item]) -> list[pytest.Item]:
         first.setdefault(module_of(item.nodeid), i)
         first.setdefault(xdist_scope(item.nodeid), i)
         if joins_ray(item):
-            ray_modules.add(module_of(item.nodeid))
+            ray_scopes.add(xdist_scope(item.nodeid))
 
     def key(item: pytest.Item) -> tuple[bool, int, int, int, int, bool]:
         name, within = module_of(item.nodeid), xdist_scope(item.nodeid)
-        return (name in ray_modules, -module[name], first[name], -scope[within], first[within], joins_ray(item))
+        return (within in ray_scopes, -module[name], first[name], -scope[within], first[within], joins_ray(item))
 
     return sorted(items, key=key)

@@ -132,23 +132,6 @@ def test_registry_refuses_a_taken_name():
                 return []
 
 
-@pytest.mark.ray
-def test_tag_on_ray(corpus, tmp_path, ray_address):
-    cfg = load_config(
-        TagConfig,
-        None,
-        {
-            "documents": [f"{corpus}/documents/**/*"],
-            "taggers": ["test_upper_lines"],
-            "tagger_modules": [MODULE],
-            "destination": str(tmp_path / "attrs"),
-        },
-    )
-    with RayExecutor(2, ray_address) as ex:
-        summary = run_stage(TagStage(cfg), executor=ex)
-    assert summary.status == "complete" and summary.totals["docs_out"] == 5
-
-
 @pytest.mark.slow
 def test_cli_train_classifier_then_quality_tagger(tmp_path):
     sample = REPO_ROOT / "examples" / "sample" / "documents"
@@ -286,3 +269,23 @@ def test_bad_option_values_become_tagger_errors(corpus):
     )
     with pytest.raises(TaggerError, match="test_validating.*size must be an integer"):
         build_taggers(cfg)
+
+
+class TestOnRay:
+    """Tests that join Ray in this process: a scope of their own, run last (tests/support/scheduling.py)."""
+
+    @pytest.mark.ray
+    def test_tag_on_ray(self, corpus, tmp_path, ray_address):
+        cfg = load_config(
+            TagConfig,
+            None,
+            {
+                "documents": [f"{corpus}/documents/**/*"],
+                "taggers": ["test_upper_lines"],
+                "tagger_modules": [MODULE],
+                "destination": str(tmp_path / "attrs"),
+            },
+        )
+        with RayExecutor(2, ray_address) as ex:
+            summary = run_stage(TagStage(cfg), executor=ex)
+        assert summary.status == "complete" and summary.totals["docs_out"] == 5

@@ -125,15 +125,6 @@ def test_a_complete_run_removes_its_work_files_unless_told_to_keep_them(corpus, 
     assert {k: v for k, v in stage_outputs(out2 / "dd").items() if not k.startswith("_work/")} == reference
 
 
-@pytest.mark.ray
-def test_same_bytes_on_ray(corpus, reference, tmp_path, ray_address):
-    out = tmp_path / "out"
-    with RayExecutor(2, ray_address) as ex:
-        summary = run(_all_passes(corpus[0], out, processes=2, ray_address=ray_address), executor=ex)
-    assert summary.manifest.executor.name == "ray"
-    assert stage_outputs(out / "dd") == reference
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("phase", PHASES)
 def test_killed_in_any_phase_resumes_there(corpus, reference, tmp_path, phase):
@@ -348,3 +339,15 @@ def test_blank_lines_and_duplicate_ids_are_noted_as_in_every_stage(tmp_path):
     summary = run(config(f"{tmp_path}/documents/*"))
     warnings = summary.manifest.phase("scan").warnings()
     assert warnings["blank_lines"] == 1 and warnings["duplicate_ids"] == 2
+
+
+class TestOnRay:
+    """Tests that join Ray in this process: a scope of their own, run last (tests/support/scheduling.py)."""
+
+    @pytest.mark.ray
+    def test_same_bytes_on_ray(self, corpus, reference, tmp_path, ray_address):
+        out = tmp_path / "out"
+        with RayExecutor(2, ray_address) as ex:
+            summary = run(_all_passes(corpus[0], out, processes=2, ray_address=ray_address), executor=ex)
+        assert summary.manifest.executor.name == "ray"
+        assert stage_outputs(out / "dd") == reference

@@ -111,13 +111,6 @@ def test_scaled_out_clusters_are_the_single_tasks(corpus, single, tmp_path, proc
     assert results["clusters"] == single_results["clusters"]
 
 
-@pytest.mark.ray
-@pytest.mark.slow
-def test_scaled_out_on_ray(corpus, single, tmp_path, ray_address):
-    run({**_config(corpus, tmp_path, 2, cluster_memory=TINY), "ray_address": ray_address})
-    assert _outputs(tmp_path) == single[1]
-
-
 @pytest.mark.slow
 def test_killed_mid_steps_resumes_to_the_same_bytes(corpus, single, tmp_path):
     cfg = _config(corpus, tmp_path, 2, cluster_memory=TINY)
@@ -194,3 +187,13 @@ def test_unverified_pairs_from_several_buckets(corpus, tmp_path):
     run({**_config(corpus, scaled, 2, verify="none", cluster_memory=TINY), "buckets": 2})
     assert _outputs(scaled) == _outputs(one)
     assert _ran(scaled)["graph"] == 2  # one task per bucket of candidate pairs
+
+
+class TestOnRay:
+    """Tests that join Ray in this process: a scope of their own, run last (tests/support/scheduling.py)."""
+
+    @pytest.mark.ray
+    @pytest.mark.slow
+    def test_scaled_out_on_ray(self, corpus, single, tmp_path, ray_address):
+        run({**_config(corpus, tmp_path, 2, cluster_memory=TINY), "ray_address": ray_address})
+        assert _outputs(tmp_path) == single[1]

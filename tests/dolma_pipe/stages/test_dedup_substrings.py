@@ -180,18 +180,6 @@ def test_same_attributes_for_any_process_count(corpus, tmp_path, processes):
     assert stage_outputs(one / "ss") == stage_outputs(two / "ss")
 
 
-@pytest.mark.ray
-def test_same_attributes_on_ray(corpus, tmp_path, ray_address):
-    from dolma_pipe.executors import RayExecutor
-
-    root, _ = corpus
-    local, on_ray = tmp_path / "local", tmp_path / "ray"
-    run(config(root, destination=str(local), buckets=2))
-    with RayExecutor(2, ray_address) as ex:
-        run(config(root, destination=str(on_ray), buckets=2, processes=2, ray_address=ray_address), executor=ex)
-    assert stage_outputs(local / "ss") == stage_outputs(on_ray / "ss")
-
-
 @pytest.mark.slow
 def test_s3_documents_need_a_local_work_directory_and_get_the_same_spans(corpus, tmp_path, s3_bucket):
     """Refused when the config loads (not after the scan), naming work_dir.output; with a local
@@ -241,3 +229,18 @@ def test_a_rerun_of_a_finished_run_whose_work_was_removed_redoes_nothing(corpus,
     redone = run(cfg)
     assert {r.phase for r in redone.manifest.redone} == {"scan", "suffix", "substrings", "attributes"}
     assert stage_outputs(out / "ss") == first
+
+
+class TestOnRay:
+    """Tests that join Ray in this process: a scope of their own, run last (tests/support/scheduling.py)."""
+
+    @pytest.mark.ray
+    def test_same_attributes_on_ray(self, corpus, tmp_path, ray_address):
+        from dolma_pipe.executors import RayExecutor
+
+        root, _ = corpus
+        local, on_ray = tmp_path / "local", tmp_path / "ray"
+        run(config(root, destination=str(local), buckets=2))
+        with RayExecutor(2, ray_address) as ex:
+            run(config(root, destination=str(on_ray), buckets=2, processes=2, ray_address=ray_address), executor=ex)
+        assert stage_outputs(local / "ss") == stage_outputs(on_ray / "ss")

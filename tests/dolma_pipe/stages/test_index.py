@@ -213,17 +213,6 @@ def test_same_index_for_any_process_count(corpus, token_index, tmp_path, process
     assert stage_outputs(out) == stage_outputs(token_index)
 
 
-@pytest.mark.ray
-def test_same_index_on_ray(corpus, token_index, tmp_path, ray_address):
-    from dolma_pipe.executors import RayExecutor
-
-    root, _ = corpus
-    out = tmp_path / "index"
-    with RayExecutor(2, ray_address) as ex:
-        run_index(index_config(out, shards=[str(root / "tokens" / "train")], processes=2, ray_address=ray_address), executor=ex)
-    assert stage_outputs(out) == stage_outputs(token_index)
-
-
 def test_contamination_counts(corpus, tmp_path):
     root, files = corpus
     rng = random.Random(9)
@@ -258,3 +247,17 @@ def test_query_command(corpus, token_index):
     assert "f0-0" in {json.loads(line)["id"] for line in r.stdout.splitlines()}
     r = run_cli("query", "--index", str(root / "nowhere"), "--count", "x")
     assert r.returncode == 1 and "no index here" in r.stderr
+
+
+class TestOnRay:
+    """Tests that join Ray in this process: a scope of their own, run last (tests/support/scheduling.py)."""
+
+    @pytest.mark.ray
+    def test_same_index_on_ray(self, corpus, token_index, tmp_path, ray_address):
+        from dolma_pipe.executors import RayExecutor
+
+        root, _ = corpus
+        out = tmp_path / "index"
+        with RayExecutor(2, ray_address) as ex:
+            run_index(index_config(out, shards=[str(root / "tokens" / "train")], processes=2, ray_address=ray_address), executor=ex)
+        assert stage_outputs(out) == stage_outputs(token_index)

@@ -224,18 +224,6 @@ def test_same_bytes_for_any_process_count(corpus, reference, tmp_path, processes
     assert _shard_bytes(out) == reference
 
 
-@pytest.mark.ray
-def test_same_bytes_on_ray(corpus, reference, tmp_path, ray_address):
-    out = tmp_path / "out"
-    overrides = _overrides(
-        f"{corpus}/documents/*", out, processes=2, max_tokens=1500, validation={"fraction": 0.1}, ray_address=ray_address
-    )
-    with RayExecutor(2, ray_address) as ex:
-        summary = _run(overrides, executor=ex)
-    assert summary.status == "complete" and summary.manifest.executor.name == "ray"
-    assert _shard_bytes(out) == reference
-
-
 # -- kill and resume -------------------------------------------------------------------------------
 
 
@@ -486,3 +474,18 @@ def test_cli_runs_with_custom_fields(tmp_path):
     import hashlib
 
     assert ids == sorted(f"{hashlib.sha256(str(path).encode()).hexdigest()}-{i}" for i in range(1, 21))
+
+
+class TestOnRay:
+    """Tests that join Ray in this process: a scope of their own, run last (tests/support/scheduling.py)."""
+
+    @pytest.mark.ray
+    def test_same_bytes_on_ray(self, corpus, reference, tmp_path, ray_address):
+        out = tmp_path / "out"
+        overrides = _overrides(
+            f"{corpus}/documents/*", out, processes=2, max_tokens=1500, validation={"fraction": 0.1}, ray_address=ray_address
+        )
+        with RayExecutor(2, ray_address) as ex:
+            summary = _run(overrides, executor=ex)
+        assert summary.status == "complete" and summary.manifest.executor.name == "ray"
+        assert _shard_bytes(out) == reference
