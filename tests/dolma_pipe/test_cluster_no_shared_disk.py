@@ -64,16 +64,25 @@ def cluster(s3_server):
     try:
         head = [str(RAY), "start", "--head", "--port", str(port), "--num-cpus", "0", "--include-dashboard", "false"]
         subprocess.run([*head, "--temp-dir", f"{base}/h", *common], env=env, check=True, capture_output=True, timeout=180)
+        joining = []
         for i in range(WORKERS):
             # The node's /tmp is its own tmpfs: its Ray files and working directory are there, and the
-            # driver's folders (under the host's /tmp) are not.
+            # driver's folders (under the host's /tmp) are not. The nodes join at once (each takes seconds).
             node = f"/tmp/{marker}-n{i}"
             join = [str(RAY), "start", "--address", f"127.0.0.1:{port}", "--num-cpus", "1", "--temp-dir", node, *common]
             script = f"{private_tmp()} && mkdir -p {node}/cwd && cd {node}/cwd && exec {' '.join(join)}"
-            proc = subprocess.run(
-                ["unshare", "--mount", "--propagation", "private", "sh", "-c", script], env=env, capture_output=True, text=True, timeout=180
+            joining.append(
+                subprocess.Popen(
+                    ["unshare", "--mount", "--propagation", "private", "sh", "-c", script],
+                    env=env,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                )
             )
-            assert proc.returncode == 0, f"worker node {i} did not start: {proc.stdout[-2000:]}{proc.stderr[-3000:]}"
+        for i, proc in enumerate(joining):
+            out, err = proc.communicate(timeout=180)
+            assert proc.returncode == 0, f"worker node {i} did not start: {out[-2000:]}{err[-3000:]}"
         yield f"127.0.0.1:{port}", auth
     finally:
         kill_processes_under(marker)
