@@ -132,3 +132,56 @@ def test_the_trainer_says_so_under_torchrun(tmp_path):
     assert r.returncode != 0
     assert "config error: torchrun --max-restarts 1: its restarts reuse a rendezvous store" in r.stderr
     assert not (tmp_path / "run" / "step1").exists()
+
+
+def _fake_sbatch(tmp_path: Path, monkeypatch) -> Path:
+    """``sbatch`` on PATH: records its arguments, answers a job id as ``--parsable`` does."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "sbatch").write_text(f'#!/bin/sh\necho "$@" >> {tmp_path / "sbatch-calls"}\necho "4242;cluster"\n')
+    (bin_dir / "sbatch").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("SLURM_JOB_ID", "4000")
+    monkeypatch.setenv("SLURM_JOB_NAME", "olmo")
+    monkeypatch.setenv("SLURM_JOB_NUM_NODES", "2")
+    return tmp_path / "sbatch-calls"
+
+
+@pytest.mark.parametrize(
+    "exits, resubmitted",
+    [
+        ([{"reason": "hang", "status": EXIT_HANG}] * 2, True),  # attempts spent: a new allocation
+        ([{"reason": "preempted", "status": 0}], True),  # SLURM's SIGTERM before the time limit
+        ([{"reason": "finished", "status": 0}], False),
+        ([{"reason": "error", "status": 2}], False),  # a user's mistake: no job can help
+    ],
+)
+def test_an_unfinished_run_is_resubmitted_without_its_cordoned_nodes(tmp_path, monkeypatch, exits, resubmitted):
+    calls = _fake_sbatch(tmp_path, monkeypatch)
+    statuses = [0 if e["status"] == 0 else 1 for e in exits]
+    script = _fake_torchrun(tmp_path, statuses, exits)
+    monkeypatch.setattr("train.launch.launcher.torchrun_command", lambda launch, nodes, attempt: [sys.executable, str(script)])
+    monkeypatch.setattr("train.launch.launcher._slurm_nodes", lambda: ["node0", "node1"])
+    Ledger(tmp_path / "run").write("cordon", host="node1", check="matmul", message="wrong")
+    argv = "/spool/job4000/slurm_script 'my config.yaml' --set train.max_steps=9"
+    launch = _launch(tmp_path, attempts=len(exits), backoff=0, slurm=True, resubmit=1, resubmit_argv=argv)
+    Launcher(launch).run()
+    resubmits = [r for r in read_ledger(tmp_path / "run" / "goodput.jsonl") if r["event"] == "resubmit"]
+    if not resubmitted:
+        assert not calls.exists() and resubmits == []
+        return
+    assert calls.read_text().splitlines() == [
+        "--parsable --dependency=singleton --job-name=olmo --nodes=2 --exclude=node1 "
+        "/spool/job4000/slurm_script my config.yaml --set train.max_steps=9"
+    ]
+    (rec,) = resubmits
+    assert (rec["job"], rec["after"], rec["excluded"], rec["count"]) == ("4242", "4000", ["node1"], 1)
+    # the resubmitted job ends unfinished too: --resubmit 1 is spent over the run, no third job
+    (tmp_path / "calls").unlink()
+    Launcher(launch).run()
+    assert len(calls.read_text().splitlines()) == 1
+
+
+def test_resubmit_needs_slurm_and_the_script(tmp_path):
+    with pytest.raises(ConfigError, match="--resubmit: needs --slurm"):
+        Launcher(_launch(tmp_path, resubmit=2)).run()

@@ -16,6 +16,11 @@ restarts inside it):
   say "do not retry" end the loop: ``EXIT_FATAL`` and the trainer's user-mistake statuses 1-3 (a
   config, checkpoint or data error). With ``--slurm`` an attempt is one ``srun`` step over the
   allocation's nodes, less the cordoned ones.
+- **Across jobs** (``--slurm --resubmit N``), when this job ends with the run not finished (its
+  attempts spent, no healthy node left, or SLURM's SIGTERM before the time limit), the launcher
+  submits the same batch script again with ``sbatch --dependency=singleton`` (one job of the name
+  at a time: a requeue by SLURM and a resubmission never train together) and ``--exclude`` the
+  cordoned nodes, up to N times over the run (the ledger's ``resubmit`` records count them).
 
 A node that fails pre-flight with "cordon" is recorded in the goodput ledger (a ``cordon``
 record: host, check, message); every later attempt leaves the ledger's cordoned hosts out. The
@@ -37,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from train.config import load_config
-from train.errors import EXIT_CORDON, EXIT_FATAL, EXIT_HANG, EXIT_RETRY, TrainError, report
+from train.errors import EXIT_CORDON, EXIT_FATAL, EXIT_HANG, EXIT_RETRY, ConfigError, TrainError, report
 from train.ledger import Ledger, read_ledger
 
 # the trainer's exit statuses after which another attempt cannot help: its user mistakes
@@ -62,6 +67,8 @@ class Launch:
     monitor_interval: float = 0.5
     shutdown_timeout: float = 110.0
     module: str = "train"  # the entry point torchrun runs, with its own arguments (tests wrap the trainer)
+    resubmit: int = 0  # sbatch the job again when it ends unfinished, up to this many times
+    resubmit_argv: str = ""  # the batch script and its arguments, shell-quoted (slurm.sbatch gives them)
 
     def save_dir(self) -> Path:
         return Path(load_config(self.config, self.sets).checkpoint.save_dir)
@@ -123,6 +130,8 @@ class Launcher:
         self.ledger = Ledger(self.save_dir, host=socket.gethostname())
         self._child: subprocess.Popen | None = None
         self._stopping = False
+        self._finished = False
+        self._hopeless = False  # the trainer said "do not retry": no new job can help either
 
     def nodes(self) -> list[str]:
         """This attempt's nodes: the allocation's (``--slurm``) or this host, less the cordoned."""
@@ -131,6 +140,14 @@ class Launcher:
         return [n for n in every if n not in cordoned]
 
     def run(self) -> int:
+        if self.launch.resubmit and not (self.launch.slurm and self.launch.resubmit_argv):
+            raise ConfigError("--resubmit: needs --slurm and --resubmit-argv (the batch script and its arguments)")
+        status = self._attempts()
+        if self.launch.resubmit and not self._finished and not self._hopeless:
+            self._resubmit(status)
+        return status
+
+    def _attempts(self) -> int:
         signal.signal(signal.SIGTERM, self._forward)
         status = EXIT_RETRY
         for attempt in range(1, self.launch.attempts + 1):
@@ -142,6 +159,7 @@ class Launcher:
             started = time.time()
             status = self._attempt(attempt, nodes)
             ended = self._last_exit(started)
+            self._finished = status == 0 and ended is not None and ended.get("reason") == "finished"
             if status == 0 or self._stopping:
                 # finished, or preempted: a SIGTERM that reached the ranks (SLURM's --signal goes
                 # to the job's steps) means the job is ending; its requeue or resubmission resumes
@@ -149,6 +167,7 @@ class Launcher:
             # torchrun says 1 for any failed rank: the trainer's own exit record says why
             said = ended.get("status") if ended else None
             if ended is not None and isinstance(said, int) and said in DO_NOT_RETRY:
+                self._hopeless = True
                 self._say(
                     f"attempt {attempt}: the trainer exited with status {said} ({ended.get('reason')}): starting again cannot help; stopping"
                 )
@@ -159,6 +178,35 @@ class Launcher:
                 time.sleep(self.launch.backoff)
         self._say(f"{self.launch.attempts} attempts failed; stopping")
         return status if status else EXIT_RETRY
+
+    def _resubmit(self, status: int) -> None:
+        """The next job of the run: the same script, the cordoned nodes excluded (see the module
+        docstring); at most ``--resubmit`` of them over the whole run."""
+        records = read_ledger(self.ledger.path) if self.ledger.path.exists() else []
+        done = sum(1 for r in records if r.get("event") == "resubmit")
+        if done >= self.launch.resubmit:
+            self._say(
+                f"the run is not finished, but it was resubmitted {done} times already (--resubmit {self.launch.resubmit}): not again"
+            )
+            return
+        cordoned = sorted(cordoned_hosts(self.ledger.path))
+        cmd = ["sbatch", "--parsable", "--dependency=singleton", f"--job-name={os.environ.get('SLURM_JOB_NAME', 'dolma-pipe-train')}"]
+        if os.environ.get("SLURM_JOB_NUM_NODES"):
+            cmd.append(f"--nodes={os.environ['SLURM_JOB_NUM_NODES']}")
+        if cordoned:
+            cmd.append(f"--exclude={','.join(cordoned)}")
+        cmd += shlex.split(self.launch.resubmit_argv)
+        try:
+            r = subprocess.run(cmd, capture_output=True, text=True)
+        except OSError as e:
+            self._say(f"resubmitting failed: {e}")
+            return
+        if r.returncode != 0:
+            self._say(f"resubmitting failed (sbatch exited {r.returncode}): {r.stderr.strip()[-500:]}")
+            return
+        job = r.stdout.strip().split(";")[0]
+        self.ledger.write("resubmit", job=job, after=os.environ.get("SLURM_JOB_ID"), status=status, excluded=cordoned, count=done + 1)
+        self._say(f"the run is not finished (status {status}): resubmitted as job {job} ({done + 1} of {self.launch.resubmit})")
 
     def _last_exit(self, since: float) -> dict | None:
         """The newest trainer ``exit`` record written since ``since`` (rank 0 writes one unless
@@ -208,6 +256,8 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--rdzv-port", type=int, default=int(os.environ.get("MASTER_PORT", 29500)))
     ap.add_argument("--monitor-interval", type=float, default=0.5, help="torchrun's check of its ranks, seconds")
     ap.add_argument("--shutdown-timeout", type=float, default=110.0)
+    ap.add_argument("--resubmit", type=int, default=0, help="with --slurm: sbatch the job again when it ends unfinished, up to N times")
+    ap.add_argument("--resubmit-argv", default="", help="the batch script and its arguments, shell-quoted (slurm.sbatch passes them)")
     ap.add_argument("--module", default="train", help=argparse.SUPPRESS)
     return ap
 
@@ -216,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
     a = parser().parse_args(argv)
     launch = Launch(
         a.config, a.sets, a.nproc_per_node, a.max_restarts, a.attempts, a.backoff, a.slurm, a.rdzv_port,
-        a.monitor_interval, a.shutdown_timeout, a.module,
+        a.monitor_interval, a.shutdown_timeout, a.module, a.resubmit, a.resubmit_argv,
     )  # fmt: skip
     try:
         return Launcher(launch).run()
