@@ -31,6 +31,8 @@ LAYERS: dict[str, tuple[str, ...]] = {
     # The core: I/O, the runner and the stages that need no plugin family. The token-shard format
     # (train.shards: numpy only) is shared by the tokenizer, the index and the trainer.
     "dolma_pipe": ("dolma_pipe", "train.shards"),
+    # The warc stage runs Dolma's pre/post taggers (one module of it: its tagging).
+    "dolma_pipe.stages.warc.tagging": ("dolma_pipe", "train.shards", "taggers"),
     "taggers": ("taggers", "dolma_pipe"),
     "mixers": ("mixers", "dolma_pipe"),
     # Choosing a mixture trains proxy models: mix-search is the one stage that runs the trainer.

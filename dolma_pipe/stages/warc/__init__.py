@@ -1,0 +1,18 @@
+"""``warc``: web crawls (WARC / WARC.gz files) into Dolma documents, every record accounted for.
+
+Dolma's ``dolma warc`` config runs unchanged (``documents``, ``destination``, ``source_name``,
+``linearizer``, ``pre.taggers``, ``post.taggers``, ``store_html_in_metadata``, ``processes``);
+one task per WARC file on the runner (resume, manifest, quarantine, Ray, S3).
+
+Modules, in the order a record meets them: :mod:`.records` (fastwarc; byte ranges, damage,
+payload digests), :mod:`.payload` (transfer/content encodings, Content-Type sniffing),
+:mod:`.urls` (Dolma's URL normal form, the offline URL filter), :mod:`.charset` (the fixed
+decoding order), :mod:`.extract` (the linearizers, the time cap), :mod:`.tagging` (pre/post
+taggers), :mod:`.provenance` (ids, times, the record's coordinates), :mod:`.files` (the phase),
+:mod:`.config`, :mod:`.run` and :mod:`.stage`.
+"""
+
+from .config import WarcConfig, WarcError
+from .stage import WarcStage
+
+__all__ = ["WarcConfig", "WarcError", "WarcStage"]

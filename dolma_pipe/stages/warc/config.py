@@ -1,0 +1,97 @@
+"""``dolma-pipe warc``'s config: Dolma's ``dolma warc`` keys (``documents``, ``destination``,
+``source_name``, ``linearizer``, ``pre.taggers``, ``post.taggers``, ``store_html_in_metadata``,
+``processes``) mean what they mean in Dolma; the keys Dolma lacks (URL filtering, caps, the
+Content-Type filter, ``added``) are our own and say so in their help.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from dolma_pipe.config import PathStr, RunOptions, StrictModel
+from dolma_pipe.errors import DolmaPipeError
+
+# Dolma's keys that say how its own runner goes (scratch folders, a rerun's policy, logging):
+# accepted so that its configs load unchanged; ours are `force` and the run's manifest.
+DOLMA_RUN_KEYS = ("work_dir", "ignore_existing", "debug", "dryrun")
+
+HTML_TYPES = ("text/html", "application/xhtml+xml")
+
+
+class WarcError(DolmaPipeError, RuntimeError):
+    """A warc run that cannot go on (an unreadable blocklist, a tagger that does not exist)."""
+
+
+class TaggerSet(StrictModel):
+    """Dolma's ``pre`` / ``post`` sections: taggers run before / after extraction."""
+
+    taggers: list[str] = Field(default_factory=list, description="registered tagger names (see `dolma-pipe list`)")
+    skip: bool = Field(False, description="skip a record whose taggers here give no span at all (Dolma's skip)")
+
+
+class UrlFilterOptions(StrictModel):
+    """Offline URL filtering (not in Dolma): a record whose URL is blocked is skipped and counted."""
+
+    blocklists: list[PathStr] = Field(
+        default_factory=list,
+        description="files of blocked domains or URLs, one a line ('#' comments); a domain blocks its subdomains",
+    )
+    banned_words: list[str] = Field(default_factory=list, description="a host holding one of these words (lower case) is blocked")
+
+
+class WarcConfig(RunOptions):
+    documents: list[PathStr] = Field(..., min_length=1, description="WARC files or globs (.warc, .warc.gz; local or s3://)")
+    destination: PathStr = Field(..., description="output root: <destination>/documents/... and <destination>/attributes/<tagger>/...")
+    source_name: str = Field(..., min_length=1, description="the documents' source field")
+    linearizer: Literal["resiliparse"] = Field("resiliparse", description="HTML to text extractor")
+    pre: TaggerSet = Field(
+        default_factory=lambda: TaggerSet(taggers=[], skip=False),
+        description="taggers run on the record before extraction (text empty, html in metadata)",
+    )
+    post: TaggerSet = Field(default_factory=lambda: TaggerSet(taggers=[], skip=False), description="taggers run on the extracted document")
+    store_html_in_metadata: bool = Field(False, description="keep the decoded HTML in metadata.html")
+    content_types: list[str] = Field(
+        default_factory=lambda: list(HTML_TYPES), min_length=1, description="payload types extracted (after sniffing); others are skipped"
+    )
+    urls: UrlFilterOptions = Field(default_factory=UrlFilterOptions, description="offline URL filtering")
+    max_record_bytes: int = Field(8 << 20, ge=1024, description="a payload larger than this is skipped as too_large")
+    max_seconds: float = Field(5.0, gt=0, description="an extraction running longer than this is skipped as too_slow")
+    added: str | None = Field(
+        None, description="the documents' added time (ISO 8601); default: when this destination's first run started (kept by reruns)"
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _dolma_keys(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        for key in DOLMA_RUN_KEYS:
+            data.pop(key, None)
+        destination = data.get("destination")
+        # Dolma's destination is a list (one per documents pattern); one root is what a run writes.
+        if isinstance(destination, list):
+            if len(destination) != 1:
+                raise ValueError("destination: give one output root (Dolma's list form is accepted with one entry)")
+            data["destination"] = destination[0]
+        return data
+
+    @field_validator("added")
+    @classmethod
+    def _added_is_a_time(cls, v: str | None) -> str | None:
+        if v is not None:
+            try:
+                datetime.fromisoformat(v.replace("Z", "+00:00"))
+            except ValueError:
+                raise ValueError(f"not an ISO 8601 time: {v!r}") from None
+        return v
+
+    @field_validator("content_types", "urls")
+    @classmethod
+    def _lower(cls, v: Any) -> Any:
+        if isinstance(v, list):
+            return [t.strip().lower() for t in v]
+        return v

@@ -1,0 +1,124 @@
+"""An HTTP payload as the server meant it: transfer and content encodings undone, its type sniffed.
+
+Crawlers store the bytes as they came: some keep ``Transfer-Encoding: chunked`` framing or a
+gzip/deflate/brotli ``Content-Encoding``. Both are undone here; of a payload whose framing or
+compression is broken, what can be read is kept (the extractor reads it) and the problem is said.
+
+The declared Content-Type is checked against the payload's first bytes (the sniffing browsers do,
+WHATWG MIME sniffing reduced to what a crawl holds): a header saying ``text/html`` over a PDF or
+an image is not believed, nor a missing or generic header (``application/octet-stream``,
+``text/plain``) over bytes that start like HTML.
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from dataclasses import dataclass
+
+import brotli
+
+# Binary formats by their first bytes (what a mislabelled payload most often is).
+_MAGIC = (
+    (b"%PDF-", "application/pdf"),
+    (b"\x89PNG\r\n\x1a\n", "image/png"),
+    (b"\xff\xd8\xff", "image/jpeg"),
+    (b"GIF87a", "image/gif"),
+    (b"GIF89a", "image/gif"),
+    (b"PK\x03\x04", "application/zip"),
+    (b"\x1f\x8b\x08", "application/gzip"),
+    (b"RIFF", "application/octet-stream"),
+    (b"\x00\x00\x01\x00", "image/x-icon"),
+)
+_HTML_START = re.compile(rb"^\s*(?:<!--.*?-->\s*)*<(?:!doctype\s+html|html|head|body|title|meta|div|p|script|table|h1)[\s>/]", re.I | re.S)
+GENERIC_TYPES = frozenset({"", "application/octet-stream", "text/plain", "unknown/unknown", "application/unknown", "*/*"})
+
+
+@dataclass(frozen=True)
+class Payload:
+    body: bytes
+    content_type: str  # the type the stage believes (declared, or sniffed where the header lied)
+    declared_type: str
+    charset: str | None  # the header's charset parameter
+    problem: str | None = None  # a framing or compression that could not be undone
+
+
+def parse_content_type(value: str | None) -> tuple[str, str | None]:
+    """``text/html; charset=UTF-8`` -> (``text/html``, ``UTF-8``)."""
+    if not value:
+        return "", None
+    kind, *params = value.split(";")
+    charset = None
+    for param in params:
+        key, _, val = param.partition("=")
+        if key.strip().lower() == "charset":
+            charset = val.strip().strip("\"'") or None
+    return kind.strip().lower(), charset
+
+
+def dechunk(data: bytes) -> tuple[bytes, str | None]:
+    """The body of ``Transfer-Encoding: chunked`` framing, and what was wrong with the framing.
+
+    Broken framing keeps what it frames: a chunk cut short is kept as far as it goes; from a size
+    line that is not one, the rest is kept as stored.
+    """
+    out = bytearray()
+    pos = 0
+    while pos < len(data):
+        end = data.find(b"\r\n", pos)
+        size_text = data[pos : end if end >= 0 else len(data)].split(b";")[0].strip()
+        try:
+            size = int(size_text, 16)
+        except ValueError:
+            out += data[pos:]
+            return bytes(out), "a chunk size line is not one"
+        if size == 0:
+            return bytes(out), None
+        start = end + 2
+        out += data[start : start + size]
+        if start + size > len(data):
+            return bytes(out), "a chunk runs past the payload"
+        pos = start + size + 2
+    return bytes(out), "no last chunk"
+
+
+def _decompress(data: bytes, coding: str) -> bytes:
+    if coding in ("gzip", "x-gzip"):
+        return zlib.decompress(data, 16 + zlib.MAX_WBITS)
+    if coding == "deflate":
+        try:
+            return zlib.decompress(data)
+        except zlib.error:
+            return zlib.decompress(data, -zlib.MAX_WBITS)  # raw deflate, as some servers send it
+    if coding == "br":
+        return brotli.decompress(data)
+    raise ValueError(f"unknown content encoding {coding!r}")
+
+
+def sniff(body: bytes, declared: str) -> str:
+    """The type to believe: a binary signature beats any header; HTML bytes beat a generic one."""
+    head = body[:512]
+    for magic, kind in _MAGIC:
+        if head.startswith(magic):
+            return kind
+    if declared in GENERIC_TYPES and _HTML_START.match(head):
+        return "text/html"
+    return declared
+
+
+def open_payload(body: bytes, http_headers: dict[str, str], declared_header: str | None) -> Payload:
+    """The payload undone and typed; ``declared_header`` is the Content-Type to start from."""
+    declared, charset = parse_content_type(declared_header)
+    problem = None
+    transfer = http_headers.get("transfer-encoding", "").lower()
+    if "chunked" in transfer:
+        body, broken = dechunk(body)
+        if broken is not None:
+            problem = f"bad chunked framing ({broken})"
+    coding = http_headers.get("content-encoding", "").strip().lower()
+    if coding and coding != "identity" and problem is None:
+        try:
+            body = _decompress(body, coding)
+        except (zlib.error, brotli.error, ValueError) as exc:
+            problem = f"bad {coding} content encoding ({exc})"
+    return Payload(body=body, content_type=sniff(body, declared), declared_type=declared, charset=charset, problem=problem)

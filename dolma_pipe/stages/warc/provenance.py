@@ -1,0 +1,78 @@
+"""Where a document came from: its id, its times and the record's coordinates, as Dolma writes them.
+
+- ``id``: the WARC record id (``<urn:uuid:X>`` -> ``X``), unique per record. (Dolma uses the payload
+  digest, which repeats for every copy of a page.)
+- ``created``: the record's ``WARC-Date``; ``added``: the run's time, fixed once in the run's
+  manifest (:class:`~.run.WarcResolved`), so a rerun writes the same bytes. Both in Dolma's form,
+  ``2024-05-01T12:34:56.789Z``.
+- ``metadata``: Dolma's keys (``url`` normalised as Dolma does, ``warc_url``, ``warc_date``,
+  ``warc_filename``, ``content_type``, ``html`` when asked) and ours: ``warc_record_id``,
+  ``warc_offset`` / ``warc_length`` (the stored bytes of the record alone: read that range and a
+  WARC reader gives the record back), ``payload_digest``, ``http_status``, ``charset`` and
+  ``charset_decided_by``, ``extractor``. ``warc_filename`` is the file read (Dolma records the
+  warcinfo record's id there).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import datetime, timezone
+from typing import Any
+
+from .charset import Decoded
+from .records import Record
+from .urls import normalise
+
+
+def dolma_time(when: datetime) -> str:
+    """Dolma's timestamp form (UTC, milliseconds, ``Z``)."""
+    if when.tzinfo is not None:
+        when = when.astimezone(timezone.utc)
+    return when.strftime("%Y-%m-%dT%H:%M:%S.%f")[:23] + "Z"
+
+
+def parse_time(value: str) -> datetime:
+    """An ISO 8601 time (``Z`` allowed); a time without a zone is UTC."""
+    when = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    return when if when.tzinfo is not None else when.replace(tzinfo=timezone.utc)
+
+
+def document_id(record: Record, path: str) -> str:
+    """The record's id without ``<urn:uuid:`` and ``>``; a record without one: a hash of file and offset."""
+    rid = record.record_id.strip().strip("<>")
+    if rid.lower().startswith("urn:uuid:"):
+        rid = rid[len("urn:uuid:") :]
+    return rid or hashlib.sha1(f"{path}@{record.offset}".encode()).hexdigest()
+
+
+def build_document(
+    record: Record, path: str, source: str, added: str, content_type: str, decoded: Decoded, text: str, extractor: str, html: str | None
+) -> dict[str, Any]:
+    """The Dolma document of a record (fields in Dolma's order)."""
+    created = dolma_time(record.date) if record.date is not None else added
+    url = record.target_uri or ""
+    metadata: dict[str, Any] = {
+        "warc_url": url,
+        "url": normalise(url),
+        "warc_date": created,
+        "warc_filename": path,
+        "content_type": content_type,
+        "warc_record_id": record.record_id,
+        "warc_offset": record.offset,
+        "warc_length": record.length,
+        "payload_digest": record.payload_digest,
+        "http_status": record.http_status,
+        "charset": decoded.charset,
+        "charset_decided_by": decoded.decided_by,
+        "extractor": extractor,
+    }
+    if html is not None:
+        metadata["html"] = html
+    return {
+        "id": document_id(record, path),
+        "text": text,
+        "source": source,
+        "added": added,
+        "created": created,
+        "metadata": metadata,
+    }

@@ -1,0 +1,185 @@
+"""Reading one WARC file: every record with its byte range, and the damage between records.
+
+fastwarc (Rust, Dolma's own choice) parses the records. What it does not do, this module does:
+
+- **Byte ranges.** ``offset`` is where a record starts in the file as stored (the gzip member's
+  first byte for ``.warc.gz``) and ``length`` runs to the next record's start (or the file's end),
+  so ``file[offset:offset + length]`` is the record alone, readable by any WARC reader: what
+  Common Crawl's index gives to fetch one record again.
+- **Damage.** A corrupt gzip member (or bytes no parser reads) stops fastwarc; the reader then
+  looks for the next record start after the last good one (the next gzip member, or the next
+  ``WARC/1.`` line of an uncompressed file) and goes on from there. Every region it steps over is
+  a :class:`Damage` with its byte range, so nothing is lost silently.
+- **Integrity.** A record's payload is checked against its ``WARC-Payload-Digest`` (sha1, base32)
+  when it has one: a truncated record, or one whose Content-Length is wrong, fails the check.
+
+Payloads larger than ``max_bytes`` are not read whole (``body`` is None, ``too_large`` set).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from fastwarc import ArchiveIterator
+from fastwarc import WarcRecord as FastRecord
+
+GZIP_MAGIC = b"\x1f\x8b\x08"
+WARC_LINE = b"WARC/1."
+
+
+@dataclass
+class Record:
+    """One WARC record as the stage needs it (HTTP header names lower case)."""
+
+    index: int  # 1-based place in the file, damage regions counted too
+    offset: int
+    type: str
+    record_id: str
+    date: datetime | None
+    target_uri: str | None
+    payload_digest: str | None
+    is_http: bool
+    http_status: int | None
+    headers: dict[str, str]  # the WARC headers
+    http_headers: dict[str, str] = field(default_factory=dict)
+    body: bytes | None = None
+    payload_size: int = 0
+    digest_ok: bool | None = None
+    length: int = 0
+
+    @property
+    def too_large(self) -> bool:
+        return self.body is None and self.payload_size > 0
+
+
+@dataclass(frozen=True)
+class Damage:
+    """Bytes of the file no record could be read from: ``offset`` to ``offset + length``."""
+
+    index: int
+    offset: int
+    length: int
+    problem: str
+
+
+def sha1_base32(data: bytes) -> str:
+    return base64.b32encode(hashlib.sha1(data).digest()).decode("ascii")
+
+
+def _digest_ok(digest: str | None, body: bytes) -> bool | None:
+    """Whether ``body`` matches a ``sha1:BASE32`` (or hex) payload digest; None when there is none to check."""
+    if not digest or ":" not in digest:
+        return None
+    algo, _, value = digest.partition(":")
+    if algo.strip().lower() != "sha1":
+        return None
+    value = value.strip()
+    if len(value) == 40:  # hex, as some crawlers write it
+        return hashlib.sha1(body).hexdigest() == value.lower()
+    return sha1_base32(body) == value.upper()
+
+
+def _read_payload(rec: FastRecord, max_bytes: int) -> tuple[bytes | None, int]:
+    """The payload, or None past ``max_bytes`` (its size still counted, the rest consumed unread)."""
+    reader = rec.reader
+    data = reader.read(max_bytes + 1)
+    if len(data) <= max_bytes:
+        return data, len(data)
+    return None, len(data) + reader.consume()
+
+
+def _convert(rec: FastRecord, index: int, base: int, max_bytes: int) -> Record:
+    headers = {k.lower(): v for k, v in rec.headers.items()}
+    is_http = bool(rec.is_http)
+    http_headers = {k.lower(): v for k, v in rec.http_headers.items()} if is_http else {}
+    status = rec.http_headers.status_code if is_http else None
+    body, size = _read_payload(rec, max_bytes)
+    offset = rec.stream_pos if rec.stream_pos >= base else base + rec.stream_pos
+    digest = headers.get("warc-payload-digest")
+    return Record(
+        index=index,
+        offset=offset,
+        type=str(rec.record_type),
+        record_id=rec.record_id or "",
+        date=rec.record_date if headers.get("warc-date") else None,
+        target_uri=headers.get("warc-target-uri"),
+        payload_digest=digest,
+        is_http=is_http,
+        http_status=status,
+        headers=headers,
+        http_headers=http_headers,
+        body=body,
+        payload_size=size,
+        digest_ok=None if body is None else _digest_ok(digest, body),
+    )
+
+
+def _next_start(path: str, after: int, marker: bytes) -> int | None:
+    """The first place after byte ``after`` where ``marker`` (a record's first bytes) is, or None."""
+    chunk = 1 << 20
+    with open(path, "rb") as fh:
+        pos = after + 1
+        while True:
+            fh.seek(pos)
+            data = fh.read(chunk + len(marker))
+            if not data:
+                return None
+            found = data.find(marker)
+            if found >= 0:
+                return pos + found
+            if len(data) < chunk + len(marker):
+                return None
+            pos += chunk
+
+
+def read_records(path: str, max_bytes: int) -> Iterator[Record | Damage]:
+    """Every record of the local WARC file ``path`` in file order, and the damage between them."""
+    size = os.path.getsize(path)
+    with open(path, "rb") as fh:
+        marker = GZIP_MAGIC if fh.read(3) == GZIP_MAGIC else WARC_LINE
+    index = 0
+    pending: Record | None = None  # the last record read, waiting for the next start (its length)
+    pos = 0
+    while pos < size:
+        last_start: int | None = None
+        problem = ""
+        try:
+            with open(path, "rb") as fh:
+                fh.seek(pos)
+                for fast in ArchiveIterator(fh, parse_http=True, strict_mode=False):
+                    index += 1
+                    rec = _convert(fast, index, pos, max_bytes)
+                    if pending is not None:
+                        pending.length = rec.offset - pending.offset
+                        yield pending
+                    pending, last_start = rec, rec.offset
+            break
+        except (OSError, ValueError, RuntimeError) as exc:
+            problem = f"{type(exc).__name__}: {exc}"
+        # fastwarc stopped on bytes it cannot read: go on from the next record start after the last good one.
+        if last_start is None:
+            # Nothing readable from pos: pos starts a damaged region, up to the next start.
+            nxt = _next_start(path, pos, marker)
+            end = size if nxt is None else nxt
+            if pending is not None:
+                pending.length = pos - pending.offset
+                yield pending
+                pending = None
+            index += 1
+            yield Damage(index=index, offset=pos, length=end - pos, problem=problem)
+            if nxt is None:
+                return
+            pos = nxt
+        else:
+            nxt = _next_start(path, last_start, marker)
+            if nxt is None:
+                break
+            pos = nxt
+    if pending is not None:
+        pending.length = size - pending.offset
+        yield pending

@@ -1,0 +1,39 @@
+"""The ``warc`` stage: resolves the run's ``added`` time, builds the run's value, asks for its phase."""
+
+from __future__ import annotations
+
+from dolma_pipe.manifest import InputFile
+from dolma_pipe.stage import Phase, Stage
+
+from .config import WarcConfig
+from .files import WarcFiles
+from .run import WarcResolved, WarcRun, blocklist_digests, documents_name, resolve_added
+from .tagging import check
+from .urls import UrlFilter
+
+
+class WarcStage(Stage[WarcConfig]):
+    name = "warc"
+    description = "extract Dolma documents from WARC files (web crawls), every record accounted for"
+    config_model = WarcConfig
+    output_dir = "documents"
+
+    def __init__(self, config: WarcConfig):
+        super().__init__(config)
+        # A misspelled tagger or an unreadable blocklist fails now, before any file is read.
+        check(config)
+        UrlFilter(config.urls)
+
+    @property
+    def output_root(self) -> str:
+        return self.config.destination
+
+    def output_name(self, rel: str) -> str:
+        return documents_name(rel)
+
+    def resolve(self, inputs: list[InputFile]) -> WarcResolved:
+        return WarcResolved(added=resolve_added(self.config, self.output_root), blocklists=blocklist_digests(self.config))
+
+    def phases(self) -> list[Phase]:
+        assert isinstance(self.resolved, WarcResolved)
+        return [WarcFiles(WarcRun(self.config, self.resolved)).phase()]

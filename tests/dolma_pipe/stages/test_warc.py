@@ -1,0 +1,334 @@
+"""``dolma-pipe warc`` on WARC files the tests write with warcio: every record accounted for, the
+provenance (a record fetched again by its byte range), legacy charsets, damaged files, the URL
+filter, taggers, Dolma's config, and the same bytes for any process count, on reruns and on Ray."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import shutil
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from warcio.archiveiterator import ArchiveIterator as WarcioIterator
+
+from dolma_pipe.config import load_config
+from dolma_pipe.runner import run_stage
+from dolma_pipe.stages.warc import WarcConfig, WarcError, WarcStage
+from tests.support.outputs import stage_outputs
+from tests.support.warc import (
+    LEGACY,
+    crawl_records,
+    gzip_member_offsets,
+    html_page,
+    legacy_records,
+    paragraphs,
+    read_records,
+    response,
+    write_warc,
+)
+
+ADDED = "2025-01-02T03:04:05Z"
+
+
+def run(overrides: dict, executor=None):
+    config = load_config(WarcConfig, None, {"source_name": "cc", "progress": False, **overrides})
+    return run_stage(WarcStage(config), executor=executor)
+
+
+@pytest.fixture(scope="module")
+def crawl(tmp_path_factory):
+    """Three WARC.gz files and one plain WARC, ~500 records; the records as written, by file."""
+    root = tmp_path_factory.mktemp("crawl")
+    written = {}
+    for seed in range(3):
+        path = root / "crawl" / f"part-{seed}.warc.gz"
+        written[path.name] = write_warc(path, crawl_records(seed, 110, big_paragraphs=1500 if seed == 0 else 0))
+    plain = root / "crawl" / "plain.warc"
+    written[plain.name] = write_warc(plain, crawl_records(7, 40), compress=False)
+    return root, written
+
+
+def _docs(out: Path) -> list[dict]:
+    return [d for p in sorted((out / "documents").rglob("*.jsonl.gz")) for d in read_records(p)]
+
+
+def _expected(records) -> Counter:
+    counts = Counter(r.expect for r in records)
+    counts["skipped_record_type"] += 1  # the warcinfo record
+    return counts
+
+
+def test_every_record_is_written_or_skipped_with_its_reason(crawl, tmp_path):
+    root, written = crawl
+    out = tmp_path / "out"
+    summary = run({"documents": [str(root / "crawl" / "*")], "destination": str(out), "processes": 2, "added": ADDED})
+    tasks = summary.manifest.phases[0].tasks
+    assert sorted(tasks) == sorted(written)
+    for name, records in written.items():
+        counts = tasks[name].counts
+        got = Counter({k: v for k, v in counts.items() if k.startswith("skipped_") or k == "written"})
+        assert got == _expected(records), name
+        assert counts["records"] == len(records) + 1 == sum(got.values())
+    docs = _docs(out)
+    by_url = {d["metadata"]["warc_url"]: d for d in docs}
+    assert len(by_url) == len(docs) == sum(1 for rs in written.values() for r in rs if r.expect == "written")
+    for records in written.values():
+        for rec in records:
+            if rec.expect == "written":
+                doc = by_url[rec.url]
+                assert all(p in doc["text"] for p in rec.text), rec.url
+                assert "Copyright footer" not in doc["text"] and "About" not in doc["text"]  # boilerplate left out
+                assert doc["id"] == rec.record_id
+    assert summary.manifest.totals["records"] == sum(len(rs) + 1 for rs in written.values())
+
+
+def test_provenance_fetches_the_exact_record_again(crawl, tmp_path):
+    root, written = crawl
+    out = tmp_path / "out"
+    run({"documents": [str(root / "crawl" / "*")], "destination": str(out), "processes": 1})
+    docs = _docs(out)
+    assert len({d["id"] for d in docs}) == len(docs)
+    for doc in docs:
+        meta = doc["metadata"]
+        with open(meta["warc_filename"], "rb") as fh:
+            fh.seek(meta["warc_offset"])
+            chunk = fh.read(meta["warc_length"])
+        # An independent reader (warcio) finds exactly this one record in the byte range.
+        records = list(WarcioIterator(io.BytesIO(chunk)))
+        assert len(records) == 1
+        record = records[0]
+        assert record.rec_headers.get_header("WARC-Record-ID") == meta["warc_record_id"]
+        assert record.rec_headers.get_header("WARC-Target-URI") == meta["warc_url"]
+        assert record.rec_headers.get_header("WARC-Payload-Digest") == meta["payload_digest"]
+        assert doc["created"] == meta["warc_date"] == "2024-05-01T12:00:00.000Z"
+        assert meta["url"] == meta["warc_url"].split("://", 1)[1].replace("www.", "", 1).rstrip("/")
+        assert meta["extractor"] == "resiliparse" and meta["charset"] == "utf-8"
+        assert meta["http_status"] in (200, None) and meta["content_type"] == "text/html"
+        assert doc["source"] == "cc" and "html" not in meta
+
+
+def test_same_bytes_for_any_process_count_and_on_rerun(crawl, tmp_path):
+    root, _ = crawl
+    pattern = [str(root / "crawl" / "*")]
+    outputs = []
+    for processes in (1, 2, 4):
+        out = tmp_path / f"p{processes}"
+        run({"documents": pattern, "destination": str(out), "processes": processes, "added": ADDED})
+        outputs.append(stage_outputs(out))
+    assert outputs[0] == outputs[1] == outputs[2]
+    again = run({"documents": pattern, "destination": str(tmp_path / "p2"), "processes": 2, "added": ADDED})
+    assert all(t.skipped for t in again.manifest.phases[0].tasks.values())
+    run({"documents": pattern, "destination": str(tmp_path / "p2"), "processes": 2, "added": ADDED, "force": True})
+    assert stage_outputs(tmp_path / "p2") == outputs[0]
+
+
+def test_added_is_the_first_runs_time_on_every_rerun(crawl, tmp_path):
+    root, _ = crawl
+    config = {"documents": [str(root / "crawl" / "part-1.warc.gz")], "destination": str(tmp_path / "out"), "processes": 1}
+    first = run(config)
+    before = (tmp_path / "out" / "documents" / "part-1.jsonl.gz").read_bytes()
+    added = first.manifest.resolved["added"]
+    assert {d["added"] for d in _docs(tmp_path / "out")} == {added}
+    (tmp_path / "out" / "documents" / "part-1.jsonl.gz").unlink()  # a lost output: the rerun redoes it
+    second = run(config)
+    assert second.manifest.resolved["added"] == added
+    assert (tmp_path / "out" / "documents" / "part-1.jsonl.gz").read_bytes() == before
+
+
+def _f1(expected: str, got: str) -> float:
+    want, have = Counter(expected.split()), Counter(got.split())
+    common = sum((want & have).values())
+    if not common:
+        return 0.0
+    precision, recall = common / sum(have.values()), common / sum(want.values())
+    return 2 * precision * recall / (precision + recall)
+
+
+def test_legacy_charsets_lose_no_page(tmp_path):
+    records = [r for meta in (True, False) for header in ("right", "none", "lying") for r in legacy_records(meta, header)]
+    write_warc(tmp_path / "in" / "legacy.warc.gz", records)
+    run({"documents": [str(tmp_path / "in" / "*.warc.gz")], "destination": str(tmp_path / "out"), "processes": 1})
+    docs = {d["metadata"]["warc_url"]: d for d in _docs(tmp_path / "out")}
+    assert len(docs) == len(records) == 6 * len(LEGACY)  # no page lost
+    scores = [_f1(" ".join(["T", *r.text]), docs[r.url]["text"]) for r in records]
+    assert sum(scores) / len(scores) >= 0.98
+    decided = Counter(docs[r.url]["metadata"]["charset_decided_by"] for r in records)
+    assert set(decided) <= {"http", "meta", "utf8", "detector"}
+    for r in records:
+        meta = docs[r.url]["metadata"]
+        if "/right/" in r.url:  # a true header decides (windows-1252, a server default, yields to a tag)
+            assert meta["charset_decided_by"] == ("meta" if r.url.startswith("https://cp1252.") and r.url.endswith("/1") else "http")
+            assert all(p in docs[r.url]["text"] for p in r.text)
+        elif r.url.endswith("/1"):  # a meta tag beats a missing or a lying default header
+            assert meta["charset_decided_by"] == "meta" and all(p in docs[r.url]["text"] for p in r.text)
+
+
+def test_utf8_behind_a_lying_legacy_header_and_a_bom(tmp_path):
+    paras = ["Ünïcödé text — Привет мир — 你好世界, written as UTF-8 but sent as windows-1251."]
+    records = [
+        response("https://a.example.org/lie", html_page("Lie", paras), "text/html; charset=windows-1251", text=paras),
+        response(
+            "https://a.example.org/bom", b"\xef\xbb\xbf" + html_page("Bom", paras).encode(), "text/html; charset=iso-8859-1", text=paras
+        ),
+    ]
+    write_warc(tmp_path / "in" / "x.warc.gz", records)
+    run({"documents": [str(tmp_path / "in" / "x.warc.gz")], "destination": str(tmp_path / "out"), "processes": 1})
+    docs = {d["metadata"]["warc_url"]: d for d in _docs(tmp_path / "out")}
+    assert docs["https://a.example.org/lie"]["metadata"]["charset_decided_by"] == "utf8"
+    assert docs["https://a.example.org/bom"]["metadata"]["charset_decided_by"] == "bom"
+    assert all(paras[0] in d["text"] for d in docs.values())
+
+
+def _damaged(tmp_path: Path) -> tuple[Path, dict]:
+    """Damaged WARCs: a corrupt gzip member, a truncated last record, a wrong Content-Length, bad chunking."""
+    src = tmp_path / "in"
+    base = crawl_records(3, 30)
+    ok = write_warc(src / "corrupt.warc.gz", [r for r in base])
+    data = bytearray((src / "corrupt.warc.gz").read_bytes())
+    starts = gzip_member_offsets(src / "corrupt.warc.gz")
+    victim = len(starts) // 2
+    for i in range(starts[victim] + 30, starts[victim] + 60):
+        data[i] ^= 0x5A
+    (src / "corrupt.warc.gz").write_bytes(bytes(data))
+    write_warc(src / "truncated.warc.gz", crawl_records(4, 10))
+    (src / "truncated.warc.gz").write_bytes((src / "truncated.warc.gz").read_bytes()[:-60])
+    lengths = write_warc(src / "length.warc", crawl_records(5, 10), compress=False)
+    raw = (src / "length.warc").read_bytes()
+    third = raw.index(b"WARC-Type: response", raw.index(b"WARC-Type: response") + 1)
+    at = raw.index(b"Content-Length: ", third) + len(b"Content-Length: ")
+    end = raw.index(b"\r\n", at)
+    (src / "length.warc").write_bytes(raw[:at] + str(int(raw[at:end]) - 25).encode() + raw[end:])
+    paras = paragraphs(__import__("random").Random(1), 3)
+    chunked = html_page("Chunked", paras).encode()
+    good = b"".join(b"%x\r\n%s\r\n" % (len(chunked[i : i + 100]), chunked[i : i + 100]) for i in range(0, len(chunked), 100)) + b"0\r\n\r\n"
+    bad = good[:-40]  # framing cut short: extracted as stored
+    recs = [
+        response("https://c.example.org/good", good, text=paras),
+        response("https://c.example.org/bad", bad, text=paras[:1]),
+        response(
+            "https://c.example.org/huge", html_page("Huge", paragraphs(__import__("random").Random(2), 4000)), expect="skipped_too_large"
+        ),
+    ]
+    for r in recs[:2]:
+        r.headers.append(("Transfer-Encoding", "chunked"))
+    write_warc(src / "chunks.warc.gz", recs)
+    return src, {"corrupt": (ok, victim), "length": lengths, "chunks": recs}
+
+
+def test_damaged_files_are_counted_never_a_dead_task(tmp_path):
+    src, made = _damaged(tmp_path)
+    out = tmp_path / "out"
+    summary = run({"documents": [str(src / "*")], "destination": str(out), "processes": 2, "max_record_bytes": 1 << 20})
+    tasks = summary.manifest.phases[0].tasks
+    assert not summary.manifest.phases[0].failures
+    for name, task in tasks.items():
+        c = task.counts
+        skipped = sum(v for k, v in c.items() if k.startswith("skipped_"))
+        assert c["records"] == c["written"] + skipped + c.get("quarantined", 0), name
+        assert c.get("quarantined", 0) == sum(task.errors.values()), name
+    corrupt = tasks["corrupt.warc.gz"]
+    assert corrupt.errors == {"corrupt_record": 1}
+    records, victim = made["corrupt"]
+    urls = {d["metadata"]["warc_url"] for d in read_records(out / "documents" / "corrupt.jsonl.gz")}
+    # Member 0 is the warcinfo record: record ``victim - 1`` is the one lost.
+    expected = {r.url for i, r in enumerate(records) if r.expect == "written" and i != victim - 1}
+    assert urls == expected  # every record after the damage is read again
+    assert tasks["truncated.warc.gz"].errors == {"payload_digest_mismatch": 1}
+    assert tasks["length.warc"].errors.get("payload_digest_mismatch", 0) >= 1
+    chunks = {d["metadata"]["warc_url"]: d for d in read_records(out / "documents" / "chunks.jsonl.gz")}
+    assert all(p in chunks["https://c.example.org/good"]["text"] for p in made["chunks"][0].text)
+    assert made["chunks"][1].text[0] in chunks["https://c.example.org/bad"]["text"]
+    assert tasks["chunks.warc.gz"].counts["skipped_too_large"] == 1 and tasks["chunks.warc.gz"].counts["payload_damaged"] == 1
+    errors = [json.loads(line) for p in (out / "_errors").rglob("*") if p.is_file() for line in p.read_text().splitlines()]
+    assert {e["kind"] for e in errors} >= {"corrupt_record", "payload_digest_mismatch"}
+    assert all("at byte" in e["message"] for e in errors)
+
+
+def test_url_filter_blocks_domains_urls_and_banned_words(crawl, tmp_path):
+    root, written = crawl
+    blocklist = tmp_path / "blocked.txt"
+    blocklist.write_text("# test list\nsite0-1.example.org\nhttps://www.site0-2.example.org/page/2\n")
+    out = tmp_path / "out"
+    config = {"documents": [str(root / "crawl" / "part-0.warc.gz")], "destination": str(out), "processes": 1}
+    summary = run({**config, "urls": {"blocklists": [str(blocklist)], "banned_words": ["SITE0-3."]}})
+    counts = summary.manifest.phases[0].tasks["part-0.warc.gz"].counts
+    docs = _docs(out)
+    hosts = {d["metadata"]["url"].split("/")[0] for d in docs}
+    assert "site0-1.example.org" not in hosts and "site0-3.example.org" not in hosts and "site0-4.example.org" in hosts
+    assert counts["skipped_blocked_domain"] > 0 and counts["skipped_banned_word"] > 0 and counts["skipped_blocked_url"] == 1
+    assert not any(d["metadata"]["warc_url"] == "https://www.site0-2.example.org/page/2" for d in docs)
+    with pytest.raises(WarcError, match="blocklists"):
+        run({**config, "destination": str(tmp_path / "o2"), "urls": {"blocklists": [str(tmp_path / "missing.txt")]}})
+
+
+def test_taggers_write_attribute_files_row_for_row(crawl, tmp_path):
+    root, _ = crawl
+    out = tmp_path / "out"
+    config = {"documents": [str(root / "crawl" / "part-2.warc.gz")], "destination": str(out), "processes": 1}
+    run({**config, "post": {"taggers": ["char_length_with_paragraphs_v1"]}, "store_html_in_metadata": True})
+    docs = _docs(out)
+    rows = [json.loads(x) for x in gzip.open(out / "attributes" / "char_length_with_paragraphs_v1" / "part-2.jsonl.gz")]
+    assert [r["id"] for r in rows] == [d["id"] for d in docs]
+    key = "char_length_with_paragraphs_v1__char_length_with_paragraphs_v1__document"
+    assert all(r["attributes"][key] == [[0, len(d["text"]), float(len(d["text"]))]] for r, d in zip(rows, docs))
+    assert all(d["metadata"]["html"].startswith("<!DOCTYPE html>") for d in docs)
+    with pytest.raises(WarcError, match="unknown tagger"):
+        run({**config, "destination": str(tmp_path / "o2"), "post": {"taggers": ["no_such_tagger"]}})
+
+
+def test_dolma_warc_config_runs_unchanged(crawl, tmp_path):
+    root, _ = crawl
+    path = tmp_path / "dolma.yaml"
+    path.write_text(
+        f"documents: ['{root}/crawl/part-1.warc.gz']\n"
+        f"destination: ['{tmp_path}/out']\n"
+        "source_name: cc-2024\nlinearizer: resiliparse\nprocesses: 1\nignore_existing: false\ndebug: false\n"
+        "work_dir: {input: /tmp/x, output: /tmp/y}\npre: {taggers: [], skip: false}\npost: {taggers: [], skip: false}\n"
+        "store_html_in_metadata: false\n"
+    )
+    config = load_config(WarcConfig, str(path), {"progress": False})
+    run_stage(WarcStage(config))
+    docs = _docs(tmp_path / "out")
+    assert docs and {d["source"] for d in docs} == {"cc-2024"}
+
+
+def test_s3_in_and_out(crawl, s3_bucket, tmp_path):
+    from dolma_pipe import storage
+
+    root, written = crawl
+    for name in ("part-1.warc.gz", "plain.warc"):
+        storage.write_bytes(f"s3://{s3_bucket}/crawl/{name}", (root / "crawl" / name).read_bytes())
+    dest = f"s3://{s3_bucket}/out"
+    run({"documents": [f"s3://{s3_bucket}/crawl/*"], "destination": dest, "processes": 2, "added": ADDED})
+    local = tmp_path / "local"
+    for name in ("part-1.warc.gz", "plain.warc"):
+        (local / "crawl").mkdir(parents=True, exist_ok=True)
+        shutil.copy(root / "crawl" / name, local / "crawl" / name)
+    run({"documents": [str(local / "crawl" / "*")], "destination": str(tmp_path / "out"), "processes": 1, "added": ADDED})
+    for name in ("part-1.jsonl.gz", "plain.jsonl.gz"):
+        remote = [json.loads(x) for x in gzip.decompress(storage.read_bytes(f"{dest}/documents/{name}")).splitlines()]
+        mine = read_records(tmp_path / "out" / "documents" / name)
+        for doc in remote + mine:
+            doc["metadata"].pop("warc_filename")
+        assert remote == mine
+
+
+class TestOnRay:
+    """The same bytes on Ray (a class of its own: see tests/conftest.py's scheduling)."""
+
+    @pytest.mark.ray
+    def test_same_bytes_on_ray(self, crawl, tmp_path, ray_address):
+        from dolma_pipe.executors import RayExecutor
+
+        root, _ = crawl
+        pattern = [str(root / "crawl" / "*")]
+        run({"documents": pattern, "destination": str(tmp_path / "local"), "processes": 2, "added": ADDED})
+        with RayExecutor(2, ray_address) as ex:
+            run(
+                {"documents": pattern, "destination": str(tmp_path / "ray"), "processes": 2, "added": ADDED, "ray_address": ray_address},
+                executor=ex,
+            )
+        assert stage_outputs(tmp_path / "ray") == stage_outputs(tmp_path / "local")
