@@ -26,7 +26,13 @@ import yaml
 from train.errors import ConfigError
 
 # The enumerations of the config (checked at load: a value outside them is a ConfigError).
-PresetName = Literal["tiny", "small", "olmo2-1b", "olmo2-7b", "olmo2-13b"]  # the keys of PRESETS (below ModelConfig)
+PresetName = Literal[
+    "tiny", "small", "olmo2-1b", "olmo2-7b", "olmo2-13b", "tiny-olmo3", "olmo3-7b", "tiny-hybrid", "olmo-hybrid-7b"
+]  # the keys of PRESETS (below ModelConfig)
+# full_attention: causal softmax attention over the whole sequence; sliding_attention: each
+# token sees itself and the model.sliding_window - 1 tokens before it; gated_deltanet: Gated
+# DeltaNet (train.gdn), a linear recurrence, in a pre-norm block
+BlockKind = Literal["full_attention", "sliding_attention", "gated_deltanet"]
 TokenDtype = Literal["auto", "uint16", "uint32"]  # auto: uint16 iff vocab_size <= 65536 (train.shards)
 Precision = Literal["auto", "fp32", "bf16"]  # auto: bf16 on GPUs that have it, else fp32
 ScheduleKind = Literal["cosine", "linear_decay", "constant"]
@@ -50,7 +56,21 @@ class ModelConfig:
     norm_eps: float = 1e-6
     init_std: float = 0.02
     max_seq_len: int = 4096
+    # the kinds of the layers, repeated: layer i is block_pattern[i % len(block_pattern)]
+    block_pattern: list[BlockKind] = field(default_factory=lambda: ["full_attention"])
+    sliding_window: int = 4096  # sliding_attention: tokens seen, the token itself included
+    full_attention_rope: bool = True  # RoPE in full_attention blocks (false: no positions)
+    sliding_attention_rope: bool = True  # RoPE in sliding_attention blocks
+    gdn_n_heads: int | None = None  # None: n_heads
+    gdn_head_k_dim: int | None = None  # None: 0.75 * d_model / gdn heads (transformers' default)
+    gdn_head_v_dim: int | None = None  # None: 2 * gdn_head_k_dim
+    gdn_conv_size: int = 4  # width of the causal depthwise convolution on q, k, v
+    gdn_allow_neg_eigval: bool = True  # beta in [0, 2] instead of [0, 1]
+    gdn_chunk_size: int = 64  # chunk length of the PyTorch (non-fla) form
 
+
+_OLMO3: list[BlockKind] = ["sliding_attention", "sliding_attention", "sliding_attention", "full_attention"]
+_HYBRID: list[BlockKind] = ["gated_deltanet", "gated_deltanet", "gated_deltanet", "full_attention"]
 
 # Shapes of the released OLMo 2 models (dolma2 tokenizer: 100,278 entries, padded to 100,352).
 PRESETS: dict[str, ModelConfig] = {
@@ -59,6 +79,29 @@ PRESETS: dict[str, ModelConfig] = {
     "olmo2-1b": ModelConfig(vocab_size=100278, d_model=2048, n_layers=16, n_heads=16, mlp_hidden=8192),
     "olmo2-7b": ModelConfig(vocab_size=100278, d_model=4096, n_layers=32, n_heads=32, mlp_hidden=11008),
     "olmo2-13b": ModelConfig(vocab_size=100278, d_model=5120, n_layers=40, n_heads=40, mlp_hidden=13824),
+    # Olmo 3: three sliding-window (4096) layers then one full-attention layer, RoPE in both
+    # (transformers' Olmo3Config defaults; allenai/Olmo-3-1025-7B)
+    "tiny-olmo3": ModelConfig(vocab_size=512, d_model=64, n_layers=4, n_heads=4, max_seq_len=256, sliding_window=32, block_pattern=_OLMO3),
+    "olmo3-7b": ModelConfig(
+        vocab_size=100278, d_model=4096, n_layers=32, n_heads=32, mlp_hidden=11008, max_seq_len=8192, block_pattern=_OLMO3
+    ),
+    # Olmo Hybrid: three Gated DeltaNet layers then one full-attention layer without positional
+    # encoding (allenai/Olmo-Hybrid-7B: 30 GDN heads, key dim 96, value dim 192)
+    "tiny-hybrid": ModelConfig(
+        vocab_size=512, d_model=64, n_layers=4, n_heads=4, max_seq_len=256, block_pattern=_HYBRID, full_attention_rope=False
+    ),
+    "olmo-hybrid-7b": ModelConfig(
+        vocab_size=100278,
+        d_model=3840,
+        n_layers=32,
+        n_heads=30,
+        mlp_hidden=11008,
+        max_seq_len=8192,
+        block_pattern=_HYBRID,
+        full_attention_rope=False,
+        gdn_head_k_dim=96,
+        gdn_head_v_dim=192,
+    ),
 }
 
 
@@ -327,6 +370,12 @@ def validate(cfg: Config) -> None:
         ("model.mlp_hidden", m.mlp_hidden, 1),
         ("model.mlp_multiple", m.mlp_multiple, 1),
         ("model.max_seq_len", m.max_seq_len, 2),
+        ("model.sliding_window", m.sliding_window, 1),
+        ("model.gdn_n_heads", m.gdn_n_heads, 1),
+        ("model.gdn_head_k_dim", m.gdn_head_k_dim, 1),
+        ("model.gdn_head_v_dim", m.gdn_head_v_dim, 1),
+        ("model.gdn_conv_size", m.gdn_conv_size, 1),
+        ("model.gdn_chunk_size", m.gdn_chunk_size, 1),
         ("data.seq_len", d.seq_len, 2),
         ("data.eos_id", d.eos_id, 0),
         ("data.val_max_instances", d.val_max_instances, 0),
@@ -366,8 +415,7 @@ def validate(cfg: Config) -> None:
         raise ConfigError(f"model.n_heads: {m.n_heads} does not divide d_model {m.d_model}")
     if m.n_kv_heads is not None and m.n_heads % m.n_kv_heads:
         raise ConfigError(f"model.n_kv_heads: {m.n_kv_heads} does not divide n_heads {m.n_heads}")
-    if (m.d_model // m.n_heads) % 2:
-        raise ConfigError("model.n_heads: head size must be even for RoPE")
+    _validate_blocks(m)
     if d.token_dtype == "uint16" and m.vocab_size > 2**16:
         raise ConfigError(f"data.token_dtype: uint16 cannot hold the token ids of model.vocab_size {m.vocab_size} (use auto or uint32)")
     if d.eos_id is not None and d.eos_id >= m.vocab_size:
@@ -386,6 +434,19 @@ def validate(cfg: Config) -> None:
         raise ConfigError(f"schedule.min_lr_ratio: must be at most 1, got {s.min_lr_ratio}")
     if len(cfg.optim.betas) != 2 or not all(0 <= b < 1 for b in cfg.optim.betas):
         raise ConfigError(f"optim.betas: expected two numbers in [0, 1), got {cfg.optim.betas}")
+
+
+def _validate_blocks(m: ModelConfig) -> None:
+    if not m.block_pattern:
+        raise ConfigError("model.block_pattern: empty; list at least one block kind")
+    kinds = set(m.block_pattern)
+    uses_rope = ("full_attention" in kinds and m.full_attention_rope) or ("sliding_attention" in kinds and m.sliding_attention_rope)
+    if uses_rope and (m.d_model // m.n_heads) % 2:
+        raise ConfigError("model.n_heads: head size must be even for RoPE")
+    if "gated_deltanet" in kinds and m.gdn_head_k_dim is None:
+        heads = m.gdn_n_heads or m.n_heads
+        if int(0.75 * m.d_model / heads) < 1:
+            raise ConfigError(f"model.gdn_head_k_dim: 0.75 * d_model / {heads} heads is below 1; set it")
 
 
 def check_for_training(cfg: Config, world: int) -> None:
