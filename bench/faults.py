@@ -217,7 +217,7 @@ def case_slow(root: Path, data: dict, seed: int) -> dict:
     }
 
 
-HEALTHY_STEPS = 3500  # the long healthy run (--healthy-steps): ETTR needs a run long against start-up
+HEALTHY_STEPS = 6000  # the long healthy run (--healthy-steps): ETTR needs a run long against start-up
 
 
 def case_healthy(root: Path, data: dict, seed: int) -> dict:
