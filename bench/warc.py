@@ -1,0 +1,325 @@
+"""WARC extraction, quality and speed: dolma-pipe against trafilatura with FineWeb's settings and Dolma.
+
+    .venv/bin/python bench/warc.py [--benchmarks scrapinghub wcxb-test wcxb-dev] [--processes 2]
+                                   [--speed-copies 8] [--skip-end-to-end] [--skip-speed]
+
+What it does (issue 31's targets; ``bench/warc_quality.py --check`` tests the metrics):
+
+1. Quality. Loads the pages of the public benchmarks (ScrapingHub's 181 articles, WCXB's test and
+   dev splits; ``bench/warc_quality.py`` says where from and how each benchmark scores) and packs
+   each benchmark into one WARC of HTTP response records (``bench/_work/warc/warcs/``).
+2. Extraction alone, on the same decoded pages: each of dolma-pipe's extractors through the warc
+   stage's ``Extractor`` interface (``dolma_pipe.stages.warc.extract.EXTRACTORS``), in this
+   process; trafilatura with FineWeb's settings (datatrove 0.10.1's ``Trafilatura``, 1 s timeout)
+   in ``bench/_work/datatrove-venv``; Dolma 1.2.1's ``resiliparse`` linearizer in
+   ``bench/_work/dolma-warc-venv`` (``bench/warc_peers.py extract`` there). Each page is timed in
+   CPU seconds around the extraction call only; the table gives F1 per benchmark (each
+   benchmark's own metric) and pages per CPU-second, with ratios to trafilatura-FineWeb and Dolma.
+3. End to end, on each benchmark's WARC: ``dolma-pipe warc``, Dolma's ``dolma warc`` (resiliparse)
+   and datatrove's pipeline (``WarcReader`` -> ``Trafilatura`` -> ``JsonlWriter``), one process
+   each, CPU seconds of the whole process tree (``peers.run_measured``), start-up included; the
+   documents each wrote are matched to the pages by record id (``warc_record_id``, datatrove's
+   ``id``) or URL (Dolma's ``warc_url``: its id is the payload digest) and scored the same way.
+4. Speed on a Common-Crawl-like crawl (``--speed-copies``: every benchmark page repeated with
+   distinct URLs and record ids, in ``2 x --processes`` WARC files): ``dolma-pipe warc`` with a URL
+   blocklist (datatrove's UT1 domains) and ``ft_lang_id_en_doc_v2`` as post-tagger, ``dolma warc``
+   (resiliparse, Dolma's offline ``cld2_en_doc_v2`` post-tagger: its fastText taggers download
+   their model) and datatrove's FineWeb pipeline (``URLFilter`` and ``LanguageFilter`` added, the
+   same lid.176 model as ours), the same process count: records per CPU-second, peak resident
+   memory of the largest process, ratios.
+
+The peers' environments are made on first use (PyPI; Dolma's with the boto stack pinned). Nothing
+here runs in CI; the numbers and the command are in docs/benchmarks.md ("WARC extraction").
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import gzip
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+
+import peers
+import warc_quality as wq
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+WORK = os.path.join(HERE, "_work", "warc")
+DATATROVE_VENV = os.path.join(HERE, "_work", "datatrove-venv")
+DATATROVE_REQUIREMENTS = [
+    "datatrove[processing]==0.10.1",
+    "trafilatura",
+    "lxml_html_clean",
+    "warcio",
+    "faust-cchardet",
+    "python-magic",
+    "orjson",
+    "tldextract",
+    "fasteners",
+    "pyahocorasick",
+]
+DOLMA_WARC_VENV = os.path.join(HERE, "_work", "dolma-warc-venv")
+DOLMA_WARC_REQUIREMENTS = ["dolma[resiliparse]==1.2.1", "dateparser", "boto3==1.28.17", "botocore==1.31.17", "aiobotocore==2.5.4"]
+PEERS_SCRIPT = os.path.join(HERE, "warc_peers.py")
+LID_MODEL = os.path.join(ROOT, "taggers", "assets", "lid.176.ftz")
+BENCHMARKS = ("scrapinghub", "wcxb-test", "wcxb-dev")
+FINEWEB = "trafilatura-fineweb"
+DOLMA = "dolma-resiliparse"
+
+
+def ensure_venv(venv: str, requirements: list[str]) -> str:
+    """``venv``'s python, the environment made with ``requirements`` once."""
+    python = os.path.join(venv, "bin", "python")
+    if not os.path.exists(os.path.join(venv, ".installed")):
+        print(f"installing {' '.join(requirements)} into {venv} ...", flush=True)
+        subprocess.run([sys.executable, "-m", "venv", venv], check=True)
+        subprocess.run([os.path.join(venv, "bin", "pip"), "install", "-q", *requirements], check=True)
+        open(os.path.join(venv, ".installed"), "w").close()
+    return python
+
+
+@dataclass
+class Result:
+    tool: str
+    level: str  # "extractor" or "end to end"
+    pages: int
+    cpu: float
+    scores: dict[str, dict[str, float]] = field(default_factory=dict)  # benchmark -> f1/precision/recall
+    peak_rss_mb: float = 0.0
+
+
+# Inputs ------------------------------------------------------------------------------------------
+
+
+def benchmark_warc(bench: str, pages: list[wq.Page]) -> str:
+    folder = os.path.join(WORK, "warcs", bench)
+    path = os.path.join(folder, f"{bench}.warc.gz")
+    if not os.path.exists(path):
+        os.makedirs(folder, exist_ok=True)
+        wq.write_warc(pages, path)
+    return path
+
+
+# Extraction alone ----------------------------------------------------------------------------------
+
+
+def ours_extract(name: str, pages: list[wq.Page]) -> tuple[dict[str, str], float]:
+    """Page id -> text and the extraction's CPU seconds, through the stage's Extractor interface."""
+    from dolma_pipe.stages.warc.extract import EXTRACTORS
+
+    extractor = EXTRACTORS[name]()
+    texts, cpu = {}, 0.0
+    for page in pages:
+        html = page.html.decode("utf-8", "replace")
+        start = time.process_time()
+        texts[page.id] = extractor.extract(html) or ""
+        cpu += time.process_time() - start
+    return texts, cpu
+
+
+def peer_extract(tool: str, warc: str, pages: list[wq.Page]) -> tuple[dict[str, str], float]:
+    python = ensure_venv(*((DATATROVE_VENV, DATATROVE_REQUIREMENTS) if tool == FINEWEB else (DOLMA_WARC_VENV, DOLMA_WARC_REQUIREMENTS)))
+    out = os.path.join(WORK, "out", f"{tool}.{os.path.basename(warc)}.json")
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    subprocess.run([python, PEERS_SCRIPT, "extract", "--tool", tool, "--out", out, warc], check=True, env=peers.dolma_env())
+    with open(out, encoding="utf8") as f:
+        data = json.load(f)
+    ids = wq.record_map(pages)
+    return {ids[k]: v for k, v in data["texts"].items()}, data["cpu"]
+
+
+# End to end ------------------------------------------------------------------------------------------
+
+
+def read_documents(folder: str) -> list[dict]:
+    docs = []
+    for path in sorted(glob.glob(os.path.join(folder, "**", "*.jsonl.gz"), recursive=True)):
+        with gzip.open(path, "rt", encoding="utf8") as f:
+            docs.extend(json.loads(line) for line in f if line.strip())
+    return docs
+
+
+def page_of(doc: dict, ids: dict[str, str]) -> str | None:
+    meta = doc.get("metadata") or {}
+    for key in (meta.get("warc_record_id"), doc.get("id"), meta.get("warc_url"), meta.get("url")):
+        if key in ids:
+            return ids[key]
+    return None
+
+
+def end_to_end(tool: str, warcs: list[str], out: str, processes: int, fineweb: bool = False) -> peers.Measured:
+    """One tool over ``warcs`` into ``out`` (emptied first), measured."""
+    shutil.rmtree(out, ignore_errors=True)
+    os.makedirs(out)
+    if tool == "dolma-pipe warc":
+        cmd = [os.path.join(ROOT, ".venv", "bin", "dolma-pipe"), "warc", "--documents", *warcs, "--destination", out]
+        cmd += ["--source_name", "bench", "--processes", str(processes), "--no-progress"]
+        if fineweb:
+            cmd += ["--urls.blocklists", ut1_domains(), "--post.taggers", "ft_lang_id_en_doc_v2"]
+        return peers.run_measured(cmd, env=peers.our_env())
+    if tool == "dolma warc":
+        python = ensure_venv(DOLMA_WARC_VENV, DOLMA_WARC_REQUIREMENTS)
+        cmd = [os.path.join(os.path.dirname(python), "dolma"), "warc", "--documents", *warcs, "--destination", out]
+        cmd += ["--source_name", "bench", "--linearizer", "resiliparse", "--processes", str(processes)]
+        if fineweb:
+            cmd += ["--post.taggers", "cld2_en_doc_v2"]
+        return peers.run_measured(cmd, env=peers.dolma_env())
+    python = ensure_venv(DATATROVE_VENV, DATATROVE_REQUIREMENTS)
+    folder = os.path.join(out, "_in")
+    os.makedirs(folder)
+    for w in warcs:
+        os.symlink(os.path.abspath(w), os.path.join(folder, os.path.basename(w)))
+    cmd = [python, PEERS_SCRIPT, "datatrove", "--warcs", folder, "--out", out, "--tasks", str(len(warcs)), "--workers", str(processes)]
+    if fineweb:
+        cmd += ["--fineweb", "--lid-model", LID_MODEL]
+    return peers.run_measured(cmd, env=peers.dolma_env())
+
+
+def ut1_domains() -> str:
+    """datatrove's shipped UT1 blocked-domain list as one file (the same list both tools use)."""
+    path = os.path.join(WORK, "ut1-domains.txt")
+    if not os.path.exists(path):
+        python = ensure_venv(DATATROVE_VENV, DATATROVE_REQUIREMENTS)
+        code = (
+            "import tarfile,sys,os;from datatrove.pipeline.filters.url_filter import ASSETS_PATH as A;"
+            "t=tarfile.open(os.path.join(A,'url_filterblacklistsv0_3_0.tar.gz'));"
+            "m=[x for x in t.getmembers() if x.name.endswith('domains')][0];sys.stdout.buffer.write(t.extractfile(m).read())"
+        )
+        data = subprocess.run([python, "-c", code], check=True, capture_output=True).stdout
+        with open(path + ".tmp", "wb") as f:
+            f.write(data)
+        os.replace(path + ".tmp", path)
+    return path
+
+
+# Tables ----------------------------------------------------------------------------------------------
+
+
+def ratio(a: float, b: float) -> str:
+    return f"{a / b:.2f}x" if b > 0 else "-"
+
+
+def print_quality(results: list[Result], benches: list[str]) -> None:
+    head = " | ".join(f"{b} F1 (P / R)" for b in benches)
+    print(f"\n| tool | level | {head} | pages | CPU-s | pages/CPU-s | vs {FINEWEB} | vs Dolma |")
+    print("|" + "---|" * (len(benches) + 7))
+    speed = {(r.level, r.tool): r.pages / r.cpu if r.cpu else 0.0 for r in results}
+    for r in results:
+        ref_fw = speed.get((r.level, FINEWEB if r.level == "extractor" else "datatrove"), 0.0)
+        ref_dolma = speed.get((r.level, DOLMA if r.level == "extractor" else "dolma warc"), 0.0)
+        cells = " | ".join(
+            f"{r.scores[b]['f1']:.3f} ({r.scores[b]['precision']:.3f} / {r.scores[b]['recall']:.3f})" if b in r.scores else "-"
+            for b in benches
+        )
+        s = speed[(r.level, r.tool)]
+        print(f"| {r.tool} | {r.level} | {cells} | {r.pages} | {r.cpu:.1f} | {s:.1f} | {ratio(s, ref_fw)} | {ratio(s, ref_dolma)} |")
+
+
+def quality(args: argparse.Namespace) -> None:
+    from dolma_pipe.stages.warc.extract import EXTRACTORS
+
+    results: dict[tuple[str, str], Result] = {}
+
+    def add(tool: str, level: str, bench: str, pages: list[wq.Page], texts: dict[str, str], cpu: float, rss: float = 0.0) -> None:
+        r = results.setdefault((level, tool), Result(tool, level, 0, 0.0))
+        r.pages += len(pages)
+        r.cpu += cpu
+        r.peak_rss_mb = max(r.peak_rss_mb, rss)
+        r.scores[bench] = wq.scores(pages, texts)
+
+    for bench in args.benchmarks:
+        pages = wq.load(bench, args.scrapinghub, args.wcxb)
+        warc = benchmark_warc(bench, pages)
+        print(f"{bench}: {len(pages)} pages, {warc}", flush=True)
+        for name in sorted(EXTRACTORS):
+            add(f"dolma-pipe {name}", "extractor", bench, pages, *ours_extract(name, pages))
+        for tool in (FINEWEB, DOLMA):
+            add(tool, "extractor", bench, pages, *peer_extract(tool, warc, pages))
+        if args.skip_end_to_end:
+            continue
+        ids = wq.record_map(pages)
+        for tool in ("dolma-pipe warc", "dolma warc", "datatrove"):
+            out = os.path.join(WORK, "e2e", tool.replace(" ", "-"), bench)
+            m = end_to_end(tool, [warc], out, 1)
+            texts = {}
+            for doc in read_documents(out):
+                page = page_of(doc, ids)
+                if page is not None:
+                    texts[page] = doc.get("text") or ""
+            add(tool, "end to end", bench, pages, texts, m.cpu, m.peak_rss_mb)
+    print_quality(list(results.values()), args.benchmarks)
+
+
+# Speed on a larger crawl ------------------------------------------------------------------------------
+
+
+def crawl(copies: int, files: int, args: argparse.Namespace) -> tuple[list[str], int]:
+    """Every benchmark page ``copies`` times (distinct URLs, record ids) in ``files`` WARCs, once."""
+    folder = os.path.join(WORK, "crawl", f"{copies}x{files}")
+    paths = [os.path.join(folder, f"crawl-{i:03d}.warc.gz") for i in range(files)]
+    count_file = os.path.join(folder, "records")
+    if not os.path.exists(count_file):
+        os.makedirs(folder, exist_ok=True)
+        pages = [p for b in BENCHMARKS for p in wq.load(b, args.scrapinghub, args.wcxb)]
+        pairs = [(c, p) for c in range(copies) for p in pages]
+        n = sum(write_copies(pairs[i::files], path) for i, path in enumerate(paths))
+        with open(count_file, "w") as f:
+            f.write(str(n))
+    with open(count_file) as f:
+        return paths, int(f.read())
+
+
+def write_copies(chunk: list[tuple[int, wq.Page]], path: str) -> int:
+    """One WARC of (copy number, page) records; a copy's URL and record id carry its number."""
+    copies = [wq.Page(p.bench, f"{p.id}#copy-{c}", f"{p.url}#copy-{c}", p.html, p.truth) for c, p in chunk]
+    return wq.write_warc(copies, path)
+
+
+def speed(args: argparse.Namespace) -> None:
+    files = 2 * args.processes
+    warcs, n = crawl(args.speed_copies, files, args)
+    size = sum(os.path.getsize(w) for w in warcs) / 1e6
+    print(f"\ncrawl: {n} records in {files} WARC files ({size:.0f} MB), {args.processes} processes", flush=True)
+    rows = []
+    for tool in ("dolma-pipe warc", "dolma warc", "datatrove"):
+        m = end_to_end(tool, warcs, os.path.join(WORK, "speed", tool.replace(" ", "-")), args.processes, fineweb=True)
+        kept = len(read_documents(os.path.join(WORK, "speed", tool.replace(" ", "-"))))
+        rows.append((tool, m, kept))
+        print(f"  {tool}: {m.cpu:.1f} CPU-s, {m.wall:.1f} s wall, peak RSS {m.peak_rss_mb:.0f} MB, {kept} documents written", flush=True)
+    by = {t: n / m.cpu for t, m, _ in rows}
+    print(f"\n| tool | records | CPU-s | wall s | records/CPU-s | peak RSS MB | documents | vs datatrove | vs dolma warc |\n{'|---' * 9}|")
+    for tool, m, kept in rows:
+        s = by[tool]
+        print(
+            f"| {tool} | {n} | {m.cpu:.1f} | {m.wall:.1f} | {s:.1f} | {m.peak_rss_mb:.0f} | {kept} | {ratio(s, by['datatrove'])} | {ratio(s, by['dolma warc'])} |"
+        )
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--benchmarks", nargs="+", default=list(BENCHMARKS), choices=BENCHMARKS, help="benchmarks scored")
+    ap.add_argument("--processes", type=int, default=2, help="processes of each tool in the speed run")
+    ap.add_argument("--speed-copies", type=int, default=4, help="copies of every benchmark page in the speed run's crawl")
+    ap.add_argument(
+        "--skip-end-to-end", action="store_true", help="score the extractors alone (no dolma-pipe warc / dolma warc / datatrove runs)"
+    )
+    ap.add_argument("--skip-quality", action="store_true", help="only the speed run")
+    ap.add_argument("--skip-speed", action="store_true", help="no speed run on the larger crawl")
+    ap.add_argument("--scrapinghub", default=wq.DEFAULT_SCRAPINGHUB, help="clone of scrapinghub/article-extraction-benchmark")
+    ap.add_argument("--wcxb", default=wq.DEFAULT_WCXB, help="clone of Murrough-Foley/web-content-extraction-benchmark")
+    args = ap.parse_args()
+    if not args.skip_quality:
+        quality(args)
+    if not args.skip_speed:
+        speed(args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,285 @@
+"""The two public extraction benchmarks: their pages, their metrics, and WARC files holding the pages.
+
+    .venv/bin/python bench/warc_quality.py --check
+
+``--check`` is the metrics' test: it scores the outputs the benchmarks publish with the metrics
+implemented here and compares with the numbers their READMEs print (ScrapingHub: trafilatura
+2.0.0 F1 0.958, rs_trafilatura 0.970, justext 0.804; WCXB: the rs-trafilatura results file's
+``content_f1``), exiting non-zero on a difference above 0.0005.
+
+The benchmarks are public git repositories, read from a local clone (a git directory or work tree,
+``--scrapinghub`` / ``--wcxb``; the defaults are the ``fetch`` tool's mirrors). Their files are
+copied once under ``bench/_work/warc/`` with ``git archive`` (never committed):
+
+- ScrapingHub's article-extraction-benchmark: 181 pages ``html/<id>.html.gz`` (UTF-8), truth
+  ``ground-truth.json`` (``articleBody``, ``url``). Metric (its ``evaluate.py``): words are
+  ``\\w+`` matches; a page's shingles are its 4-grams of words (one shorter shingle for a text of
+  under 4 words, none for an empty one); TP/FP/FN count shingles by multiplicity, normalised by
+  their sum so that every page weighs the same; precision is the mean over pages with TP+FP > 0,
+  recall the mean over pages with TP+FN > 0 (a page with FP = FN = 0 scores 1), and F1 is the
+  harmonic mean of the two means.
+- WCXB (Murrough-Foley/web-content-extraction-benchmark): ``{dev,test}/html/<id>.html.gz`` and
+  ``{dev,test}/ground-truth/<id>.json`` (``url``, ``ground_truth.main_content``). Metric (its
+  ``evaluate.py``): lower-cased ``\\w+`` words as bags; precision = overlap / predicted words,
+  recall = overlap / reference words, F1 per page (1 when both are empty, 0 when only one is),
+  and the reported F1 is the mean of the pages' F1.
+
+``write_warc()`` packs pages into one gzip WARC of HTTP ``response`` records (warcio), each with a
+``WARC-Record-ID`` made from the benchmark and page id (so the page of any output document is found
+by its record id or its URL), the page's URL as ``WARC-Target-URI``, the payload digest Dolma uses
+as its id, ``Content-Type: text/html; charset=utf-8`` and, as Common Crawl's records have it,
+``WARC-Identified-Payload-Type: text/html``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import io
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tarfile
+import uuid
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+WORK = os.path.join(HERE, "_work", "warc")
+MIRRORS = "/work/.mirror"
+DEFAULT_SCRAPINGHUB = os.path.join(MIRRORS, "scrapinghub+article-extraction-benchmark", "repo")
+DEFAULT_WCXB = os.path.join(MIRRORS, "Murrough-Foley+web-content-extraction-benchmark", "repo")
+
+# The figures the benchmarks' READMEs publish for their own output files (ScrapingHub README.rst,
+# "Results of the latest evaluation"; WCXB test/results/rs-trafilatura_results.json's metrics).
+PUBLISHED_SCRAPINGHUB = {"trafilatura": 0.958, "rs_trafilatura": 0.970, "justext": 0.804, "go_trafilatura": 0.960}
+
+_WORD = re.compile(r"\w+", re.UNICODE | re.MULTILINE | re.IGNORECASE | re.DOTALL)
+
+
+@dataclass(frozen=True)
+class Page:
+    bench: str  # "scrapinghub", "wcxb-dev", "wcxb-test"
+    id: str
+    url: str
+    html: bytes  # the page's bytes as the benchmark ships them (UTF-8)
+    truth: str
+
+    @property
+    def record_id(self) -> str:
+        return f"<urn:uuid:{uuid.uuid5(uuid.NAMESPACE_URL, f'dolma-pipe-bench:{self.bench}:{self.id}')}>"
+
+
+# ScrapingHub: shingle F1 ------------------------------------------------------------------------
+
+
+def _shingles(text: str, n: int = 4) -> Counter[tuple[str, ...]]:
+    tokens = _WORD.findall(text or "")
+    return Counter(tuple(tokens[i : i + n]) for i in range(max(1, len(tokens) - n + 1)) if tokens[i : i + n])
+
+
+def shingle_tp_fp_fn(true: str, pred: str) -> tuple[float, float, float]:
+    """One page's TP, FP, FN over word 4-gram shingles, normalised to sum to 1 (evaluate.py)."""
+    t, p = _shingles(true), _shingles(pred)
+    tp = float(sum((t & p).values()))
+    fp = float(sum((p - t).values()))
+    fn = float(sum((t - p).values()))
+    s = tp + fp + fn
+    return (tp / s, fp / s, fn / s) if s > 0 else (tp, fp, fn)
+
+
+def _precision(tp: float, fp: float, fn: float) -> float:
+    if fp == fn == 0:
+        return 1.0
+    return 0.0 if tp == fp == 0 else tp / (tp + fp)
+
+
+def _recall(tp: float, fp: float, fn: float) -> float:
+    if fp == fn == 0:
+        return 1.0
+    return 0.0 if tp == fn == 0 else tp / (tp + fn)
+
+
+def scrapinghub_scores(truth: dict[str, str], pred: dict[str, str]) -> dict[str, float]:
+    """F1, precision, recall over all pages of ``truth`` (a page missing from ``pred`` is empty)."""
+    counts = [shingle_tp_fp_fn(truth[k], pred.get(k) or "") for k in truth]
+    precision = statistics.mean(_precision(*c) for c in counts if c[0] + c[1] > 0)
+    recall = statistics.mean(_recall(*c) for c in counts if c[0] + c[2] > 0)
+    return {"f1": 2 * precision * recall / (precision + recall), "precision": precision, "recall": recall}
+
+
+# WCXB: word F1 -------------------------------------------------------------------------------------
+
+
+def word_prf(pred: str, ref: str) -> tuple[float, float, float]:
+    """One page's word precision, recall, F1 (WCXB evaluate.py's word_f1)."""
+    p_tokens = re.findall(r"\w+", (pred or "").lower())
+    r_tokens = re.findall(r"\w+", (ref or "").lower())
+    if not r_tokens:
+        return (1.0, 1.0, 1.0) if not p_tokens else (0.0, 0.0, 0.0)
+    if not p_tokens:
+        return (0.0, 0.0, 0.0)
+    overlap = sum((Counter(p_tokens) & Counter(r_tokens)).values())
+    precision, recall = overlap / len(p_tokens), overlap / len(r_tokens)
+    return precision, recall, (2 * precision * recall / (precision + recall) if overlap else 0.0)
+
+
+def wcxb_scores(truth: dict[str, str], pred: dict[str, str]) -> dict[str, float]:
+    """Mean F1, precision, recall over all pages of ``truth`` (a page missing from ``pred`` is empty)."""
+    rows = [word_prf(pred.get(k) or "", truth[k]) for k in truth]
+    return {key: statistics.mean(r[i] for r in rows) for i, key in enumerate(("precision", "recall", "f1"))}
+
+
+def scores(pages: list[Page], pred: dict[str, str]) -> dict[str, float]:
+    """The benchmark's own metric for ``pages`` (all of one benchmark), predictions by page id."""
+    truth = {p.id: p.truth for p in pages}
+    return scrapinghub_scores(truth, pred) if pages[0].bench == "scrapinghub" else wcxb_scores(truth, pred)
+
+
+# The benchmarks' files -----------------------------------------------------------------------------
+
+
+def _git_dir(repo: str) -> list[str]:
+    return ["git", "--git-dir", repo] if os.path.isfile(os.path.join(repo, "HEAD")) else ["git", "-C", repo]
+
+
+def _unpack(repo: str, paths: list[str], dest: str) -> str:
+    """``git archive HEAD paths`` of ``repo`` into ``dest`` (once)."""
+    stamp = os.path.join(dest, ".unpacked")
+    if not os.path.exists(stamp):
+        if not os.path.exists(repo):
+            raise SystemExit(f"{repo}: no clone of the benchmark here (give its path with --scrapinghub / --wcxb)")
+        os.makedirs(dest, exist_ok=True)
+        data = subprocess.run([*_git_dir(repo), "archive", "--format=tar", "HEAD", *paths], check=True, capture_output=True).stdout
+        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+            tar.extractall(dest, filter="data")
+        open(stamp, "w").close()
+    return dest
+
+
+def scrapinghub_pages(repo: str = DEFAULT_SCRAPINGHUB) -> list[Page]:
+    outputs = [f"output/{name}.json" for name in PUBLISHED_SCRAPINGHUB]
+    root = _unpack(repo, ["html", "ground-truth.json", *outputs], os.path.join(WORK, "scrapinghub"))
+    with open(os.path.join(root, "ground-truth.json"), encoding="utf8") as f:
+        truth = json.load(f)
+    pages = []
+    for key in sorted(truth):
+        with gzip.open(os.path.join(root, "html", f"{key}.html.gz"), "rb") as g:
+            pages.append(Page("scrapinghub", key, truth[key]["url"], g.read(), truth[key].get("articleBody") or ""))
+    return pages
+
+
+def wcxb_pages(split: str, repo: str = DEFAULT_WCXB) -> list[Page]:
+    root = _unpack(repo, ["dev", "test"], os.path.join(WORK, "wcxb"))
+    pages = []
+    for name in sorted(os.listdir(os.path.join(root, split, "ground-truth"))):
+        key = name.removesuffix(".json")
+        with open(os.path.join(root, split, "ground-truth", name), encoding="utf8") as f:
+            data = json.load(f)
+        gt = data.get("ground_truth")
+        if not isinstance(gt, dict):  # evaluate.py skips these too
+            continue
+        with gzip.open(os.path.join(root, split, "html", f"{key}.html.gz"), "rb") as g:
+            pages.append(
+                Page(f"wcxb-{split}", key, data.get("url") or f"https://wcxb.invalid/{key}", g.read(), gt.get("main_content") or "")
+            )
+    return pages
+
+
+def load(bench: str, scrapinghub: str = DEFAULT_SCRAPINGHUB, wcxb: str = DEFAULT_WCXB) -> list[Page]:
+    if bench == "scrapinghub":
+        return scrapinghub_pages(scrapinghub)
+    return wcxb_pages(bench.removeprefix("wcxb-"), wcxb)
+
+
+# WARC -----------------------------------------------------------------------------------------------
+
+
+def write_warc(pages: Iterable[Page], path: str) -> int:
+    """``pages`` as HTTP response records of one gzip WARC (a warcinfo record first); returns the count."""
+    from warcio.statusandheaders import StatusAndHeaders
+    from warcio.warcwriter import WARCWriter
+
+    n = 0
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as out:
+        writer = WARCWriter(out, gzip=True)
+        writer.write_record(writer.create_warcinfo_record(os.path.basename(path), {"software": "dolma-pipe bench/warc_quality.py"}))
+        for page in pages:
+            http = StatusAndHeaders(
+                "200 OK", [("Content-Type", "text/html; charset=utf-8"), ("Content-Length", str(len(page.html)))], protocol="HTTP/1.1"
+            )
+            record = writer.create_warc_record(
+                page.url,
+                "response",
+                payload=io.BytesIO(page.html),
+                http_headers=http,
+                warc_headers_dict={
+                    "WARC-Record-ID": page.record_id,
+                    "WARC-Date": "2024-01-01T00:00:00Z",
+                    # Common Crawl's detected type: datatrove's reader filters on it (or sniffs with libmagic)
+                    "WARC-Identified-Payload-Type": "text/html",
+                },
+            )
+            writer.write_record(record)
+            n += 1
+    os.replace(tmp, path)
+    return n
+
+
+def record_map(pages: list[Page]) -> dict[str, str]:
+    """Record id and URL -> page id (a bench's outputs name a page by one or the other)."""
+    out = {p.record_id: p.id for p in pages}
+    out.update({p.url: p.id for p in pages})
+    return out
+
+
+# --check ---------------------------------------------------------------------------------------------
+
+
+def check(scrapinghub: str, wcxb: str) -> int:
+    """Score the benchmarks' published outputs with these metrics; 1 on a difference > 0.0005."""
+    bad = 0
+    pages = scrapinghub_pages(scrapinghub)
+    truth = {p.id: p.truth for p in pages}
+    for name, published in PUBLISHED_SCRAPINGHUB.items():
+        with open(os.path.join(WORK, "scrapinghub", "output", f"{name}.json"), encoding="utf8") as f:
+            data = json.load(f)
+        out = data["output"] if set(data) == {"version", "output"} else data
+        f1 = scrapinghub_scores(truth, {k: (v.get("articleBody") or "") for k, v in out.items()})["f1"]
+        ok = abs(f1 - published) <= 0.0005
+        bad += not ok
+        print(f"ScrapingHub {name:<16} F1 {f1:.4f}  published {published:.3f}  {'ok' if ok else 'DIFFERS'}")
+    root = _unpack(wcxb, ["dev", "test"], os.path.join(WORK, "wcxb"))
+    with open(os.path.join(root, "test", "results", "rs-trafilatura_results.json"), encoding="utf8") as f:
+        res = json.load(f)
+    refs = {p.id: p.truth for p in wcxb_pages("test", wcxb)}
+    rows = [word_prf(r["extracted"]["main_content"] or "", refs[r["file_id"]]) for r in res["results"]]
+    for i, key in enumerate(("precision", "recall", "f1")):
+        mine, published = statistics.mean(r[i] for r in rows), res["metrics"][f"content_{key}"]
+        ok = abs(mine - published) <= 0.0005
+        bad += not ok
+        print(
+            f"WCXB rs-trafilatura results ({len(rows)} pages) {key:<9} {mine:.4f}  published {published:.4f}  {'ok' if ok else 'DIFFERS'}"
+        )
+    return 1 if bad else 0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--check", action="store_true", help="score the benchmarks' published outputs and compare with their READMEs")
+    ap.add_argument("--scrapinghub", default=DEFAULT_SCRAPINGHUB, help="clone of scrapinghub/article-extraction-benchmark")
+    ap.add_argument("--wcxb", default=DEFAULT_WCXB, help="clone of Murrough-Foley/web-content-extraction-benchmark")
+    args = ap.parse_args()
+    if args.check:
+        return check(args.scrapinghub, args.wcxb)
+    ap.print_help()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
