@@ -58,6 +58,11 @@ class WarcConfig(RunOptions):
     )
     urls: UrlFilterOptions = Field(default_factory=UrlFilterOptions, description="offline URL filtering")
     max_record_bytes: int = Field(8 << 20, ge=1024, description="a payload larger than this is skipped as too_large")
+    max_depth: int = Field(
+        2000,
+        ge=10,
+        description="markup nested deeper than this is extracted without the main-content rules (their time is quadratic in it)",
+    )
     max_seconds: float = Field(5.0, gt=0, description="an extraction running longer than this is skipped as too_slow")
     added: str | None = Field(
         None, description="the documents' added time (ISO 8601); default: when this destination's first run started (kept by reruns)"

@@ -29,7 +29,7 @@ from dolma_pipe.quarantine import Quarantine
 from dolma_pipe.stage import Phase, RunContext, Task, TaskOutput, file_task
 
 from .charset import decode
-from .extract import EXTRACTORS, Extractor, TooSlow, extract_capped
+from .extract import EXTRACTORS, Extractor, TooSlow, extract_capped, nested_deeper
 from .payload import open_payload
 from .provenance import build_document, document_id
 from .records import Damage, Record, read_records
@@ -157,8 +157,11 @@ class Extraction:
         doc_id = document_id(record, path)
         meta = {"url": record.target_uri, "html": decoded.text}
         pre_rows = self._tag(self.pre, doc_id, "", meta, "pre_taggers")
+        deep = nested_deeper(decoded.text, self.config.max_depth)
+        if deep:
+            self.counts["deep_markup"] += 1  # extracted without the main-content rules (extract.py)
         try:
-            text = extract_capped(self.extractor, decoded.text, self.config.max_seconds)
+            text = extract_capped(self.extractor, decoded.text, self.config.max_seconds, deep)
         except TooSlow:
             raise Skip("too_slow") from None
         except Exception as exc:  # a page the extractor cannot read: counted, never a dead task

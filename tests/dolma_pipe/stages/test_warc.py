@@ -332,3 +332,40 @@ class TestOnRay:
                 executor=ex,
             )
         assert stage_outputs(tmp_path / "ray") == stage_outputs(tmp_path / "local")
+
+
+def test_deep_markup_and_big_pages_are_extracted(tmp_path):
+    big = paragraphs(__import__("random").Random(3), 9000, words=90)  # ~5 MB of HTML
+    deep = 50_000  # resiliparse's main-content rules would never end on it
+    records = [
+        response("https://d.example.org/big", html_page("Big", big), text=[big[0], big[-1]]),
+        response(
+            "https://d.example.org/deep",
+            "<html><body>" + "<div>" * deep + "<p>Deep text.</p>" + "</div>" * deep + "</body></html>",
+            text=["Deep text."],
+        ),
+        response("https://d.example.org/unclosed", "<html><body>" + "<b><i><span>" * 30_000 + "Never closed.", text=["Never closed."]),
+    ]
+    write_warc(tmp_path / "in" / "hostile.warc.gz", records)
+    summary = run({"documents": [str(tmp_path / "in" / "*")], "destination": str(tmp_path / "out"), "processes": 1})
+    counts = summary.manifest.phases[0].tasks["hostile.warc.gz"].counts
+    assert counts["written"] == 3 and counts["deep_markup"] == 2
+    docs = {d["metadata"]["warc_url"]: d for d in _docs(tmp_path / "out")}
+    for rec in records:
+        assert all(p in docs[rec.url]["text"] for p in rec.text), rec.url
+
+
+def test_an_extraction_past_its_time_cap_is_stopped():
+    import time
+
+    from dolma_pipe.stages.warc.extract import Extractor, TooSlow, extract_capped
+
+    class Slow(Extractor):
+        name = "slow"
+
+        def extract(self, html: str, deep: bool = False) -> str:
+            while True:  # interruptible Python: the timer stops it
+                time.sleep(0.01)
+
+    with pytest.raises(TooSlow):  # the loop never ends by itself: only the timer stops it
+        extract_capped(Slow(), "<p>x</p>", 0.2)
