@@ -180,3 +180,18 @@ def gzip_member_offsets(path: Path) -> list[int]:
 
 def gunzip(data: bytes) -> bytes:
     return gzip.decompress(data)
+
+
+def write_arc(path: Path, records: list[Rec], compress: bool = True, date: str = "20240501120000") -> list[Rec]:
+    """An ARC file (version 1, the Internet Archive's format before WARC) of response records, by
+    hand: no maintained library writes ARC. Each record its own gzip member when ``compress``."""
+    desc = b"1 0 InternetArchive\nURL IP-address Archive-date Content-type Archive-length\n"
+    parts = [f"filedesc://{path.name} 0.0.0.0 {date} text/plain {len(desc)}\n".encode() + desc + b"\n"]
+    for rec in records:
+        head = f"HTTP/1.1 {rec.status}\r\n" + "".join(f"{k}: {v}\r\n" for k, v in rec.headers) + "\r\n"
+        block = head.encode("latin-1") + rec.body
+        ctype = dict(rec.headers).get("Content-Type", "text/html").split(";")[0]
+        parts.append(f"{rec.url} 192.0.2.1 {date} {ctype} {len(block)}\n".encode() + block + b"\n")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"".join(gzip.compress(p, mtime=0) for p in parts) if compress else b"".join(parts))
+    return records

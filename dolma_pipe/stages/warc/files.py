@@ -28,6 +28,7 @@ from dolma_pipe.documents import JsonlWriter
 from dolma_pipe.quarantine import Quarantine
 from dolma_pipe.stage import Phase, RunContext, Task, TaskOutput, file_task
 
+from .arc import is_arc, read_arc
 from .charset import decode
 from .extract import EXTRACTORS, Extractor, TooSlow, extract_capped, nested_deeper
 from .payload import open_payload
@@ -89,7 +90,8 @@ class Extraction:
         with local_copy(self.task.path) as local, ExitStack() as stack:
             docs = stack.enter_context(JsonlWriter(docs_path))
             attrs = [stack.enter_context(JsonlWriter(self.run.attributes_path(n, rel), level=3)) for n in names]
-            for item in read_records(local, self.config.max_record_bytes):
+            reader = read_arc if is_arc(local) else read_records
+            for item in reader(local, self.config.max_record_bytes):
                 self.counts["records"] += 1
                 written = self._one(item)
                 if written is None:
@@ -154,7 +156,7 @@ class Extraction:
             self.counts["payload_damaged"] += 1  # broken framing or compression: extracted from what reads
         decoded = decode(payload.body, payload.charset)
         path, source = self.task.path, self.config.source_name
-        doc_id = document_id(record, path)
+        doc_id = document_id(record, self.task.rel)
         meta = {"url": record.target_uri, "html": decoded.text}
         pre_rows = self._tag(self.pre, doc_id, "", meta, "pre_taggers")
         deep = nested_deeper(decoded.text, self.config.max_depth)
@@ -169,7 +171,9 @@ class Extraction:
         if not text.strip():
             raise Skip("empty_text")
         html = decoded.text if self.config.store_html_in_metadata else None
-        doc = build_document(record, path, source, self.run.resolved.added, payload.content_type, decoded, text, self.extractor.name, html)
+        doc = build_document(
+            record, doc_id, path, source, self.run.resolved.added, payload.content_type, decoded, text, self.extractor.name, html
+        )
         post_rows = self._tag(self.post, doc_id, text, doc["metadata"], "post_taggers")
         return doc, pre_rows + post_rows
 

@@ -37,16 +37,26 @@ def parse_time(value: str) -> datetime:
     return when if when.tzinfo is not None else when.replace(tzinfo=timezone.utc)
 
 
-def document_id(record: Record, path: str) -> str:
-    """The record's id without ``<urn:uuid:`` and ``>``; a record without one: a hash of file and offset."""
+def document_id(record: Record, rel: str) -> str:
+    """The record's id without ``<urn:uuid:`` and ``>``; a record without one (ARC): a hash of the
+    file's relative name and the record's offset."""
     rid = record.record_id.strip().strip("<>")
     if rid.lower().startswith("urn:uuid:"):
         rid = rid[len("urn:uuid:") :]
-    return rid or hashlib.sha1(f"{path}@{record.offset}".encode()).hexdigest()
+    return rid or hashlib.sha1(f"{rel}@{record.offset}".encode()).hexdigest()
 
 
 def build_document(
-    record: Record, path: str, source: str, added: str, content_type: str, decoded: Decoded, text: str, extractor: str, html: str | None
+    record: Record,
+    doc_id: str,
+    path: str,
+    source: str,
+    added: str,
+    content_type: str,
+    decoded: Decoded,
+    text: str,
+    extractor: str,
+    html: str | None,
 ) -> dict[str, Any]:
     """The Dolma document of a record (fields in Dolma's order)."""
     created = dolma_time(record.date) if record.date is not None else added
@@ -69,7 +79,7 @@ def build_document(
     if html is not None:
         metadata["html"] = html
     return {
-        "id": document_id(record, path),
+        "id": doc_id,
         "text": text,
         "source": source,
         "added": added,

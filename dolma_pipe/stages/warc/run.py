@@ -43,7 +43,7 @@ def resolve_added(config: WarcConfig, root: str) -> str:
 
 
 def documents_name(rel: str) -> str:
-    """``crawl/a.warc.gz`` -> ``crawl/a.jsonl.gz``."""
+    """``crawl/a.warc.gz`` (or ``.arc.gz``) -> ``crawl/a.jsonl.gz``."""
     return _WARC_SUFFIX.sub("", rel) + ".jsonl.gz"
 
 

@@ -27,6 +27,7 @@ from tests.support.warc import (
     paragraphs,
     read_records,
     response,
+    write_arc,
     write_warc,
 )
 
@@ -369,3 +370,39 @@ def test_an_extraction_past_its_time_cap_is_stopped():
 
     with pytest.raises(TooSlow):  # the loop never ends by itself: only the timer stops it
         extract_capped(Slow(), "<p>x</p>", 0.2)
+
+
+def test_arc_files(tmp_path):
+    rng = __import__("random").Random(5)
+    pages = [
+        response(f"https://arc.example.org/{i}", html_page(f"Arc {i}", ps), text=ps)
+        for i, ps in enumerate(paragraphs(rng, 3) for _ in range(40))
+    ]
+    pages.append(response("https://arc.example.org/img", b"\x89PNG\r\n\x1a\n" + bytes(100), "image/png", expect="skipped_content_type"))
+    pages.append(response("https://arc.example.org/moved", b"", status="302 Found", expect="skipped_redirect"))
+    write_arc(tmp_path / "in" / "old.arc.gz", pages)
+    write_arc(tmp_path / "in" / "plain.arc", pages[:10], compress=False)
+    out = tmp_path / "out"
+    summary = run({"documents": [str(tmp_path / "in" / "*")], "destination": str(out), "processes": 2, "added": ADDED})
+    tasks = summary.manifest.phases[0].tasks
+    assert tasks["old.arc.gz"].counts == {
+        "docs_out": 40,
+        "records": 43,
+        "written": 40,
+        "skipped_record_type": 1,
+        "skipped_content_type": 1,
+        "skipped_redirect": 1,
+    }
+    assert tasks["plain.arc"].counts["written"] == 10
+    docs = read_records(out / "documents" / "old.jsonl.gz")
+    assert [d["metadata"]["warc_url"] for d in docs] == [p.url for p in pages[:40]]
+    assert all(all(t in d["text"] for t in p.text) for d, p in zip(docs, pages))
+    assert len({d["id"] for d in docs}) == 40 and docs[0]["created"] == "2024-05-01T12:00:00.000Z"
+    data = (tmp_path / "in" / "old.arc.gz").read_bytes()
+    for doc in docs:  # the byte range is the record's own gzip member
+        m = doc["metadata"]
+        member = gzip.decompress(data[m["warc_offset"] : m["warc_offset"] + m["warc_length"]])
+        assert member.startswith(m["warc_url"].encode() + b" ")
+    again = tmp_path / "again"
+    run({"documents": [str(tmp_path / "in" / "*")], "destination": str(again), "processes": 1, "added": ADDED})
+    assert read_records(again / "documents" / "old.jsonl.gz") == docs  # ids made from the file and offset, not random
