@@ -1,6 +1,7 @@
-"""WARC files for the warc stage's tests, written with warcio (a reader and writer we do not use
-in the stage, so the two sides are independent): pages in several languages and charsets,
-non-HTML payloads, redirects, revisits, and the damaged kinds a crawl holds."""
+"""WARC files for the warc stage's tests, written with warcio (the stage reads WARC with fastwarc,
+so writer and reader are independent; warcio reads only its ARC files): pages in several
+languages and charsets, non-HTML payloads, redirects, revisits, and the damaged kinds a crawl
+holds; ARC files written by hand."""
 
 from __future__ import annotations
 
