@@ -269,10 +269,15 @@ def test_taggers_write_attribute_files_row_for_row(crawl, tmp_path):
     root, _ = crawl
     out = tmp_path / "out"
     config = {"documents": [str(root / "crawl" / "part-2.warc.gz")], "destination": str(out), "processes": 1}
-    run({**config, "post": {"taggers": ["char_length_with_paragraphs_v1"]}, "store_html_in_metadata": True})
+    taggers = {"pre": {"taggers": ["pii_regex"]}, "post": {"taggers": ["char_length_with_paragraphs_v1"]}}
+    run({**config, **taggers, "store_html_in_metadata": True})
     docs = _docs(out)
     rows = [json.loads(x) for x in gzip.open(out / "attributes" / "char_length_with_paragraphs_v1" / "part-2.jsonl.gz")]
     assert [r["id"] for r in rows] == [d["id"] for d in docs]
+    # A pre-tagger sees the record before extraction: Dolma hands it an empty text.
+    pre = [json.loads(x) for x in gzip.open(out / "attributes" / "pii_regex" / "part-2.jsonl.gz")]
+    assert [r["id"] for r in pre] == [d["id"] for d in docs]
+    assert all(r["attributes"]["pii_regex__pii_regex__doc"] == [[0, 0, -1.0]] for r in pre)
     key = "char_length_with_paragraphs_v1__char_length_with_paragraphs_v1__document"
     assert all(r["attributes"][key] == [[0, len(d["text"]), float(len(d["text"]))]] for r, d in zip(rows, docs))
     assert all(d["metadata"]["html"].startswith("<!DOCTYPE html>") for d in docs)
