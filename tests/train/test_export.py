@@ -76,6 +76,7 @@ def _family_model(name):
     return model.eval()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("name", "hf_class"), [("tiny-olmo3", "Olmo3ForCausalLM"), ("tiny-hybrid", "OlmoHybridForCausalLM")])
 def test_families_export_loads_as_is_same_logits_and_greedy_decoding(tmp_path, name, hf_class):
     from transformers import AutoModelForCausalLM

@@ -196,3 +196,31 @@ def test_trainer_trains_each_family_and_resumes_bit_identical(tmp_path, preset):
     assert r.returncode == 0, r.stdout + r.stderr
     assert "resumed from" in r.stdout
     assert train_losses(tmp_path / "B") == {3: full[3], 4: full[4]}
+    # resharded: the 2-rank checkpoint resumes on 1 rank (same math, another reduction order)
+    copy_checkpoint(tmp_path / "A", 2, tmp_path / "C")
+    r = launch(write_config(tmp_path / "c.yaml", tiny_config(tmp_path / "C", data, **sections)), nproc=1)
+    assert r.returncode == 0, r.stdout + r.stderr
+    one = train_losses(tmp_path / "C")
+    assert sorted(one) == [3, 4] and all(one[s] == pytest.approx(full[s], rel=1e-5, abs=1e-6) for s in (3, 4))
+    # souped and exported: the soup of steps 2 and 4 loads in transformers with our logits
+    from train.checkpoint import load_model_weights
+    from train.export_hf import export_checkpoint
+    from train.soup import soup
+
+    soup([str(tmp_path / "A" / "step2"), str(tmp_path / "A" / "step4")], str(tmp_path / "soup"), device="cpu")
+    out = export_checkpoint(tmp_path / "soup", tmp_path / "hf")
+    ours = Transformer(_config_of(tmp_path / "soup")).eval()
+    load_model_weights(tmp_path / "soup", ours)
+    from transformers import AutoModelForCausalLM
+
+    hf = AutoModelForCausalLM.from_pretrained(str(out), dtype=torch.float32).eval()
+    tokens = torch.randint(0, 512, (2, 32), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        assert (hf(tokens).logits - ours(tokens)).abs().max().item() < 1e-5
+
+
+def _config_of(checkpoint):
+    from train.checkpoint import read_state
+    from train.evaluate import model_config_from_state
+
+    return model_config_from_state(read_state(checkpoint))

@@ -89,6 +89,7 @@ def _hf_layer(d, heads, layers=4):
     return OlmoHybridGatedDeltaNet(cfg, 0).eval(), cfg
 
 
+@pytest.mark.slow  # imports transformers
 @pytest.mark.parametrize("seq", [1, 70, 200])
 def test_layer_equals_transformers_olmo_hybrid(seq):
     from train.model import init_weights
