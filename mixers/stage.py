@@ -12,18 +12,25 @@ Every output document has ``metadata.provenance = "<input file name>:<line>"``.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from dolma_pipe import paths, storage
 from dolma_pipe import tokenizer as toks
 from dolma_pipe.config import ConfigError
 from dolma_pipe.manifest import InputFile
 from dolma_pipe.stage import Phase, Resolved, Stage
 from dolma_pipe.workdir import WorkDir
-from mixers import dolmino, quality, tokens
 from mixers.config import MixConfig
 from mixers.layout import Group, MixLayout
 from mixers.olmix import apply_mixture
-from mixers.sources import Sources
 from mixers.streams import Streams, dry_run
+
+if TYPE_CHECKING:
+    from mixers.quality import QualitySpec
+
+# A mix of sources also imports mixers.dolmino, .quality, .tokens and .sources (numpy with them:
+# about 0.1 CPU-second a process); a mix of Dolma's streams needs none of them, so they are
+# imported where a spec with sources first needs them.
 
 
 class MixResolved(Resolved):
@@ -46,6 +53,8 @@ def check_spec(cfg: MixConfig) -> None:
         if names.index(name) != i:
             raise ConfigError(f"config key '{kind}.{i}.name': name {name!r} is used twice")
     if cfg.sources:
+        from mixers import dolmino
+
         for key in ("output", "tokenizer"):
             if getattr(cfg, key) is None:
                 raise ConfigError(f"config key '{key}' is required for a mix of sources")
@@ -70,6 +79,8 @@ class MixStage(Stage[MixConfig]):
         super().__init__(config)
         check_spec(config)
         if config.sources:
+            from mixers import dolmino, tokens
+
             assert config.tokenizer is not None
             # The file the name stands for (workers read it); the spec keeps the name as written.
             self.tokenizer_path = tokens.resolve(config.tokenizer)
@@ -81,7 +92,11 @@ class MixStage(Stage[MixConfig]):
             self.requested = {}
         self.layout = MixLayout(config)
         # Quality attributes resolved against the sources' attribute files, as their rules are.
-        self.scoring = quality.resolve_all(config)
+        self.scoring: dict[int, QualitySpec] = {}
+        if config.sources:
+            from mixers import quality
+
+            self.scoring = quality.resolve_all(config)
         self._attribute_files: list[InputFile] = []
 
     @property
@@ -139,5 +154,7 @@ class MixStage(Stage[MixConfig]):
         if self.config.dryrun:
             return dry_run(self.layout)
         if self.config.sources:
+            from mixers.sources import Sources
+
             return Sources(self.layout, self.tokenizer_path, self.tokenizer_sha, self.requested, self.scoring).phases()
         return Streams(self.layout).phases()

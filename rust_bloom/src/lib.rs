@@ -20,6 +20,11 @@
 //! Everything but `python` is plain Rust with no pyo3 in it, so `cargo test` exercises the
 //! logic directly; `python` holds the thin bindings, one file per component, that maturin
 //! builds into `dolma_pipe._rust`.
+/// Every Rust allocation of the core goes through mimalloc (Python's own objects do not): the
+/// mixer's and the report's JSON trees and jaq values are many small allocations each document.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 pub mod bloom;
 pub mod dedup;
 pub mod document;

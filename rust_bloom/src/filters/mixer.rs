@@ -385,6 +385,12 @@ impl MixRules {
             return out;
         }
         let mut consumed = vec![0usize; attrs.len()];
+        if self.write {
+            // Output lines are about their input lines' size: one allocation, not a doubling Vec.
+            out.out.reserve(docs.iter().map(|d| d.len() + 64).sum());
+        }
+        out.ids.reserve(docs.len());
+        out.matches.reserve(docs.len());
         for (index, line) in docs.iter().enumerate() {
             let checked = parse_value(line).and_then(|doc| check_value(&doc).map(Id::into_string).map(|id| (doc, id)));
             let (mut doc, id) = match checked {
