@@ -7,13 +7,17 @@ from __future__ import annotations
 
 import gzip
 import io
+import os
 import random
+import signal
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
+
+from dolma_pipe.stages.warc.extract import Resiliparse
 
 WORDS = (
     "river stone garden window music paper table light winter summer forest valley letter bridge "
@@ -196,3 +200,16 @@ def write_arc(path: Path, records: list[Rec], compress: bool = True, date: str =
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(b"".join(gzip.compress(p, mtime=0) for p in parts) if compress else b"".join(parts))
     return records
+
+
+class Flaky(Resiliparse):
+    """resiliparse, but its process dies on a page holding ``CRASH-HERE`` (as a segfault in C
+    code would kill it) and never ends on one holding ``HANG-HERE``."""
+
+    def extract(self, html: str, deep: bool = False) -> str:
+        if "CRASH-HERE" in html:
+            os.kill(os.getpid(), signal.SIGSEGV)
+        if "HANG-HERE" in html:
+            while True:
+                pass
+        return super().extract(html, deep)

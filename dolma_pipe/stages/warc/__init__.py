@@ -12,7 +12,22 @@ taggers), :mod:`.provenance` (ids, times, the record's coordinates), :mod:`.file
 :mod:`.config`, :mod:`.run` and :mod:`.stage`.
 """
 
-from .config import WarcConfig, WarcError
-from .stage import WarcStage
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .config import WarcConfig, WarcError
+    from .stage import WarcStage
 
 __all__ = ["WarcConfig", "WarcError", "WarcStage"]
+_WHERE = {"WarcConfig": ".config", "WarcError": ".config", "WarcStage": ".stage"}
+
+
+def __getattr__(name: str) -> Any:
+    # Imported on first use: the extraction child (``-m`` .sandbox) starts without the stage,
+    # its taggers and the runner.
+    if name in _WHERE:
+        return getattr(importlib.import_module(_WHERE[name], __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

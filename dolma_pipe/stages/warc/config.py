@@ -63,6 +63,9 @@ class WarcConfig(RunOptions):
         ge=10,
         description="markup nested deeper than this is extracted without the main-content rules (their time is quadratic in it)",
     )
+    isolate: bool = Field(
+        True, description="extract in a child process per task, so that a crash or hang of the extractor costs one page, not the task"
+    )
     max_seconds: float = Field(5.0, gt=0, description="an extraction running longer than this is skipped as too_slow")
     added: str | None = Field(
         None, description="the documents' added time (ISO 8601); default: when this destination's first run started (kept by reruns)"

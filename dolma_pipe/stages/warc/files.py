@@ -11,7 +11,8 @@ Skip reasons: ``record_type`` (warcinfo, request, metadata...), ``revisit``, ``r
 ``banned_word`` (the URL filter), ``too_large``, ``content_type``, ``too_slow``, ``empty_text``,
 ``pre_taggers`` / ``post_taggers`` (Dolma's ``skip``). Quarantine kinds: ``corrupt_record``
 (bytes no record could be read from: a corrupt gzip member, garbage), ``payload_digest_mismatch``
-(a truncated record, a wrong Content-Length), ``extractor_error``, ``tagger_error``.
+(a truncated record, a wrong Content-Length), ``extractor_error`` (the extractor raised),
+``extractor_crash`` (its process died on the page), ``tagger_error``.
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ from __future__ import annotations
 import os
 import tempfile
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from dolma_pipe import storage
 from dolma_pipe.documents import JsonlWriter
@@ -29,17 +31,25 @@ from dolma_pipe.quarantine import Quarantine
 from dolma_pipe.stage import Phase, RunContext, Task, TaskOutput, file_task
 
 from .arc import is_arc, read_arc
-from .charset import decode
+from .charset import Decoded, decode
 from .extract import EXTRACTORS, Extractor, TooSlow, extract_capped, nested_deeper
 from .payload import open_payload
 from .provenance import build_document, document_id
 from .records import Damage, Record, read_records
 from .run import WarcRun
+from .sandbox import ExtractorCrash, ExtractorFailed, Sandbox, class_path
 from .tagging import TaggerGroup
 from .urls import UrlFilter
 
+T = TypeVar("T")
+R = TypeVar("R")
+
 # Record types with a payload to extract; the others are skipped as record_type.
 CONTENT_RECORDS = frozenset({"response", "resource", "conversion"})
+# Pages sent to the extractor at once (one round trip to its process): a batch ends at BATCH
+# pages or BATCH_CHARS characters of HTML.
+BATCH = 32
+BATCH_CHARS = 4 << 20
 
 
 class Skip(Exception):
@@ -69,8 +79,25 @@ def local_copy(path: str) -> Iterator[str]:
         yield local
 
 
+@dataclass
+class Page:
+    """A record ready for the extractor: what the steps before extraction made of it."""
+
+    record: Record
+    content_type: str
+    decoded: Decoded
+    doc_id: str
+    pre_rows: list[dict[str, Any]]
+    deep: bool
+
+
 class Extraction:
-    """One WARC file's records into documents and attribute rows (one per worker task)."""
+    """One WARC file's records into documents and attribute rows (one per worker task).
+
+    Records are read, checked and decoded one by one; the pages to extract go to the extractor in
+    batches (:data:`BATCH` pages or :data:`BATCH_CHARS` characters: one round trip to the sandbox
+    each), and their documents are written in the file's order.
+    """
 
     def __init__(self, run: WarcRun, task: Task, quarantine: Quarantine):
         self.run = run
@@ -79,51 +106,53 @@ class Extraction:
         self.quarantine = quarantine
         self.counts: Counter[str] = Counter()
         self.extractor: Extractor = EXTRACTORS[self.config.linearizer]()
+        # In a child process of its own (sandbox.py) unless `isolate` is off: a crash or a hang
+        # in the extractor's C code then costs one page, never the task.
+        self.sandbox = Sandbox(class_path(type(self.extractor)), self.config.max_seconds) if self.config.isolate else None
         self.urls = UrlFilter(self.config.urls)
         self.pre = TaggerGroup(self.config.pre.taggers, self.config.pre.skip)
         self.post = TaggerGroup(self.config.post.taggers, self.config.post.skip)
+        self.writers: list[JsonlWriter] = []  # the documents', then each tagger's
 
     def run_file(self) -> TaskOutput:
         rel = self.task.rel
-        docs_path = self.run.documents_path(rel)
         names = self.pre.names + self.post.names
         with local_copy(self.task.path) as local, ExitStack() as stack:
-            docs = stack.enter_context(JsonlWriter(docs_path))
-            attrs = [stack.enter_context(JsonlWriter(self.run.attributes_path(n, rel), level=3)) for n in names]
+            if self.sandbox is not None:
+                stack.enter_context(self.sandbox)
+            paths = [self.run.documents_path(rel), *(self.run.attributes_path(n, rel) for n in names)]
+            self.writers = [stack.enter_context(JsonlWriter(p, level=None if i == 0 else 3)) for i, p in enumerate(paths)]
             reader = read_arc if is_arc(local) else read_records
+            batch: list[Page] = []
+            chars = 0
             for item in reader(local, self.config.max_record_bytes):
                 self.counts["records"] += 1
-                written = self._one(item)
-                if written is None:
+                page = self._counted(item, self._prepare, item)
+                if page is None:
                     continue
-                doc, rows = written
-                docs.write(doc)
-                self.quarantine.saw_document(doc["id"])
-                for writer, row in zip(attrs, rows):
-                    writer.write(row)
+                batch.append(page)
+                chars += len(page.decoded.text)
+                if len(batch) >= BATCH or chars >= BATCH_CHARS:
+                    self._extract_batch(batch)
+                    batch, chars = [], 0
+            self._extract_batch(batch)
         if self.counts["written"] == 0:
             # Nothing kept (every record is counted with its reason): no empty files for later stages.
             for path in self.run.outputs(rel):
                 storage.remove(path)
         return TaskOutput(docs_in=self.counts["records"], counts={"docs_out": self.counts["written"], **self.counts})
 
-    def _one(self, item: Record | Damage) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
-        """The record's document and attribute rows, or None (counted as skipped or quarantined)."""
+    def _counted(self, where: Record | Damage, step: Callable[[T], R], arg: T) -> R | None:
+        """``step(arg)``, or None when it skips or quarantines the record ``where`` (counted either way)."""
         try:
-            if isinstance(item, Damage):
-                end = item.offset + item.length
-                raise Bad("corrupt_record", f"bytes {item.offset}-{end} hold no readable record ({item.problem})")
-            written = self._document(item)
+            return step(arg)
         except Skip as skip:
             self.counts[f"skipped_{skip.reason}"] += 1
-            return None
         except Bad as bad:
             self.counts["quarantined"] += 1
-            offset = item.offset
-            self.quarantine.add(self.task.path, item.index, bad.kind, f"record {item.index} at byte {offset}: {bad.message}", None)
-            return None
-        self.counts["written"] += 1
-        return written
+            message = f"record {where.index} at byte {where.offset}: {bad.message}"
+            self.quarantine.add(self.task.path, where.index, bad.kind, message, None)
+        return None
 
     def _check(self, record: Record) -> None:
         """Skip by what the record's headers say, before its payload is looked at."""
@@ -145,7 +174,12 @@ class Extraction:
         if record.digest_ok is False:
             raise Bad("payload_digest_mismatch", f"payload of {record.payload_size} bytes does not match {record.payload_digest}")
 
-    def _document(self, record: Record) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    def _prepare(self, item: Record | Damage) -> Page:
+        """Everything before extraction: checks, the payload undone and typed, decoding, pre-taggers."""
+        if isinstance(item, Damage):
+            end = item.offset + item.length
+            raise Bad("corrupt_record", f"bytes {item.offset}-{end} hold no readable record ({item.problem})")
+        record = item
         self._check(record)
         assert record.body is not None
         declared = record.http_headers.get("content-type") if record.is_http else record.headers.get("content-type")
@@ -155,27 +189,56 @@ class Extraction:
         if payload.problem is not None:
             self.counts["payload_damaged"] += 1  # broken framing or compression: extracted from what reads
         decoded = decode(payload.body, payload.charset)
-        path, source = self.task.path, self.config.source_name
         doc_id = document_id(record, self.task.rel)
-        meta = {"url": record.target_uri, "html": decoded.text}
-        pre_rows = self._tag(self.pre, doc_id, "", meta, "pre_taggers")
+        pre_rows = self._tag(self.pre, doc_id, "", {"url": record.target_uri, "html": decoded.text}, "pre_taggers")
         deep = nested_deeper(decoded.text, self.config.max_depth)
         if deep:
             self.counts["deep_markup"] += 1  # extracted without the main-content rules (extract.py)
+        return Page(record, payload.content_type, decoded, doc_id, pre_rows, deep)
+
+    def _extract_batch(self, batch: list[Page]) -> None:
+        if not batch:
+            return
+        if self.sandbox is not None:
+            results = self.sandbox.extract_many([(p.decoded.text, p.deep) for p in batch])
+        else:
+            results = [self._in_process(p) for p in batch]
+        for page, result in zip(batch, results):
+            written = self._counted(page.record, self._finish, (page, result))
+            if written is not None:
+                self._write(*written)
+
+    def _in_process(self, page: Page) -> str | Exception:
         try:
-            text = extract_capped(self.extractor, decoded.text, self.config.max_seconds, deep)
-        except TooSlow:
-            raise Skip("too_slow") from None
+            return extract_capped(self.extractor, page.decoded.text, self.config.max_seconds, page.deep)
         except Exception as exc:  # a page the extractor cannot read: counted, never a dead task
-            raise Bad("extractor_error", f"{self.extractor.name}: {type(exc).__name__}: {exc}") from None
+            return exc
+
+    def _finish(self, item: tuple[Page, str | Exception]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """The document and attribute rows of an extracted page."""
+        page, text = item
+        name = self.extractor.name
+        if isinstance(text, TooSlow):
+            raise Skip("too_slow")
+        if isinstance(text, ExtractorCrash):
+            raise Bad("extractor_crash", f"{name}: {text}")
+        if isinstance(text, Exception):
+            raise Bad("extractor_error", f"{name}: {text if isinstance(text, ExtractorFailed) else f'{type(text).__name__}: {text}'}")
         if not text.strip():
             raise Skip("empty_text")
-        html = decoded.text if self.config.store_html_in_metadata else None
-        doc = build_document(
-            record, doc_id, path, source, self.run.resolved.added, payload.content_type, decoded, text, self.extractor.name, html
-        )
-        post_rows = self._tag(self.post, doc_id, text, doc["metadata"], "post_taggers")
-        return doc, pre_rows + post_rows
+        record, cfg = page.record, self.config
+        html = page.decoded.text if cfg.store_html_in_metadata else None
+        path, added = self.task.path, self.run.resolved.added
+        doc = build_document(record, page.doc_id, path, cfg.source_name, added, page.content_type, page.decoded, text, name, html)
+        post_rows = self._tag(self.post, page.doc_id, text, doc["metadata"], "post_taggers")
+        return doc, page.pre_rows + post_rows
+
+    def _write(self, doc: dict[str, Any], rows: list[dict[str, Any]]) -> None:
+        self.counts["written"] += 1
+        self.writers[0].write(doc)
+        self.quarantine.saw_document(doc["id"])
+        for writer, row in zip(self.writers[1:], rows):
+            writer.write(row)
 
     def _tag(self, group: TaggerGroup, doc_id: str, text: str, metadata: dict[str, Any], reason: str) -> list[dict[str, Any]]:
         try:

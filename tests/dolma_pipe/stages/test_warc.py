@@ -353,7 +353,8 @@ def test_deep_markup_and_big_pages_are_extracted(tmp_path):
         response("https://d.example.org/unclosed", "<html><body>" + "<b><i><span>" * 30_000 + "Never closed.", text=["Never closed."]),
     ]
     write_warc(tmp_path / "in" / "hostile.warc.gz", records)
-    summary = run({"documents": [str(tmp_path / "in" / "*")], "destination": str(tmp_path / "out"), "processes": 1})
+    # In process (isolate off): the depth cap alone keeps these pages fast.
+    summary = run({"documents": [str(tmp_path / "in" / "*")], "destination": str(tmp_path / "out"), "processes": 1, "isolate": False})
     counts = summary.manifest.phases[0].tasks["hostile.warc.gz"].counts
     assert counts["written"] == 3 and counts["deep_markup"] == 2
     docs = {d["metadata"]["warc_url"]: d for d in _docs(tmp_path / "out")}
@@ -411,3 +412,27 @@ def test_arc_files(tmp_path):
     again = tmp_path / "again"
     run({"documents": [str(tmp_path / "in" / "*")], "destination": str(again), "processes": 1, "added": ADDED})
     assert read_records(again / "documents" / "old.jsonl.gz") == docs  # ids made from the file and offset, not random
+
+
+def test_a_page_that_crashes_or_hangs_the_extractor_costs_that_page_only(tmp_path, monkeypatch):
+    from dolma_pipe.stages.warc import extract
+    from tests.support.warc import Flaky
+
+    # One process runs the task inline, so the stage's extractor is this one; its sandbox child
+    # imports Flaky by name.
+    monkeypatch.setitem(extract.EXTRACTORS, "resiliparse", Flaky)
+    rng = __import__("random").Random(9)
+    records = [
+        response(f"https://f.example.org/{i}", html_page(f"P{i}", ps), text=ps)
+        for i, ps in enumerate(paragraphs(rng, 2) for _ in range(40))
+    ]
+    records[7] = response("https://f.example.org/crash", html_page("C", ["CRASH-HERE now."]), expect="quarantined")
+    records[23] = response("https://f.example.org/hang", html_page("H", ["HANG-HERE now."]), expect="skipped_too_slow")
+    write_warc(tmp_path / "in" / "flaky.warc.gz", records)
+    out = tmp_path / "out"
+    summary = run({"documents": [str(tmp_path / "in" / "*")], "destination": str(out), "processes": 1, "max_seconds": 2.0})
+    task = summary.manifest.phases[0].tasks["flaky.warc.gz"]
+    assert task.counts["written"] == 38 and task.counts["skipped_too_slow"] == 1 and task.errors == {"extractor_crash": 1}
+    docs = read_records(out / "documents" / "flaky.jsonl.gz")
+    assert [d["metadata"]["warc_url"] for d in docs] == [r.url for r in records if r.expect == "written"]  # in the file's order
+    assert all(all(p in d["text"] for p in r.text) for d, r in zip(docs, [r for r in records if r.expect == "written"]))
