@@ -33,9 +33,9 @@ from dolma_pipe.stage import Phase, RunContext, Task, TaskOutput, file_task
 from .arc import is_arc, read_arc
 from .charset import Decoded, decode
 from .extract import EXTRACTORS, Extractor, TooSlow, extract_capped, nested_deeper
-from .payload import open_payload
+from .payload import dechunk, open_payload
 from .provenance import build_document, document_id
-from .records import Damage, Record, read_records
+from .records import Damage, Record, digest_ok, read_records
 from .run import WarcRun
 from .sandbox import ExtractorCrash, ExtractorFailed, Sandbox, class_path
 from .tagging import TaggerGroup
@@ -171,8 +171,17 @@ class Extraction:
                 raise Skip(blocked)
         if record.too_large:
             raise Skip("too_large")
-        if record.digest_ok is False:
+        if record.digest_ok is False and not self._digest_of_dechunked(record):
             raise Bad("payload_digest_mismatch", f"payload of {record.payload_size} bytes does not match {record.payload_digest}")
+
+    @staticmethod
+    def _digest_of_dechunked(record: Record) -> bool:
+        """Whether a chunked payload's digest is of its body without the framing (as some crawlers
+        compute it; warcio and Common Crawl digest the bytes as stored)."""
+        if record.body is None or "chunked" not in record.http_headers.get("transfer-encoding", "").lower():
+            return False
+        body, broken = dechunk(record.body)
+        return broken is None and digest_ok(record.payload_digest, body) is True
 
     def _prepare(self, item: Record | Damage) -> Page:
         """Everything before extraction: checks, the payload undone and typed, decoding, pre-taggers."""

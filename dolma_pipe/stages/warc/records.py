@@ -71,7 +71,7 @@ def sha1_base32(data: bytes) -> str:
     return base64.b32encode(hashlib.sha1(data).digest()).decode("ascii")
 
 
-def _digest_ok(digest: str | None, body: bytes) -> bool | None:
+def digest_ok(digest: str | None, body: bytes) -> bool | None:
     """Whether ``body`` matches a ``sha1:BASE32`` (or hex) payload digest; None when there is none to check."""
     if not digest or ":" not in digest:
         return None
@@ -115,7 +115,7 @@ def _convert(rec: FastRecord, index: int, base: int, max_bytes: int) -> Record:
         http_headers=http_headers,
         body=body,
         payload_size=size,
-        digest_ok=None if body is None else _digest_ok(digest, body),
+        digest_ok=None if body is None else digest_ok(digest, body),
     )
 
 

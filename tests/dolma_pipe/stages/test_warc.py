@@ -4,7 +4,9 @@ filter, taggers, Dolma's config, and the same bytes for any process count, on re
 
 from __future__ import annotations
 
+import base64
 import gzip
+import hashlib
 import io
 import json
 import shutil
@@ -204,18 +206,30 @@ def _damaged(tmp_path: Path) -> tuple[Path, dict]:
     (src / "length.warc").write_bytes(raw[:at] + str(int(raw[at:end]) - 25).encode() + raw[end:])
     paras = paragraphs(__import__("random").Random(1), 3)
     chunked = html_page("Chunked", paras).encode()
-    good = b"".join(b"%x\r\n%s\r\n" % (len(chunked[i : i + 100]), chunked[i : i + 100]) for i in range(0, len(chunked), 100)) + b"0\r\n\r\n"
-    bad = good[:-40]  # framing cut short: extracted as stored
+
+    def framed(size: int) -> bytes:
+        pieces = [chunked[i : i + size] for i in range(0, len(chunked), size)]
+        return b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in pieces) + b"0\r\n\r\n"
+
+    good = framed(100)
+    bad = good[:-40]  # framing cut short: read as far as it goes
     recs = [
         response("https://c.example.org/good", good, text=paras),
         response("https://c.example.org/bad", bad, text=paras[:1]),
         response(
             "https://c.example.org/huge", html_page("Huge", paragraphs(__import__("random").Random(2), 4000)), expect="skipped_too_large"
         ),
+        # Its digest (below) is of the body without the chunked framing, as some crawlers write it.
+        response("https://c.example.org/digest", framed(70), text=paras),
     ]
-    for r in recs[:2]:
+    for r in (recs[0], recs[1], recs[3]):
         r.headers.append(("Transfer-Encoding", "chunked"))
-    write_warc(src / "chunks.warc.gz", recs)
+    write_warc(src / "chunks.warc", recs, compress=False)
+    as_stored = ("sha1:" + base64.b32encode(hashlib.sha1(framed(70)).digest()).decode()).encode()
+    without_framing = ("sha1:" + base64.b32encode(hashlib.sha1(chunked).digest()).decode()).encode()
+    data = (src / "chunks.warc").read_bytes()
+    assert data.count(as_stored) == 1
+    (src / "chunks.warc").write_bytes(data.replace(as_stored, without_framing))
     return src, {"corrupt": (ok, victim), "length": lengths, "chunks": recs}
 
 
@@ -241,8 +255,9 @@ def test_damaged_files_are_counted_never_a_dead_task(tmp_path):
     assert tasks["length.warc"].errors.get("payload_digest_mismatch", 0) >= 1
     chunks = {d["metadata"]["warc_url"]: d for d in read_records(out / "documents" / "chunks.jsonl.gz")}
     assert all(p in chunks["https://c.example.org/good"]["text"] for p in made["chunks"][0].text)
+    assert chunks["https://c.example.org/digest"]["text"] == chunks["https://c.example.org/good"]["text"]
     assert made["chunks"][1].text[0] in chunks["https://c.example.org/bad"]["text"]
-    assert tasks["chunks.warc.gz"].counts["skipped_too_large"] == 1 and tasks["chunks.warc.gz"].counts["payload_damaged"] == 1
+    assert tasks["chunks.warc"].counts["skipped_too_large"] == 1 and tasks["chunks.warc"].counts["payload_damaged"] == 1
     errors = [json.loads(line) for p in (out / "_errors").rglob("*") if p.is_file() for line in p.read_text().splitlines()]
     assert {e["kind"] for e in errors} >= {"corrupt_record", "payload_digest_mismatch"}
     assert all("at byte" in e["message"] for e in errors)
