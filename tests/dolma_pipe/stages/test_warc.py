@@ -227,9 +227,9 @@ def _damaged(tmp_path: Path) -> tuple[Path, dict]:
     write_warc(src / "chunks.warc", recs, compress=False)
     as_stored = ("sha1:" + base64.b32encode(hashlib.sha1(framed(70)).digest()).decode()).encode()
     without_framing = ("sha1:" + base64.b32encode(hashlib.sha1(chunked).digest()).decode()).encode()
-    data = (src / "chunks.warc").read_bytes()
-    assert data.count(as_stored) == 1
-    (src / "chunks.warc").write_bytes(data.replace(as_stored, without_framing))
+    stored = (src / "chunks.warc").read_bytes()
+    assert stored.count(as_stored) == 1
+    (src / "chunks.warc").write_bytes(stored.replace(as_stored, without_framing))
     return src, {"corrupt": (ok, victim), "length": lengths, "chunks": recs}
 
 
