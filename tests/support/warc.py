@@ -92,10 +92,10 @@ def write_warc(path: Path, records: list[Rec], compress: bool = True, date: str 
                 http = None
             if rec.kind == "revisit":
                 r = writer.create_revisit_record(rec.url, "sha1:AAAA", rec.url, date, http_headers=http, warc_headers_dict=headers)
-            elif rec.kind == "resource":
+            elif rec.kind in ("resource", "conversion"):
                 ctype = dict(rec.headers).get("Content-Type", "text/html")
                 r = writer.create_warc_record(
-                    rec.url, "resource", payload=io.BytesIO(rec.body), warc_content_type=ctype, warc_headers_dict=headers
+                    rec.url, rec.kind, payload=io.BytesIO(rec.body), warc_content_type=ctype, warc_headers_dict=headers
                 )
             else:
                 r = writer.create_warc_record(rec.url, rec.kind, payload=io.BytesIO(rec.body), http_headers=http, warc_headers_dict=headers)
@@ -145,6 +145,17 @@ def crawl_records(seed: int, pages: int, big_paragraphs: int = 0) -> list[Rec]:
                     html_page("Resource", paras3).encode(),
                     headers=[("Content-Type", "text/html")],
                     text=paras3,
+                )
+            )
+            # A conversion record labelled text/plain over HTML bytes: sniffed as HTML.
+            paras4 = paragraphs(rng, 2)
+            out.append(
+                Rec(
+                    "conversion",
+                    url + "/converted",
+                    html_page("Converted", paras4).encode(),
+                    headers=[("Content-Type", "text/plain")],
+                    text=paras4,
                 )
             )
     if big_paragraphs:
