@@ -47,7 +47,9 @@ def line_blocks(path: str, compression: str | None = None, notes: Counter | None
                 first = False
                 if out.startswith(b"\xef\xbb\xbf"):
                     out = out[3:]
-            lines = (pending + out).split(b"\n") if pending else out.split(b"\n")
+            lines = out.split(b"\n")
+            if pending:  # the line the last chunk left open (not the whole chunk copied behind it)
+                lines[0] = pending + lines[0]
             pending = lines.pop()
             if lines:
                 numbers = list(range(lineno + 1, lineno + 1 + len(lines)))
