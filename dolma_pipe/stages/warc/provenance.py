@@ -8,7 +8,8 @@
 - ``metadata``: Dolma's keys (``url`` normalised as Dolma does, ``warc_url``, ``warc_date``,
   ``warc_filename``, ``content_type``, ``html`` when asked) and ours: ``warc_record_id``,
   ``warc_offset`` / ``warc_length`` (the stored bytes of the record alone: read that range and a
-  WARC reader gives the record back), ``payload_digest``, ``http_status``, ``charset`` and
+  WARC reader gives the record back; null in a ``.warc.gz`` compressed as one stream, where no
+  range holds one record), ``payload_digest``, ``http_status``, ``charset`` and
   ``charset_decided_by``, ``extractor``. ``warc_filename`` is the file read (Dolma records the
   warcinfo record's id there).
 """
@@ -68,8 +69,8 @@ def build_document(
         "warc_filename": path,
         "content_type": content_type,
         "warc_record_id": record.record_id,
-        "warc_offset": record.offset,
-        "warc_length": record.length,
+        "warc_offset": record.offset if record.ranged else None,
+        "warc_length": record.length if record.ranged else None,
         "payload_digest": record.payload_digest,
         "http_status": record.http_status,
         "charset": decoded.charset,

@@ -21,6 +21,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -51,6 +52,9 @@ class Record:
     payload_size: int = 0
     digest_ok: bool | None = None
     length: int = 0
+    # False in a .warc.gz that is one gzip stream, not a member per record: no byte range holds
+    # a record alone there (offset and length are where the reader was, not the record's).
+    ranged: bool = True
 
     @property
     def too_large(self) -> bool:
@@ -137,11 +141,42 @@ def _next_start(path: str, after: int, marker: bytes) -> int | None:
             pos += chunk
 
 
+def member_per_record(path: str, probe: int = 1 << 20) -> bool:
+    """Whether a gzip file holds a member per record (the WARC standard's advice, Common Crawl's
+    layout) rather than one stream of several records: its first member (read as far as the first
+    ``probe`` compressed bytes) holds no second record."""
+    inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    tail = b""
+    with open(path, "rb") as fh:
+        read = 0
+        while read < probe and not inflate.eof:
+            chunk = fh.read(64 << 10)
+            if not chunk:
+                break
+            read += len(chunk)
+            try:
+                data = tail + inflate.decompress(chunk)
+            except zlib.error:
+                return True  # damage: the reader's business, not this probe's
+            if b"\r\n\r\n" + WARC_LINE in data:
+                return False
+            tail = data[-16:]
+    return True
+
+
 def read_records(path: str, max_bytes: int) -> Iterator[Record | Damage]:
     """Every record of the local WARC file ``path`` in file order, and the damage between them."""
     size = os.path.getsize(path)
     with open(path, "rb") as fh:
         marker = GZIP_MAGIC if fh.read(3) == GZIP_MAGIC else WARC_LINE
+    ranged = marker == WARC_LINE or member_per_record(path)
+    for item in _read(path, size, marker, max_bytes):
+        if isinstance(item, Record):
+            item.ranged = ranged
+        yield item
+
+
+def _read(path: str, size: int, marker: bytes, max_bytes: int) -> Iterator[Record | Damage]:
     index = 0
     pending: Record | None = None  # the last record read, waiting for the next start (its length)
     pos = 0

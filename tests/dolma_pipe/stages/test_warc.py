@@ -451,3 +451,16 @@ def test_a_page_that_crashes_or_hangs_the_extractor_costs_that_page_only(tmp_pat
     docs = read_records(out / "documents" / "flaky.jsonl.gz")
     assert [d["metadata"]["warc_url"] for d in docs] == [r.url for r in records if r.expect == "written"]  # in the file's order
     assert all(all(p in d["text"] for p in r.text) for d, r in zip(docs, [r for r in records if r.expect == "written"]))
+
+
+def test_a_warc_gz_compressed_as_one_stream_has_no_byte_ranges(crawl, tmp_path):
+    root, written = crawl
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "stream.warc.gz").write_bytes(gzip.compress((root / "crawl" / "plain.warc").read_bytes()))
+    run({"documents": [str(tmp_path / "in" / "*")], "destination": str(tmp_path / "out"), "processes": 1, "added": ADDED})
+    run({"documents": [str(root / "crawl" / "plain.warc")], "destination": str(tmp_path / "ref"), "processes": 1, "added": ADDED})
+    docs, ref = _docs(tmp_path / "out"), _docs(tmp_path / "ref")
+    assert [d["text"] for d in docs] == [d["text"] for d in ref] and docs
+    # No range of a single gzip stream holds one record: none is claimed.
+    assert all(d["metadata"]["warc_offset"] is None and d["metadata"]["warc_length"] is None for d in docs)
+    assert all(isinstance(d["metadata"]["warc_offset"], int) for d in ref)
