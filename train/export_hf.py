@@ -120,8 +120,9 @@ def hf_config(cfg: ModelConfig, eos_id: int | None = None, pad_id: int | None = 
         rope = {"rope_theta": cfg.rope_theta}
     if family == "olmo_hybrid":
         rope["layer_types"] = [_HF_KINDS[k] for k in block_kinds(cfg)]
-    config_cls = {"olmo2": "Olmo2Config", "olmo3": "Olmo3Config", "olmo_hybrid": "OlmoHybridConfig"}[family]
-    return getattr(transformers, config_cls)(
+    name = {"olmo2": "Olmo2", "olmo3": "Olmo3", "olmo_hybrid": "OlmoHybrid"}[family]
+    return getattr(transformers, f"{name}Config")(
+        architectures=[f"{name}ForCausalLM"],
         vocab_size=padded_vocab(cfg),
         hidden_size=cfg.d_model,
         intermediate_size=mlp_hidden(cfg),

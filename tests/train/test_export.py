@@ -87,7 +87,7 @@ def test_families_export_loads_as_is_same_logits_and_greedy_decoding(tmp_path, n
     out = export(model, tmp_path / "hf")
     config = json.loads((out / "config.json").read_text())
     hf = AutoModelForCausalLM.from_pretrained(str(out), dtype=torch.float32).eval()
-    assert type(hf).__name__ == hf_class
+    assert type(hf).__name__ == hf_class and config["architectures"] == [hf_class]
     # every tensor of ours is in the checkpoint and loaded: same parameter count, no new init
     assert sum(p.numel() for p in hf.parameters()) == sum(p.numel() for p in model.parameters())
     if name == "tiny-olmo3":
