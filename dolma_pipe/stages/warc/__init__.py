@@ -1,4 +1,4 @@
-"""``warc``: web crawls (WARC / WARC.gz files) into Dolma documents, every record accounted for.
+"""``warc``: web crawls (WARC, WARC.gz, ARC files) into Dolma documents, every record accounted for.
 
 Dolma's ``dolma warc`` config runs unchanged (``documents``, ``destination``, ``source_name``,
 ``linearizer``, ``pre.taggers``, ``post.taggers``, ``store_html_in_metadata``, ``processes``);
@@ -6,8 +6,9 @@ one task per WARC file on the runner (resume, manifest, quarantine, Ray, S3).
 
 Modules, in the order a record meets them: :mod:`.records` (fastwarc; byte ranges, damage,
 payload digests), :mod:`.payload` (transfer/content encodings, Content-Type sniffing),
-:mod:`.urls` (Dolma's URL normal form, the offline URL filter), :mod:`.charset` (the fixed
-decoding order), :mod:`.extract` (the linearizers, the time cap), :mod:`.tagging` (pre/post
+:mod:`.arc` (ARC files, through warcio), :mod:`.urls` (Dolma's URL normal form, the offline
+URL filter), :mod:`.charset` (the fixed decoding order), :mod:`.extract` (the linearizers, the
+depth and time caps), :mod:`.sandbox` (extraction in a child process), :mod:`.tagging` (pre/post
 taggers), :mod:`.provenance` (ids, times, the record's coordinates), :mod:`.files` (the phase),
 :mod:`.config`, :mod:`.run` and :mod:`.stage`.
 """

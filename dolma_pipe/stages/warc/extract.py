@@ -11,7 +11,8 @@ only for pages with more tags than that; elements HTML closes by itself and void
 out) is extracted without the main-content rules, which are linear: its text is kept, and the
 stage counts it as ``deep_markup``.
 
-The time cap is enforced in the process: an interval timer interrupts an extraction that runs past
+With ``isolate`` (the default) extraction runs in a child process and the time cap is the
+sandbox's (:mod:`.sandbox`: the child is killed). Without it, the cap is enforced in the process: an interval timer interrupts an extraction that runs past
 ``max_seconds`` where the interpreter can be interrupted (the worker's main thread, between
 bytecodes), and an extraction that returns past the cap (a C call cannot be interrupted) is
 dropped all the same. Either way the page is counted as ``too_slow``, never a dead task. A page
