@@ -2,7 +2,7 @@
 
 ``resiliparse`` is Dolma's linearizer with Dolma's settings (main content, formatting kept, list
 bullets, comments kept; no alt texts, links, form fields or noscript), so its text is Dolma's text
-for the same HTML string.
+for the same HTML string; ``trafilatura`` is Dolma's other linearizer, with its settings too.
 
 Deep markup: resiliparse's main-content rules take time quadratic in the nesting depth (measured:
 5,000 nested elements 1.5 s, 10,000 7.5 s, 100,000 never ends), in C where no timer can stop
@@ -68,7 +68,44 @@ class Resiliparse(Extractor):
         )
 
 
-EXTRACTORS: dict[str, type[Extractor]] = {"resiliparse": Resiliparse}
+class Trafilatura(Extractor):
+    """Dolma's ``trafilatura`` linearizer, its defaults unchanged (plain text; no comments, links,
+    tables or formatting; the fallback extractors on). Slower than resiliparse (10-20x), better
+    on articles; trafilatura's caches are reset every 10,000 pages, as Dolma does, so memory stays
+    flat. Deep markup changes nothing here (lxml's parser has no quadratic rule)."""
+
+    name = "trafilatura"
+    FLUSH_AFTER = 10_000
+
+    def __init__(self) -> None:
+        import logging
+
+        logging.getLogger("trafilatura").setLevel(logging.CRITICAL)
+        self.pages = 0
+
+    def extract(self, html: str, deep: bool = False) -> str:
+        import trafilatura
+        import trafilatura.meta
+
+        text = trafilatura.extract(
+            html,
+            output_format="txt",
+            include_comments=False,
+            include_links=False,
+            include_tables=False,
+            no_fallback=False,
+            favor_precision=False,
+            favor_recall=False,
+            include_formatting=False,
+        )
+        self.pages += 1
+        if self.pages >= self.FLUSH_AFTER:
+            trafilatura.meta.reset_caches()
+            self.pages = 0
+        return text or ""
+
+
+EXTRACTORS: dict[str, type[Extractor]] = {"resiliparse": Resiliparse, "trafilatura": Trafilatura}
 
 _TAG = re.compile(r"<(/?)([A-Za-z][A-Za-z0-9]*)[^>]*>")
 # Elements that never nest (void) or that HTML closes by itself when a sibling starts.

@@ -464,3 +464,13 @@ def test_a_warc_gz_compressed_as_one_stream_has_no_byte_ranges(crawl, tmp_path):
     # No range of a single gzip stream holds one record: none is claimed.
     assert all(d["metadata"]["warc_offset"] is None and d["metadata"]["warc_length"] is None for d in docs)
     assert all(isinstance(d["metadata"]["warc_offset"], int) for d in ref)
+
+
+def test_dolmas_trafilatura_linearizer(crawl, tmp_path):
+    root, written = crawl
+    out = tmp_path / "out"
+    run({"documents": [str(root / "crawl" / "plain.warc")], "destination": str(out), "processes": 1, "linearizer": "trafilatura"})
+    docs = {d["metadata"]["warc_url"]: d for d in _docs(out)}
+    pages = [r for r in written["plain.warc"] if r.expect == "written" and len(r.text) >= 2]
+    assert pages and all(all(p in docs[r.url]["text"] for p in r.text) for r in pages)
+    assert all(d["metadata"]["extractor"] == "trafilatura" and "Copyright footer" not in d["text"] for d in docs.values())
