@@ -41,6 +41,8 @@ class TooSlow(Exception):
 
 class Extractor(ABC):
     name: str
+    # Whether its time grows with the square of the markup's depth (then deep pages get `deep`).
+    depth_quadratic: bool = False
 
     @abstractmethod
     def extract(self, html: str, deep: bool = False) -> str:
@@ -51,6 +53,7 @@ class Resiliparse(Extractor):
     """Dolma's ``resiliparse`` linearizer, its defaults unchanged."""
 
     name = "resiliparse"
+    depth_quadratic = True
 
     def extract(self, html: str, deep: bool = False) -> str:
         tree = HTMLTree.parse(html)

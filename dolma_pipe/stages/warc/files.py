@@ -200,7 +200,7 @@ class Extraction:
         decoded = decode(payload.body, payload.charset)
         doc_id = document_id(record, self.task.rel)
         pre_rows = self._tag(self.pre, doc_id, "", {"url": record.target_uri, "html": decoded.text}, "pre_taggers")
-        deep = nested_deeper(decoded.text, self.config.max_depth)
+        deep = self.extractor.depth_quadratic and nested_deeper(decoded.text, self.config.max_depth)
         if deep:
             self.counts["deep_markup"] += 1  # extracted without the main-content rules (extract.py)
         return Page(record, payload.content_type, decoded, doc_id, pre_rows, deep)
