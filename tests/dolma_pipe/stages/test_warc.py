@@ -474,3 +474,18 @@ def test_dolmas_trafilatura_linearizer(crawl, tmp_path):
     pages = [r for r in written["plain.warc"] if r.expect == "written" and len(r.text) >= 2]
     assert pages and all(all(p in docs[r.url]["text"] for p in r.text) for r in pages)
     assert all(d["metadata"]["extractor"] == "trafilatura" and "Copyright footer" not in d["text"] for d in docs.values())
+
+
+def test_killed_mid_run_then_rerun_writes_the_same_bytes(crawl, tmp_path):
+    from tests.support.processes import kill_when
+
+    root, _ = crawl
+    pattern = str(root / "crawl" / "*")
+    run({"documents": [pattern], "destination": str(tmp_path / "ref"), "processes": 1, "added": ADDED})
+    out = tmp_path / "killed"
+    args = ["warc", "--documents", pattern, "--destination", str(out), "--source_name", "cc", "--processes", "1", "--added", ADDED]
+    kill_when("dolma_pipe", [*args, "--no-progress"], ready=lambda: any(out.rglob("*.done")))
+    assert len(list(out.rglob("*.done"))) < 4  # killed with files left to do
+    summary = run({"documents": [pattern], "destination": str(out), "processes": 2, "added": ADDED})
+    assert any(t.skipped for t in summary.manifest.phases[0].tasks.values())  # finished files kept
+    assert stage_outputs(out) == stage_outputs(tmp_path / "ref")
