@@ -12,11 +12,13 @@ none in its first rows) holds none: the names its finished run's manifest declar
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import IO
 
 import orjson
 
-from dolma_pipe import paths
-from dolma_pipe.documents import DocumentError, iter_lines
+from dolma_pipe import paths, storage
+from dolma_pipe.compression import decompressed
+from dolma_pipe.documents import DocumentError, lines_codec
 from dolma_pipe.manifest import ManifestError, read_manifest
 
 FIRST_ROWS = 500
@@ -44,6 +46,41 @@ def _kind(value: object) -> str:
 
 
 _RANK = {"spans": 3, "empty": 2}
+
+
+class _SmallReads:
+    """A raw stream read 64 KB at a time: the first rows of a file are found without inflating a
+    whole 1 MB chunk (4-5 MB of JSON lines) of each file first."""
+
+    def __init__(self, raw: IO[bytes]):
+        self.raw = raw
+
+    def read(self, n: int = -1) -> bytes:
+        return self.raw.read(1 << 16 if n < 0 else min(n, 1 << 16))
+
+
+def _lines(path: str) -> Iterator[bytes]:
+    """The lines of a JSON-lines file, decompressed as they are asked for (a byte-order mark dropped)."""
+    with storage.open_read(path) as raw:
+        pending = b""
+        for chunk in decompressed(_SmallReads(raw), path, lines_codec(path)):  # type: ignore[arg-type]
+            lines = chunk.split(b"\n")
+            lines[0] = pending + lines[0]
+            pending = lines.pop()
+            yield from lines
+        if pending:
+            yield pending
+
+
+def _attribute_dicts(path: str) -> Iterator[dict]:
+    """The ``attributes`` objects of a file's rows, in order."""
+    for n, line in enumerate(_lines(path)):
+        if n == 0 and line.startswith(b"\xef\xbb\xbf"):
+            line = line[3:]
+        if line.strip():
+            row = orjson.loads(line)
+            if isinstance(row, dict) and isinstance(row.get("attributes"), dict):
+                yield row["attributes"]
 
 
 class AttributeKeys:
@@ -86,24 +123,16 @@ class AttributeKeys:
     def _rows(document_files: list[str], name: str) -> Iterator[dict]:
         for doc in document_files:
             try:
-                for _, line in iter_lines(paths.attribute_path(doc, name)):
-                    if line.strip():
-                        row = orjson.loads(line)
-                        if isinstance(row, dict) and isinstance(row.get("attributes"), dict):
-                            yield row["attributes"]
-            except (DocumentError, OSError, orjson.JSONDecodeError, paths.PathError):
+                yield from _attribute_dicts(paths.attribute_path(doc, name))
+            except (DocumentError, OSError, orjson.JSONDecodeError, paths.PathError, storage.StorageError):
                 continue  # the stage reports unreadable files with their names when it runs
 
     @staticmethod
     def _inline(document_files: list[str]) -> Iterator[dict]:
         for doc in document_files[:1]:
             try:
-                for _, line in iter_lines(doc):
-                    if line.strip():
-                        row = orjson.loads(line)
-                        if isinstance(row, dict) and isinstance(row.get("attributes"), dict):
-                            yield row["attributes"]
-            except (DocumentError, OSError, orjson.JSONDecodeError):
+                yield from _attribute_dicts(doc)
+            except (DocumentError, OSError, orjson.JSONDecodeError, storage.StorageError):
                 return
 
     def _read(self, rows_per_source: int) -> None:
@@ -114,8 +143,10 @@ class AttributeKeys:
                     break
                 self.rows += 1
                 for key, value in attrs.items():
-                    kind = _kind(value)
                     old = self.found.get(key)
+                    if old == "spans":  # the highest rank: nothing to learn from this value
+                        continue
+                    kind = _kind(value)
                     if old is None or _RANK.get(kind, 0) > _RANK.get(old, 0):
                         self.found[key] = kind
 
