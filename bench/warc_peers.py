@@ -13,7 +13,7 @@ extraction alone, what bench/warc.py compares with dolma-pipe's extractors calle
   settings (``favour_precision=True``, ``deduplicate=True``, no comments); datatrove drops a page
   whose extraction passes its 1 s ``timeout``, and so does this (the page scores as empty).
 - ``trafilatura-default``: ``trafilatura.extract(html)`` with its defaults, as the benchmarks'
-  READMEs ran it (the metrics' cross-check).
+  READMEs ran it; ``trafilatura-recall``: with ``favor_recall=True`` (the metrics' cross-check).
 - ``dolma-resiliparse``: Dolma 1.2.1's ``resiliparse`` linearizer (``LinearizerRegistry``).
 
 It writes ``{"texts": {record id: text}, "cpu": seconds, "pages": n, "dropped": n, "failed": n}``
@@ -78,6 +78,10 @@ def extractor(tool: str):
         import trafilatura
 
         return trafilatura.extract, None
+    if tool == "trafilatura-recall":
+        import trafilatura
+
+        return (lambda html: trafilatura.extract(html, favor_recall=True)), None
     if tool == "dolma-resiliparse":
         from dolma.warc.linearizers import LinearizerRegistry
 
@@ -116,10 +120,11 @@ def seed_lid_model(model: str) -> None:
     from datatrove.io import cached_assets_path, strip_protocol
     from datatrove.utils.lid import FT176LID
 
-    folder = cached_assets_path(library_name="datatrove", namespace="filters", subfolder="language_filter")
+    folder = cached_assets_path(library_name="datatrove", namespace="lid", subfolder=FT176LID.MODEL_SUBFOLDER)
     target = os.path.join(folder, strip_protocol(FT176LID.MODEL_URL).replace("/", "_"))
-    if not os.path.exists(target):
+    if not os.path.exists(target + ".completed"):  # what datatrove's safely_create_file looks for
         shutil.copyfile(model, target)
+        open(target + ".completed", "w").close()
 
 
 def run_datatrove(args: argparse.Namespace) -> None:
@@ -147,7 +152,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     ex = sub.add_parser("extract", help="one extractor over every response record, timed per page")
-    ex.add_argument("--tool", required=True, choices=["trafilatura-fineweb", "trafilatura-default", "dolma-resiliparse"])
+    ex.add_argument(
+        "--tool", required=True, choices=["trafilatura-fineweb", "trafilatura-default", "trafilatura-recall", "dolma-resiliparse"]
+    )
     ex.add_argument("--out", required=True, help="JSON file written")
     ex.add_argument("warcs", nargs="+")
     dt = sub.add_parser("datatrove", help="datatrove's WARC pipeline (FineWeb's extraction) with its local executor")
