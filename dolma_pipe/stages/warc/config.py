@@ -97,9 +97,7 @@ class WarcConfig(RunOptions):
                 raise ValueError(f"not an ISO 8601 time: {v!r}") from None
         return v
 
-    @field_validator("content_types", "urls")
+    @field_validator("content_types")
     @classmethod
-    def _lower(cls, v: Any) -> Any:
-        if isinstance(v, list):
-            return [t.strip().lower() for t in v]
-        return v
+    def _lower(cls, v: list[str]) -> list[str]:
+        return [t.strip().lower() for t in v]
