@@ -227,3 +227,28 @@ class Flaky(Resiliparse):
             while True:
                 pass
         return super().extract(html, deep)
+
+
+def make_pdf(pages: list[list[str]]) -> bytes:
+    """A PDF of ``pages``, each lines of ASCII text in Helvetica (written by hand: PDF's own syntax)."""
+    objs = ["<< /Type /Catalog /Pages 2 0 R >>", ""]
+    kids = []
+    for lines in pages:
+        body = "BT /F1 12 Tf 72 720 Td 14 TL " + " ".join(f"({line}) Tj T*" for line in lines) + " ET"
+        page_no, content_no = len(objs) + 1, len(objs) + 2
+        kids.append(f"{page_no} 0 R")
+        objs.append(
+            f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents {content_no} 0 R /Resources << /Font << /F1 {{font}} 0 R >> >> >>"
+        )
+        objs.append(f"<< /Length {len(body)} >>\nstream\n{body}\nendstream")
+    objs.append("<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
+    font = len(objs)
+    objs[1] = f"<< /Type /Pages /Kids [{' '.join(kids)}] /Count {len(kids)} >>"
+    out = b"%PDF-1.4\n"
+    offsets = []
+    for i, obj in enumerate(objs, 1):
+        offsets.append(len(out))
+        out += f"{i} 0 obj\n{obj.replace('{font}', str(font))}\nendobj\n".encode("latin-1")
+    xref = len(out)
+    out += f"xref\n0 {len(objs) + 1}\n0000000000 65535 f \n".encode() + b"".join(f"{o:010d} 00000 n \n".encode() for o in offsets)
+    return out + f"trailer\n<< /Size {len(objs) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode()

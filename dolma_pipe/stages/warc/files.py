@@ -34,6 +34,7 @@ from .arc import is_arc, read_arc
 from .charset import Decoded, decode
 from .extract import EXTRACTORS, Extractor, TooSlow, extract_capped, nested_deeper
 from .payload import dechunk, open_payload
+from .pdf import PDF_TYPE, PdfText
 from .provenance import build_document, document_id
 from .records import Damage, Record, digest_ok, read_records
 from .run import WarcRun
@@ -85,10 +86,18 @@ class Page:
 
     record: Record
     content_type: str
-    decoded: Decoded
+    decoded: Decoded | None  # None for a PDF (``pdf`` holds it)
     doc_id: str
     pre_rows: list[dict[str, Any]]
     deep: bool
+    pdf: bytes | None = None
+
+    @property
+    def html(self) -> str:
+        return "" if self.decoded is None else self.decoded.text
+
+    def to_extract(self) -> tuple[str | bytes, bool]:
+        return (self.pdf, False) if self.pdf is not None else (self.html, self.deep)
 
 
 class Extraction:
@@ -110,6 +119,7 @@ class Extraction:
         # in the extractor's C code then costs one page, never the task.
         self.sandbox = Sandbox(class_path(type(self.extractor)), self.config.max_seconds) if self.config.isolate else None
         self.urls = UrlFilter(self.config.urls)
+        self.pdf = PdfText()
         self.pre = TaggerGroup(self.config.pre.taggers, self.config.pre.skip)
         self.post = TaggerGroup(self.config.post.taggers, self.config.post.skip)
         self.writers: list[JsonlWriter] = []  # the documents', then each tagger's
@@ -131,7 +141,7 @@ class Extraction:
                 if page is None:
                     continue
                 batch.append(page)
-                chars += len(page.decoded.text)
+                chars += len(page.pdf) if page.pdf is not None else len(page.html)
                 if len(batch) >= BATCH or chars >= BATCH_CHARS:
                     self._extract_batch(batch)
                     batch, chars = [], 0
@@ -197,6 +207,10 @@ class Extraction:
             raise Skip("content_type")
         if payload.problem is not None:
             self.counts["payload_damaged"] += 1  # broken framing or compression: extracted from what reads
+        if payload.content_type == PDF_TYPE:
+            doc_id = document_id(record, self.task.rel)
+            pre_rows = self._tag(self.pre, doc_id, "", {"url": record.target_uri, "html": ""}, "pre_taggers")
+            return Page(record, PDF_TYPE, None, doc_id, pre_rows, False, pdf=payload.body)
         decoded = decode(payload.body, payload.charset)
         doc_id = document_id(record, self.task.rel)
         pre_rows = self._tag(self.pre, doc_id, "", {"url": record.target_uri, "html": decoded.text}, "pre_taggers")
@@ -209,7 +223,7 @@ class Extraction:
         if not batch:
             return
         if self.sandbox is not None:
-            results = self.sandbox.extract_many([(p.decoded.text, p.deep) for p in batch])
+            results = self.sandbox.extract_many([p.to_extract() for p in batch])
         else:
             results = [self._in_process(p) for p in batch]
         for page, result in zip(batch, results):
@@ -219,14 +233,16 @@ class Extraction:
 
     def _in_process(self, page: Page) -> str | Exception:
         try:
-            return extract_capped(self.extractor, page.decoded.text, self.config.max_seconds, page.deep)
+            if page.pdf is not None:
+                return self.pdf.extract(page.pdf)
+            return extract_capped(self.extractor, page.html, self.config.max_seconds, page.deep)
         except Exception as exc:  # a page the extractor cannot read: counted, never a dead task
             return exc
 
     def _finish(self, item: tuple[Page, str | Exception]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         """The document and attribute rows of an extracted page."""
         page, text = item
-        name = self.extractor.name
+        name = self.pdf.name if page.pdf is not None else self.extractor.name
         if isinstance(text, TooSlow):
             raise Skip("too_slow")
         if isinstance(text, ExtractorCrash):
@@ -236,7 +252,7 @@ class Extraction:
         if not text.strip():
             raise Skip("empty_text")
         record, cfg = page.record, self.config
-        html = page.decoded.text if cfg.store_html_in_metadata else None
+        html = page.decoded.text if cfg.store_html_in_metadata and page.decoded is not None else None
         path, added = self.task.path, self.run.resolved.added
         doc = build_document(record, page.doc_id, path, cfg.source_name, added, page.content_type, page.decoded, text, name, html)
         post_rows = self._tag(self.post, page.doc_id, text, doc["metadata"], "post_taggers")

@@ -10,7 +10,7 @@
   ``warc_offset`` / ``warc_length`` (the stored bytes of the record alone: read that range and a
   WARC reader gives the record back; null in a ``.warc.gz`` compressed as one stream, where no
   range holds one record), ``payload_digest``, ``http_status``, ``charset`` and
-  ``charset_decided_by``, ``extractor``. ``warc_filename`` is the file read (Dolma records the
+  ``charset_decided_by`` (null for a PDF), ``extractor``. ``warc_filename`` is the file read (Dolma records the
   warcinfo record's id there).
 """
 
@@ -54,7 +54,7 @@ def build_document(
     source: str,
     added: str,
     content_type: str,
-    decoded: Decoded,
+    decoded: Decoded | None,
     text: str,
     extractor: str,
     html: str | None,
@@ -73,8 +73,8 @@ def build_document(
         "warc_length": record.length if record.ranged else None,
         "payload_digest": record.payload_digest,
         "http_status": record.http_status,
-        "charset": decoded.charset,
-        "charset_decided_by": decoded.decided_by,
+        "charset": None if decoded is None else decoded.charset,  # None: a PDF, no charset to decide
+        "charset_decided_by": None if decoded is None else decoded.decided_by,
         "extractor": extractor,
     }
     if html is not None:

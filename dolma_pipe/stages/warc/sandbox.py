@@ -12,8 +12,8 @@ round trip per page cost ~0.3 ms of CPU here, as much as extracting a small page
 crashes the child or runs past ``max_seconds`` is sent again one page at a time, so that only the
 page at fault is lost.
 
-Messages: to the child ``>I`` (pages), then per page ``>IB`` (length, 1 when the markup is deep)
-and the page in UTF-8; back ``>I`` and per page ``>BI`` (0 text, 1 an error message) and the
+Messages: to the child ``>I`` (pages), then per page ``>IB`` (length, kind: 0 HTML, 1 HTML whose
+markup is deep, 2 a PDF) and the page (HTML in UTF-8, a PDF's bytes); back ``>I`` and per page ``>BI`` (0 text, 1 an error message) and the
 UTF-8 bytes. The child reads a whole batch before it answers (no pipe fills up both ways).
 """
 
@@ -28,8 +28,10 @@ import sys
 import time
 
 from .extract import Extractor, TooSlow
+from .pdf import PdfText
 
 _COUNT = struct.Struct(">I")
+PDF = 2  # a page's kind byte: 0 HTML, 1 HTML with deep markup, 2 a PDF
 _TO_CHILD = struct.Struct(">IB")
 _FROM_CHILD = struct.Struct(">BI")
 
@@ -86,8 +88,9 @@ class Sandbox:
             raise result
         return result
 
-    def extract_many(self, pages: list[tuple[str, bool]]) -> list[str | Exception]:
-        """Each page's text, or the exception that says why there is none."""
+    def extract_many(self, pages: list[tuple[str | bytes, bool]]) -> list[str | Exception]:
+        """Each page's text, or the exception that says why there is none. A page is HTML (a
+        string, and whether its markup is deep) or a PDF (its bytes)."""
         try:
             return self._round_trip(pages)
         except (TooSlow, ExtractorCrash) as exc:
@@ -98,15 +101,18 @@ class Sandbox:
             out.extend(self.extract_many([page]))
         return out
 
-    def _round_trip(self, pages: list[tuple[str, bool]]) -> list[str | Exception]:
+    def _round_trip(self, pages: list[tuple[str | bytes, bool]]) -> list[str | Exception]:
         if self.proc is None or self.proc.poll() is not None:
             self._stop()
             self.proc = self._start()
         assert self.proc.stdin is not None and self.proc.stdout is not None
         parts = [_COUNT.pack(len(pages))]
-        for html, deep in pages:
-            data = html.encode("utf-8", "surrogatepass")
-            parts += [_TO_CHILD.pack(len(data), int(deep)), data]
+        for page, deep in pages:
+            if isinstance(page, bytes):
+                parts += [_TO_CHILD.pack(len(page), PDF), page]
+            else:
+                data = page.encode("utf-8", "surrogatepass")
+                parts += [_TO_CHILD.pack(len(data), int(deep)), data]
         try:
             self.proc.stdin.write(b"".join(parts))
             self.proc.stdin.flush()
@@ -147,10 +153,23 @@ def _read_exactly(stream, size: int) -> bytes | None:
     return data if len(data) == size else None
 
 
+def _answer(extractor: Extractor, pdf: PdfText | None, data: bytes, kind: int) -> tuple[bytes, int]:
+    try:
+        if kind == PDF:
+            assert pdf is not None
+            text = pdf.extract(data)
+        else:
+            text = extractor.extract(data.decode("utf-8", "surrogatepass"), bool(kind))
+        return text.encode("utf-8", "surrogatepass"), 0
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}".encode("utf-8", "replace"), 1
+
+
 def serve(spec: str) -> None:
     """The child's loop: batches of pages in on stdin, their texts out on stdout, until stdin closes."""
     module, _, name = spec.partition(":")
     extractor: Extractor = getattr(importlib.import_module(module), name)()
+    pdf: PdfText | None = None
     inp, out = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr  # whatever an extractor prints must not mix with the answers
     while True:
@@ -159,14 +178,13 @@ def serve(spec: str) -> None:
             return
         pages = []
         for _ in range(_COUNT.unpack(head)[0]):
-            size, deep = _TO_CHILD.unpack(_read_exactly(inp, _TO_CHILD.size) or b"\0" * _TO_CHILD.size)
-            pages.append(((_read_exactly(inp, size) or b"").decode("utf-8", "surrogatepass"), bool(deep)))
+            size, kind = _TO_CHILD.unpack(_read_exactly(inp, _TO_CHILD.size) or b"\0" * _TO_CHILD.size)
+            pages.append((_read_exactly(inp, size) or b"", kind))
         answers = [_COUNT.pack(len(pages))]
-        for html, deep in pages:
-            try:
-                answer, status = extractor.extract(html, deep).encode("utf-8", "surrogatepass"), 0
-            except Exception as exc:
-                answer, status = f"{type(exc).__name__}: {exc}".encode("utf-8", "replace"), 1
+        for data, kind in pages:
+            if kind == PDF and pdf is None:
+                pdf = PdfText()
+            answer, status = _answer(extractor, pdf, data, kind)
             answers += [_FROM_CHILD.pack(status, len(answer)), answer]
         out.write(b"".join(answers))
         out.flush()

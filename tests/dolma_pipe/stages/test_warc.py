@@ -26,6 +26,7 @@ from tests.support.warc import (
     gzip_member_offsets,
     html_page,
     legacy_records,
+    make_pdf,
     paragraphs,
     read_records,
     response,
@@ -489,3 +490,39 @@ def test_killed_mid_run_then_rerun_writes_the_same_bytes(crawl, tmp_path):
     summary = run({"documents": [pattern], "destination": str(out), "processes": 2, "added": ADDED})
     assert any(t.skipped for t in summary.manifest.phases[0].tasks.values())  # finished files kept
     assert stage_outputs(out) == stage_outputs(tmp_path / "ref")
+
+
+@pytest.mark.parametrize("isolate", [True, False])
+def test_pdf_records_give_their_text_layer(tmp_path, isolate):
+    pages = [["Report on rivers and bridges.", "First page, second line."], ["The second page of the report."]]
+    records = [
+        response("https://p.example.org/report.pdf", make_pdf(pages), "application/pdf", text=[line for page in pages for line in page]),
+        # A PDF sent as HTML: sniffed, and extracted as the PDF it is.
+        response("https://p.example.org/mislabelled", make_pdf([["Sent as text/html."]]), "text/html", text=["Sent as text/html."]),
+        response("https://p.example.org/broken.pdf", b"%PDF-1.4\n" + b"\x00garbage" * 50, "application/pdf", expect="quarantined"),
+        response("https://p.example.org/page", html_page("Html", ["An HTML page beside them."]), text=["An HTML page beside them."]),
+    ]
+    write_warc(tmp_path / "in" / "pdfs.warc.gz", records)
+    out = tmp_path / "out"
+    summary = run(
+        {
+            "documents": [str(tmp_path / "in" / "*")],
+            "destination": str(out),
+            "processes": 1,
+            "content_types": ["text/html", "application/pdf"],
+        }
+    )
+    task = summary.manifest.phases[0].tasks["pdfs.warc.gz"]
+    assert task.counts["written"] == 3 and task.errors == {"extractor_error": 1}
+    docs = {d["metadata"]["warc_url"]: d for d in read_records(out / "documents" / "pdfs.jsonl.gz")}
+    for rec in records:
+        if rec.expect == "written":
+            assert all(line in docs[rec.url]["text"] for line in rec.text), rec.url
+    report = docs["https://p.example.org/report.pdf"]
+    assert report["text"].index("First page") < report["text"].index("The second page") and "\n\n" in report["text"]
+    meta = report["metadata"]
+    assert meta["extractor"] == "pypdfium2" and meta["content_type"] == "application/pdf" and meta["charset"] is None
+    assert docs["https://p.example.org/page"]["metadata"]["extractor"] == "resiliparse"
+    # Without application/pdf in content_types, PDFs are skipped.
+    again = run({"documents": [str(tmp_path / "in" / "*")], "destination": str(tmp_path / "html"), "processes": 1})
+    assert again.manifest.phases[0].tasks["pdfs.warc.gz"].counts["skipped_content_type"] == 3
