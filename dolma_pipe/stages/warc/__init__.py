@@ -8,8 +8,9 @@ Modules, in the order a record meets them: :mod:`.records` (fastwarc; byte range
 payload digests), :mod:`.payload` (transfer/content encodings, Content-Type sniffing),
 :mod:`.arc` (ARC files, through warcio), :mod:`.urls` (Dolma's URL normal form, the offline
 URL filter), :mod:`.charset` (the fixed decoding order), :mod:`.extract` (the linearizers, the
-depth and time caps), :mod:`.pdf` (PDF records' text layer), :mod:`.sandbox` (extraction in a child process), :mod:`.tagging` (pre/post
-taggers), :mod:`.provenance` (ids, times, the record's coordinates), :mod:`.files` (the phase),
+depth and time caps), :mod:`.pdf` (PDF records' text layer), :mod:`.sandbox` (extraction in a
+child process), :mod:`.tagging` (pre/post taggers), :mod:`.provenance` (ids, times, the
+record's coordinates), :mod:`.files` (the phase),
 :mod:`.config`, :mod:`.run` and :mod:`.stage`.
 """
 
