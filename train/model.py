@@ -84,9 +84,11 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
 
 def local_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int, enable_gqa: bool) -> torch.Tensor:
     """Causal attention where query i sees keys i - window + 1 .. i (q, k, v: (batch, heads,
-    seq, head_dim)). The sequence is cut into blocks of ``window`` queries (padded at the end);
-    each block attends to the keys of its own block and of the previous one with a band mask,
-    which holds every key a query may see. Exact, and 2 * window keys per query at any length."""
+    seq, head_dim)). The sequence is cut into blocks of ``window`` queries (padded at the end):
+    the first block is plain causal attention; every later block attends to the keys of the
+    previous block and its own through one (window, 2 * window) band mask, shared by all
+    blocks, which holds every key a query may see. Exact, and at most 2 * window keys per query
+    at any length."""
     b, h, s, d = q.shape
     if s <= window:
         return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=enable_gqa)
@@ -97,22 +99,16 @@ def local_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: i
         return F.pad(x, (0, 0, 0, pad)).view(x.shape[0], x.shape[1], n, w, d).transpose(1, 2)
 
     qb, kb, vb = blocks(q), blocks(k), blocks(v)
-    # keys of block i: block i - 1 then block i (block -1 is zeros, masked out below)
-    kk = torch.cat([F.pad(kb, (0, 0, 0, 0, 0, 0, 1, 0))[:, :-1], kb], dim=3)
-    vv = torch.cat([F.pad(vb, (0, 0, 0, 0, 0, 0, 1, 0))[:, :-1], vb], dim=3)
+    first = F.scaled_dot_product_attention(qb[:, 0], kb[:, 0], vb[:, 0], is_causal=True, enable_gqa=enable_gqa)
+    hk = kb.shape[2]
+    kk = torch.cat([kb[:, :-1], kb[:, 1:]], dim=3).reshape(b * (n - 1), hk, 2 * w, d)  # previous block, own block
+    vv = torch.cat([vb[:, :-1], vb[:, 1:]], dim=3).reshape(b * (n - 1), hk, 2 * w, d)
     a = torch.arange(w, device=q.device)[:, None]  # query offset in its block
     c = torch.arange(2 * w, device=q.device)[None, :]  # key offset from the previous block's start
-    band = (c > a) & (c <= a + w)  # 0 <= query pos - key pos < window
-    mask = band.expand(n, w, 2 * w).clone()
-    mask[0, :, :w] = False  # the first block has no previous block
-    out = F.scaled_dot_product_attention(
-        qb.reshape(b * n, h, w, d),
-        kk.reshape(b * n, kk.shape[2], 2 * w, d),
-        vv.reshape(b * n, vv.shape[2], 2 * w, d),
-        attn_mask=mask[None].expand(b, n, w, 2 * w).reshape(b * n, 1, w, 2 * w),
-        enable_gqa=enable_gqa,
-    )
-    return out.view(b, n, h, w, d).transpose(1, 2).reshape(b, h, n * w, d)[:, :, :s]
+    band = (c > a) & (c <= a + w)  # 0 <= query position - key position < window
+    rest = F.scaled_dot_product_attention(qb[:, 1:].reshape(b * (n - 1), h, w, d), kk, vv, attn_mask=band, enable_gqa=enable_gqa)
+    out = torch.cat([first.unsqueeze(1), rest.view(b, n - 1, h, w, d)], dim=1)
+    return out.transpose(1, 2).reshape(b, h, n * w, d)[:, :, :s]
 
 
 class Attention(nn.Module):
@@ -309,13 +305,14 @@ def param_count(cfg: ModelConfig) -> dict[str, int]:
 def attention_flops(cfg: ModelConfig, seq_len: int, window: int | None) -> float:
     """Training FLOPs per token of one attention layer's scores and values (q.k and p.v,
     forward + backward = 3 x the forward's 4 * d_model per key): every key of the causal
-    square, as PaLM and most MFU reports count it; a sliding window longer than its blocks
-    (``local_attention``) computes 2 * window keys for each query of ceil(seq/window) blocks."""
+    square, as PaLM and most MFU reports count it; a sliding window shorter than the sequence
+    (``local_attention``) computes ceil(seq/window) blocks of window queries: the first against
+    its own window keys, every later one against 2 * window keys."""
     d = cfg.d_model
     if window is None or seq_len <= window:
         return 12.0 * d * seq_len
     n = -(-seq_len // window)
-    return 12.0 * d * (n * window * 2 * window) / seq_len
+    return 12.0 * d * (2 * n - 1) * window * window / seq_len
 
 
 def gdn_flops(cfg: ModelConfig, seq_len: int) -> float:
