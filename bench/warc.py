@@ -15,7 +15,8 @@ What it does (issue 31's targets; ``bench/warc_quality.py --check`` tests the me
    ``bench/_work/dolma-warc-venv`` (``bench/warc_peers.py extract`` there). Each page is timed in
    CPU seconds around the extraction call only; the table gives F1 per benchmark (each
    benchmark's own metric) and pages per CPU-second, with ratios to trafilatura-FineWeb and Dolma.
-3. End to end, on each benchmark's WARC: ``dolma-pipe warc``, Dolma's ``dolma warc`` (resiliparse)
+3. End to end, on each benchmark's WARC: ``dolma-pipe warc`` (with each ``linearizer`` the stage
+   has), Dolma's ``dolma warc`` (resiliparse)
    and datatrove's pipeline (``WarcReader`` -> ``Trafilatura`` -> ``JsonlWriter``), one process
    each, CPU seconds of the whole process tree (``peers.run_measured``), start-up included; the
    documents each wrote are matched to the pages by record id (``warc_record_id``, datatrove's
@@ -177,6 +178,8 @@ def end_to_end(tool: str, warcs: list[str], out: str, processes: int, fineweb: b
     if tool.startswith("dolma-pipe warc"):
         cmd = [os.path.join(ROOT, ".venv", "bin", "dolma-pipe"), "warc", "--documents", *warcs, "--destination", out]
         cmd += ["--source_name", "bench", "--processes", str(processes), "--no-progress"]
+        if " --linearizer " in tool:  # "dolma-pipe warc --linearizer NAME": another of the stage's extractors
+            cmd += ["--linearizer", tool.rsplit(" ", 1)[1]]
         if fineweb:
             cmd += ["--post.taggers", "ft_lang_id_en_doc_v2"]
         if fineweb and tool != NO_LIST:
@@ -273,7 +276,8 @@ def quality(args: argparse.Namespace) -> None:
         if args.skip_end_to_end:
             continue
         ids = wq.record_map(pages)
-        for tool in ("dolma-pipe warc", "dolma warc", "datatrove"):
+        ours = ["dolma-pipe warc"] + [f"dolma-pipe warc --linearizer {name}" for name in sorted(EXTRACTORS) if name != "resiliparse"]
+        for tool in (*ours, "dolma warc", "datatrove"):
             out = os.path.join(WORK, "e2e", tool.replace(" ", "-"), bench)
             m = end_to_end(tool, [warc], out, 1)
             texts = {}
@@ -320,13 +324,15 @@ def speed(args: argparse.Namespace) -> None:
     size = sum(os.path.getsize(w) for w in warcs) / 1e6
     print(f"\ncrawl: {n} records in {files} WARC files ({size:.0f} MB), {args.processes} processes", flush=True)
     rows = []
-    for tool in ("dolma-pipe warc", NO_LIST, "dolma warc", "datatrove"):
+    for tool in args.speed_tools:
         out = os.path.join(WORK, "speed", tool.replace(" ", "-").replace(",", ""))
         m = end_to_end(tool, warcs, out, args.processes, fineweb=True)
         kept = len(read_documents(documents_folder(tool, out)))
         rows.append((tool, m, kept))
         print(f"  {tool}: {m.cpu:.1f} CPU-s, {m.wall:.1f} s wall, peak RSS {m.peak_rss_mb:.0f} MB, {kept} documents written", flush=True)
     by = {t: n / m.cpu for t, m, _ in rows}
+    by.setdefault("datatrove", 0.0)
+    by.setdefault("dolma warc", 0.0)
     print(f"\n| tool | records | CPU-s | wall s | records/CPU-s | peak RSS MB | documents | vs datatrove | vs dolma warc |\n{'|---' * 9}|")
     for tool, m, kept in rows:
         s = by[tool]
