@@ -458,6 +458,9 @@ def main() -> None:
             "minhash": {"threshold": THRESHOLD},
             "destination": out,
             "processes": p,
+            # the scoring reads the scan's ids and the verified pairs from the work files, which
+            # a complete run removes unless kept
+            "keep_work": True,
         }
         m = peers.run_measured([*ours_cli, "-c", write_json(out + ".json", cfg), "--no-progress"], env=peers.our_env())
         row = add("dolma-pipe minhash", "near, 10x6 verified", m)
