@@ -345,9 +345,16 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--benchmarks", nargs="+", default=list(BENCHMARKS), choices=BENCHMARKS, help="benchmarks scored")
     ap.add_argument("--processes", type=int, default=2, help="processes of each tool in the speed run")
-    ap.add_argument("--speed-copies", type=int, default=4, help="copies of every benchmark page in the speed run's crawl")
+    ap.add_argument("--speed-copies", type=int, default=1, help="copies of every benchmark page in the speed run's crawl")
     ap.add_argument(
         "--skip-end-to-end", action="store_true", help="score the extractors alone (no dolma-pipe warc / dolma warc / datatrove runs)"
+    )
+    ap.add_argument(
+        "--speed-tools",
+        nargs="+",
+        default=["dolma-pipe warc", NO_LIST, "dolma warc", "datatrove"],
+        choices=["dolma-pipe warc", NO_LIST, "dolma warc", "datatrove"],
+        help="tools of the speed run (the ratios need datatrove and dolma warc)",
     )
     ap.add_argument("--skip-quality", action="store_true", help="only the speed run")
     ap.add_argument("--skip-speed", action="store_true", help="no speed run on the larger crawl")
