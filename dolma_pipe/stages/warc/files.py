@@ -118,7 +118,7 @@ class Extraction:
         # In a child process of its own (sandbox.py) unless `isolate` is off: a crash or a hang
         # in the extractor's C code then costs one page, never the task.
         self.sandbox = Sandbox(class_path(type(self.extractor)), self.config.max_seconds) if self.config.isolate else None
-        self.urls = UrlFilter(self.config.urls)
+        self.urls = UrlFilter(self.config.urls, self.run.resolved.blocklists)
         self.pdf = PdfText()
         self.pre = TaggerGroup(self.config.pre.taggers, self.config.pre.skip)
         self.post = TaggerGroup(self.config.post.taggers, self.config.post.skip)

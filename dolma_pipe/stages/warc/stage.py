@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
+from dolma_pipe import storage
 from dolma_pipe.manifest import InputFile
 from dolma_pipe.stage import Phase, Stage
 
-from .config import WarcConfig
+from .config import WarcConfig, WarcError
 from .files import WarcFiles
 from .run import WarcResolved, WarcRun, blocklist_digests, documents_name, resolve_added
 from .tagging import check
-from .urls import UrlFilter
 
 
 class WarcStage(Stage[WarcConfig]):
@@ -20,9 +20,12 @@ class WarcStage(Stage[WarcConfig]):
 
     def __init__(self, config: WarcConfig):
         super().__init__(config)
-        # A misspelled tagger or an unreadable blocklist fails now, before any file is read.
+        # A misspelled tagger or a missing blocklist fails now, before any file is read (the
+        # lists themselves are read by the tasks, once per process: UT1's takes seconds)
         check(config)
-        UrlFilter(config.urls)
+        for path in config.urls.blocklists:
+            if not storage.exists(path):
+                raise WarcError(f"urls.blocklists: {path} cannot be read (no such file)")
 
     @property
     def output_root(self) -> str:

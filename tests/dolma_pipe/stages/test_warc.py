@@ -526,3 +526,44 @@ def test_pdf_records_give_their_text_layer(tmp_path, isolate):
     # Without application/pdf in content_types, PDFs are skipped.
     again = run({"documents": [str(tmp_path / "in" / "*")], "destination": str(tmp_path / "html"), "processes": 1})
     assert again.manifest.phases[0].tasks["pdfs.warc.gz"].counts["skipped_content_type"] == 3
+
+
+def test_url_lists_bare_and_mixed_give_the_same_verdicts(tmp_path, monkeypatch):
+    """A list of bare domains takes the whole-chunk path, a list with URLs the line-by-line one
+    (``_key``): the same entries block the same URLs either way; a domain blocks its subdomains,
+    not its look-alikes; a list is read once per process for the run's digests."""
+    from dolma_pipe.stages.warc.config import UrlFilterOptions
+    from dolma_pipe.stages.warc.urls import UrlFilter, _lists
+
+    domains = ["  WWW.Blocked.ORG. ", "www2.other.net", "sub.example.com", "plain-site_1.io", "# a comment", "", "tail.dev  # why"]
+    bare = tmp_path / "bare.txt"
+    bare.write_text("\r\n".join(domains) + "\n")
+    mixed = tmp_path / "mixed.txt"
+    mixed.write_text("\n".join([*domains, "https://www.paths.org/a/b/", "http://q.org/?x=1"]) + "\n")
+    urls = {
+        "http://blocked.org/": "blocked_domain",
+        "https://a.b.blocked.org/x": "blocked_domain",
+        "http://notblocked.org/": None,
+        "http://other.net/p": "blocked_domain",
+        "http://example.com/": None,
+        "http://x.sub.example.com/": "blocked_domain",
+        "http://PLAIN-SITE_1.io./": "blocked_domain",
+        "http://tail.dev/": "blocked_domain",
+        "http://paths.org/a/b": "blocked_url",
+        "http://www.paths.org/a/b/": "blocked_url",
+        "http://paths.org/a/c": None,
+        "http://q.org/?x=1": "blocked_url",
+    }
+    only_bare = {u: (v if v != "blocked_url" else None) for u, v in urls.items()}
+    for path, want in ((bare, only_bare), (mixed, urls)):
+        with monkeypatch.context() as m:
+            if path == bare:  # the whole-chunk path parses no line
+                m.setattr("dolma_pipe.stages.warc.urls._key", lambda line: pytest.fail(f"parsed {line!r}"))
+            f = UrlFilter(UrlFilterOptions(blocklists=[str(path)]))
+        assert {u: f.blocked(u) for u in urls} == want, path.name
+        assert len(f.domains) == 5
+    _lists.cache_clear()
+    digests = {str(bare): "d1"}
+    first = UrlFilter(UrlFilterOptions(blocklists=[str(bare)]), digests)
+    assert UrlFilter(UrlFilterOptions(blocklists=[str(bare)]), digests).domains is first.domains
+    assert UrlFilter(UrlFilterOptions(blocklists=[str(bare)]), {str(bare): "d2"}).domains is not first.domains
