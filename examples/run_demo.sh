@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The main job on the bundled sample corpus: raw text -> clean documents -> attributes -> dedup ->
+# The main job on the bundled sample corpus: a web crawl (WARC) -> documents -> attributes -> dedup ->
 # mixes -> token shards -> a two-stage trained, souped model exported for Hugging Face -> a suffix
 # index of the training shards, tracing text (the soup's output among it) to training documents ->
 # a report of every run as one offline HTML page.
@@ -66,12 +66,41 @@ filtered() {  # filtered PATTERN LOG CMD...: CMD's output to LOG; shown from the
   fi
 }
 
+logged() {  # logged LOG CMD...: CMD's output to LOG, its end shown only when CMD fails
+  local log="$1" status
+  shift
+  mkdir -p "$(dirname "$log")"
+  if "$@" > "$log" 2>&1; then return 0; else status=$?; fi
+  tail -n 25 "$log" >&2
+  echo "demo: '$*' failed (exit $status); its whole output is in $log" >&2
+  return "$status"
+}
+
 if [ "${BASH_SOURCE[0]}" != "$0" ]; then return 0; fi  # sourced: the helpers only
 
 cd "$(dirname "$0")/.."
 
-step 1 "convert: validate the sample corpus and write clean Dolma documents"
-"$DP" convert --documents 'examples/sample/documents/*/*' --destination "$OUT/corpus" --format jsonl.gz
+step 1 "warc: the sample corpus's documents as the HTML pages of a small web crawl, extracted back into Dolma documents -> $OUT/corpus/"
+# The crawl: one WARC.gz per sample file (examples/build_sample_warc.py: each page's text inside a
+# site's header, menus and footer, among requests, a redirect, an image, robots.txt, a stylesheet).
+"$VENV/bin/python" examples/build_sample_warc.py "$OUT/crawl/documents"
+# One run per source (its name is the documents' `source`), Dolma's resiliparse extractor; `added`
+# fixed so that a new demo writes the same documents as the last.
+for src in debian-handbook fortunes gcide linux-doc python-doc; do
+  logged "$OUT/logs/warc-$src.log" "$DP" warc --documents "$OUT/crawl/documents/$src/*.warc.gz" --destination "$OUT/web/$src" \
+    --source_name "$src" --linearizer resiliparse --added 2024-06-01T00:00:00.000Z --processes 2
+done
+"$VENV/bin/python" - "$OUT" <<'PY'
+import collections, glob, json, sys
+totals = collections.Counter()
+for path in sorted(glob.glob(f"{sys.argv[1]}/web/*/_manifest.json")):
+    with open(path, encoding="utf-8") as fh:
+        totals.update(json.load(fh)["totals"])
+skipped = ", ".join(f"{k[len('skipped_'):].replace('_', ' ')} {v:,}" for k, v in sorted(totals.items()) if k.startswith("skipped_"))
+print(f"{totals['records']:,} WARC records: {totals['written']:,} pages written as documents, {totals.get('quarantined', 0):,} quarantined; skipped: {skipped}")
+PY
+# Every later step reads $OUT/corpus/documents/<source>/: the extracted documents, validated.
+"$DP" convert --documents "$OUT/web/*/documents/*/*.jsonl.gz" --destination "$OUT/corpus" --format jsonl.gz
 
 step 2 "stats: what the corpus holds, per source"
 "$DP" stats --documents "$OUT/corpus/documents/*/*.jsonl.gz" --destination "$OUT/stats"

@@ -78,8 +78,11 @@ def test_the_demo_stops_at_its_first_failing_step_and_says_why(tmp_path):
     fake = venv / "bin" / "dolma-pipe"
     fake.write_text('#!/usr/bin/env bash\necho "dolma-pipe $1: error: a failure for the test" >&2\nexit 1\n')
     fake.chmod(0o755)
+    python = venv / "bin" / "python"  # this interpreter: step 1 writes the crawl with it, then runs dolma-pipe warc
+    python.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} "$@"\n')
+    python.chmod(0o755)
     env = {**os.environ, "DEMO_OUTPUT": str(tmp_path / "out")}
     r = subprocess.run(["bash", str(SCRIPT), str(venv)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60, check=False)
     assert r.returncode == 1
-    assert "dolma-pipe convert: error: a failure for the test" in r.stderr
+    assert "dolma-pipe warc: error: a failure for the test" in r.stderr  # the end of the step's log
     assert "demo: step 1 failed (exit 1)" in r.stderr and "== 2." not in r.stdout
