@@ -180,7 +180,8 @@ def test_window_and_gdn_cost_per_token_does_not_grow_with_length():
 @pytest.mark.parametrize("preset", ["tiny-olmo3", "tiny-hybrid"])
 def test_trainer_trains_each_family_and_resumes_bit_identical(tmp_path, preset):
     """4 steps on 2 gloo ranks (FSDP2, async checkpoints every 2 steps), then steps 3-4 again
-    from the step-2 checkpoint in new processes: the same losses, bit for bit."""
+    from the step-2 checkpoint in new processes: the same losses, bit for bit. The hybrid's run
+    is also resharded to 1 rank, souped and exported."""
     from tests.support.checkpoints import copy_checkpoint
     from train.testing import launch, make_shards, tiny_config, train_losses, write_config
 
@@ -197,6 +198,9 @@ def test_trainer_trains_each_family_and_resumes_bit_identical(tmp_path, preset):
     assert r.returncode == 0, r.stdout + r.stderr
     assert "resumed from" in r.stdout
     assert train_losses(tmp_path / "B") == {3: full[3], 4: full[4]}
+    if preset != "tiny-hybrid":
+        return  # resharding, souping and exporting read the same files for every family: one
+        # family (the one with the most new parameters) is enough for them, at 3 launches a run
     # resharded: the 2-rank checkpoint resumes on 1 rank (same math, another reduction order)
     copy_checkpoint(tmp_path / "A", 2, tmp_path / "C")
     r = launch(write_config(tmp_path / "c.yaml", tiny_config(tmp_path / "C", data, **sections)), nproc=1)
