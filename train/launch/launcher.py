@@ -182,7 +182,7 @@ class Launcher:
     def _resubmit(self, status: int) -> None:
         """The next job of the run: the same script, the cordoned nodes excluded (see the module
         docstring); at most ``--resubmit`` of them over the whole run."""
-        records = read_ledger(self.ledger.path) if self.ledger.path.exists() else []
+        records = self._records()
         done = sum(1 for r in records if r.get("event") == "resubmit")
         if done >= self.launch.resubmit:
             self._say(
@@ -208,12 +208,14 @@ class Launcher:
         self.ledger.write("resubmit", job=job, after=os.environ.get("SLURM_JOB_ID"), status=status, excluded=cordoned, count=done + 1)
         self._say(f"the run is not finished (status {status}): resubmitted as job {job} ({done + 1} of {self.launch.resubmit})")
 
+    def _records(self) -> list[dict]:
+        """The ledger's records so far (none before the first is written)."""
+        return read_ledger(self.ledger.path) if self.ledger.path.exists() else []
+
     def _last_exit(self, since: float) -> dict | None:
         """The newest trainer ``exit`` record written since ``since`` (rank 0 writes one unless
         it was killed)."""
-        if not self.ledger.path.exists():
-            return None
-        exits = [r for r in read_ledger(self.ledger.path) if r.get("event") == "exit" and r.get("time", 0) >= since]
+        exits = [r for r in self._records() if r.get("event") == "exit" and r.get("time", 0) >= since]
         return exits[-1] if exits else None
 
     def _attempt(self, attempt: int, nodes: list[str]) -> int:
@@ -228,7 +230,7 @@ class Launcher:
         self._child = None
         status = 128 - status if status < 0 else status  # killed by a signal: as a shell says it
         self.ledger.write("launch_exit", launch_attempt=attempt, status=status, reason=REASONS.get(status, "failure"))
-        records = read_ledger(self.ledger.path) if self.ledger.path.exists() else []
+        records = self._records()
         for f in _preflight_cordons(records, started):
             self.ledger.write("cordon", host=f["host"], check=f.get("check"), message=f.get("message", ""), rank=f.get("rank"))
             self._say(f"cordoned {f['host']}: {f.get('check')}: {f.get('message', '')}")
