@@ -26,8 +26,8 @@ from .config import UrlFilterOptions, WarcError
 
 _EDGES = re.compile(r"(^['\"<]+)|([/'\">]+$)")
 _WWW = re.compile(r"(^(www\d*\.))|(/+$)", re.IGNORECASE)
+_CHUNK = 16 << 20  # a list file is keyed this many bytes of whole lines at a time
 # a list file's comments, a character no bare domain has, and a bare domain's edits (_key's)
-_CHUNK = 16 << 20
 _COMMENT = re.compile(rb"#[^\n]*")
 _NOT_BARE = re.compile(rb"[^A-Za-z0-9_.\n \t-]")
 _TRAILING_DOTS = re.compile(rb"\.+[ \t]*$", re.MULTILINE)
