@@ -20,7 +20,6 @@ from __future__ import annotations
 import base64
 import datetime
 import decimal
-import gzip
 import hashlib
 import json
 from collections.abc import Iterator
@@ -31,7 +30,7 @@ import orjson
 import zstandard
 
 from dolma_pipe import storage
-from dolma_pipe.compression import Codec, decompressed
+from dolma_pipe.compression import Codec, GzipMemberStream, decompressed
 from dolma_pipe.quarantine import Quarantine, QuarantinedRecordError
 from dolma_pipe.read_errors import (
     READ_ERRORS,
@@ -379,7 +378,7 @@ class JsonlWriter:
     def __enter__(self) -> JsonlWriter:
         self._raw = self._ctx.__enter__()
         if self._kind is Codec.GZIP:
-            self._stream = gzip.GzipFile(fileobj=self._raw, mode="wb", compresslevel=self._level or Codec.GZIP.level, mtime=0, filename="")
+            self._stream = GzipMemberStream(self._raw, self._level or Codec.GZIP.level)
         elif self._kind is Codec.ZSTD:
             self._stream = zstandard.ZstdCompressor(level=self._level or Codec.ZSTD.level).stream_writer(self._raw, closefd=False)
         else:
