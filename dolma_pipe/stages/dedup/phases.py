@@ -21,7 +21,7 @@ from dolma_pipe.manifest import TaskRecord
 from dolma_pipe.quarantine import Quarantine
 from dolma_pipe.stage import RunContext, StepResult, Task, TaskOutput
 
-from . import bloommode, decontam, exact, minhash, scan, substrings
+from . import bloommode, decontam, exact, minhash, scan
 from .run import Family, each_file, exact_documents, hex_checksum, summed
 from .workfiles import DOC, PARA, documents_in
 
@@ -128,6 +128,8 @@ class Substrings(Family):
         return [Task(key=f.rel, inputs=(f,), params={"file": i}) for i, f in enumerate(ctx.inputs)]
 
     def suffix(self, task: Task, quarantine: Quarantine, ctx: RunContext) -> TaskOutput:
+        from . import substrings  # numpy (suffix arrays): imported by the runs that need it
+
         removed = exact.removed_documents(self.layout, task.rel) if self.run.needs_removed else []
         return substrings.run_suffix(self.config, self.layout, task, removed, documents_in(self.layout.scan(task.rel, "meta")))
 
@@ -145,8 +147,12 @@ class Substrings(Family):
 
     def plan_key_ranges(self, ctx: RunContext) -> list[Task]:
         """One task per key range; each task finds its range's bounds in the suffix arrays it merges."""
+        from . import substrings
+
         count = substrings.key_range_count(self.config, ctx.steps["suffix"].data["parts"])
         return [Task(key=f"bucket-{b:05d}", params={"bucket": b, "buckets": count}) for b in range(count)]
 
     def substrings(self, task: Task, quarantine: Quarantine, ctx: RunContext) -> TaskOutput:
+        from . import substrings
+
         return substrings.run_substrings(self.config, self.layout, task, ctx.steps["suffix"].data["parts"])

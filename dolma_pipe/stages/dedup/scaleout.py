@@ -28,12 +28,12 @@ the same global rule as the single task, so the outputs are the same bytes.
 from __future__ import annotations
 
 import heapq
+import itertools
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import orjson
 
 from dolma_pipe import storage, workdir
@@ -41,8 +41,13 @@ from dolma_pipe._rust import bucketed_by_first_u32, bucketed_file
 from dolma_pipe.documents import JsonlWriter
 from dolma_pipe.stage import RunContext, Task, TaskOutput
 
-from . import components as cc
 from .workfiles import MEMBER, PAIR, VERIFIED, Layout, read_all, read_meta, read_slice
+
+# numpy (and :mod:`.components`, which is numpy) are imported by the functions that run the
+# clustering: every dedup run imports this module (exact mode reads its members), and numpy's
+# import was a tenth of a Bloom-mode paragraph run's CPU on 20,000 documents.
+if TYPE_CHECKING:
+    import numpy as np
 
 # The most star steps a run takes (rounds of the repeated phase ``star``); a chain of n documents
 # takes about 1.6 log2(n) steps with the mixed order (32 for a million), so 48 covers a chain of
@@ -72,6 +77,8 @@ class Plan:
     sources: int
 
     def group_of(self, nodes: np.ndarray) -> np.ndarray:
+        import numpy as np
+
         return (
             np.searchsorted(np.asarray(self.groups, dtype=np.int64), (nodes >> np.uint64(32)).astype(np.int64), side="right") - 1
         ).astype(np.uint32)
@@ -128,6 +135,8 @@ def rows_path(layout: Layout, group: int) -> str:
 
 def _gather(layout: Layout, phase: str, tasks: int, bucket: int, dtype: np.dtype) -> np.ndarray:
     """Bucket ``bucket`` of every file the ``tasks`` tasks of ``phase`` wrote, as records."""
+    import numpy as np
+
     data = b"".join(read_slice(part_path(layout, phase, t), bucket) for t in range(tasks))
     return np.frombuffer(data, dtype=dtype)
 
@@ -142,6 +151,10 @@ def _write(path: str, records: np.ndarray, buckets: int) -> None:
 def run_graph(layout: Layout, task: Task, ctx: RunContext, p: Plan, verified: bool) -> TaskOutput:
     """The kept pairs of one source (a file group's verified pairs, or a bucket of candidate
     pairs) as EDGE records, each held by both endpoints' ranges."""
+    import numpy as np
+
+    from . import components as cc
+
     n = len(ctx.inputs)
     source = task.params["source"]
     record = VERIFIED if verified else PAIR
@@ -164,6 +177,8 @@ def run_graph(layout: Layout, task: Task, ctx: RunContext, p: Plan, verified: bo
 
 def run_step(layout: Layout, task: Task, p: Plan) -> TaskOutput:
     """One star step over one hash range's neighbour lists."""
+    from . import components as cc
+
     step, part = task.params["step"], task.params["part"]
     previous, tasks = ("graph", p.sources) if step == 1 else (step_name(step - 1), p.parts)
     edges = _gather(layout, previous, tasks, part, cc.EDGE)
@@ -177,6 +192,10 @@ def run_step(layout: Layout, task: Task, p: Plan) -> TaskOutput:
 def run_labels(layout: Layout, task: Task, p: Plan, last: int) -> TaskOutput:
     """Each star centred in this range: its members with their survivor and size, to the
     survivor's file group."""
+    import numpy as np
+
+    from . import components as cc
+
     part = task.params["part"]
     edges = _gather(layout, step_name(last), p.parts, part, cc.EDGE)
     survivor, node, size = cc.star_labels(*cc.neighbour_lists(edges["src"], edges["dst"]))
@@ -189,6 +208,10 @@ def run_labels(layout: Layout, task: Task, p: Plan, last: int) -> TaskOutput:
 def run_numbers(layout: Layout, task: Task, p: Plan) -> TaskOutput:
     """The clusters whose survivor is in this file group, ranked in the global order of their
     survivors; each member sent to its own file group."""
+    import numpy as np
+
+    from . import components as cc
+
     group = task.params["group"]
     rows = _gather(layout, "labels", p.parts, group, cc.LABEL)
     rows = rows[np.lexsort((rows["node"], rows["survivor"]))]
@@ -205,13 +228,17 @@ def number_offsets(records: list[Any]) -> list[int]:
     """The first cluster number of each file group's clusters (the numbers phase's records in
     group order)."""
     counts = [r.data["clusters"] for r in sorted(records, key=lambda r: r.params["group"])]
-    return [int(x) for x in np.concatenate(([0], np.cumsum(counts)[:-1]))] if counts else []
+    return [0, *itertools.accumulate(counts)][:-1] if counts else []
 
 
 def run_names(layout: Layout, task: Task, ctx: RunContext, p: Plan, offsets: list[int]) -> TaskOutput:
     """Each file of this group: its MEMBER records (what the attribute writer reads), and the
     group's rows of the clusters file, sorted by (cluster, node), without the survivor's id
     (the merge takes it from each cluster's first row, its survivor)."""
+    import numpy as np
+
+    from . import components as cc
+
     group = task.params["group"]
     n = len(ctx.inputs)
     recs = _gather(layout, "numbers", len(p.groups), group, cc.NUMBERED)

@@ -14,7 +14,7 @@ from dolma_pipe.manifest import TaskRecord
 from dolma_pipe.quarantine import Quarantine
 from dolma_pipe.stage import RunContext, StepResult, Task, TaskOutput
 
-from . import attributes, substrings
+from . import attributes
 from .config import DedupConfig
 from .run import Family, each_file, hex_checksum
 
@@ -24,9 +24,14 @@ class Attributes(Family):
 
     def attributes(self, task: Task, quarantine: Quarantine, ctx: RunContext) -> TaskOutput:
         parts = ctx.steps["suffix"].data["parts"] if "suffix" in ctx.steps else []
-        key_ranges = substrings.key_range_count(self.config, parts) if parts else 0
         scaled = self.run.scaled(ctx) is not None
         buckets = task.params["buckets"]
+        key_ranges = 0
+        if parts:
+            # numpy (suffix arrays) is imported only by a run with a substrings pass.
+            from . import substrings
+
+            key_ranges = substrings.key_range_count(self.config, parts)
 
         def one(i: int, rel: str) -> TaskOutput:
             spans = b""
