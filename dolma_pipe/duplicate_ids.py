@@ -8,9 +8,6 @@ that repeated within it; once the phase's tasks are done, the driver merges thos
 
 from __future__ import annotations
 
-import heapq
-from collections.abc import Iterator
-
 from dolma_pipe import storage, workdir
 from dolma_pipe.manifest import TaskRecord
 
@@ -35,20 +32,20 @@ def write_unique_ids(path: str, hashes: list[bytes]) -> int:
 def duplicate_ids_across(root: str, records: list[TaskRecord]) -> int:
     """Documents whose id appears in another task's files too (each task's ids are unique already).
 
-    Merges the tasks' sorted files, holding them (16 bytes per document of the phase) in the
-    driver; ``duplicate_ids: ignore`` skips it.
+    Holds the tasks' files (16 bytes per document of the phase) in the driver, and the ids in a
+    set (up to :data:`_NUMPY_IDS`) or a sorted numpy copy (above it: 16 bytes more per document);
+    ``duplicate_ids: ignore`` skips it. No Python runs per id above the set's size: a merge of the
+    files in Python was 4 us an id, a tenth of a 20,000-document paragraph dedup's CPU.
     """
     parts = [workdir.read(storage.join(root, r.ids_file)) for r in records if r.ids_file]
     if len(parts) < 2:
         return 0
-    repeated = 0
-    previous = None
-    for h in heapq.merge(*(_records(part) for part in parts)):
-        if h == previous:
-            repeated += 1
-        previous = h
-    return repeated
+    total = sum(len(p) for p in parts) // _ID_SIZE
+    if total <= _NUMPY_IDS:
+        return total - len({p[i : i + _ID_SIZE] for p in parts for i in range(0, len(p), _ID_SIZE)})
+    import numpy as np
 
-
-def _records(data: bytes) -> Iterator[bytes]:
-    return (data[i : i + _ID_SIZE] for i in range(0, len(data), _ID_SIZE))
+    # Two big-endian halves sort as the bytes do.
+    ids = np.concatenate([np.frombuffer(p, dtype=[("hi", ">u8"), ("lo", ">u8")]) for p in parts])
+    ids.sort(kind="stable")
+    return int(np.count_nonzero(ids[1:] == ids[:-1]))
