@@ -8,10 +8,15 @@ Speed: for each sequence length, one training step (forward, backward, AdamW) of
 model (full attention in every layer), Olmo 3 (3 sliding-window layers of ``--window`` then 1
 full) and Olmo Hybrid (3 Gated DeltaNet layers then 1 full attention without RoPE), on
 ``--tokens`` tokens per step (batch = tokens / length), each in a fresh process: tokens per
-second (median over ``--steps`` after one warm-up step), the model FLOPs per token
+second of wall time and of the process's CPU time (medians over ``--steps`` after one warm-up
+step; the CPU figure is the steadier one on a shared machine), the model FLOPs per token
 ``describe()`` reports, and the process's peak memory above what it held before the first
 step (peak RSS on CPU, ``torch.cuda.max_memory_allocated`` on a GPU). The last table gives each
 family's time per token against the dense model's at every length: where the hybrid overtakes.
+Equal parameters: the GDN layers' key dim is ``--gdn-k-dim`` (default d_model / (2 heads),
+value dim twice that), so a GDN layer's five projections hold 4 d_model^2 weights, as an
+attention layer's four do (transformers' default, 0.75 d_model / heads, gives the hybrid about
+9% more parameters at d_model 128); each row prints its parameter count.
 
 ``--demo``: the demo's stage 1 on the sample corpus (``demo-output/tokens``, written by
 ``dolma-pipe tokenize -c examples/tokenize.yaml``, under ``--workdir``) for each family with the same tokens and
@@ -53,6 +58,7 @@ def model_config(args, family: str, seq_len: int):
         block_pattern=list(FAMILIES[family]),  # type: ignore[arg-type]
         sliding_window=args.window,
         full_attention_rope=family != "hybrid",
+        gdn_head_k_dim=args.gdn_k_dim or args.d_model // (2 * args.heads),
     )
 
 
@@ -76,9 +82,9 @@ def one(args) -> dict:
     batch = max(1, args.tokens // args.seq_len)
     tokens = torch.randint(0, 512, (batch, args.seq_len), generator=torch.Generator().manual_seed(0)).to(device)
     base = torch.cuda.memory_allocated() / 2**30 if device.type == "cuda" else _peak_rss_gb()
-    times = []
+    times, cpu = [], []
     for _ in range(args.steps + 1):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         ce, _ = lm_loss(model(tokens), tokens, cfg.vocab_size, 1e-4)
         ce.backward()
         opt.step()
@@ -86,6 +92,7 @@ def one(args) -> dict:
         if device.type == "cuda":
             torch.cuda.synchronize()
         times.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
     peak = torch.cuda.max_memory_allocated() / 2**30 if device.type == "cuda" else _peak_rss_gb()
     info = describe(cfg, args.seq_len)
     step = statistics.median(times[1:])
@@ -95,6 +102,7 @@ def one(args) -> dict:
         "params": info["total"],
         "flops_per_token": info["flops_per_token"],
         "tokens_per_s": batch * args.seq_len / step,
+        "tokens_per_cpu_s": batch * args.seq_len / statistics.median(cpu[1:]),
         "peak_mem_gb": peak - base,
         "device": str(device),
     }
@@ -105,20 +113,25 @@ def speed(args) -> int:
     for seq in [int(s) for s in args.seq_lens.split(",")]:
         for family in FAMILIES:
             cmd = [sys.executable, __file__, "--one", "--family", family, "--seq-len", str(seq)]
-            for key in ("tokens", "steps", "d_model", "heads", "layers", "window", "threads"):
+            for key in ("tokens", "steps", "d_model", "heads", "layers", "window", "gdn_k_dim", "threads"):
                 cmd += [f"--{key.replace('_', '-')}", str(getattr(args, key))]
             out = subprocess.run(cmd, capture_output=True, text=True, check=True, cwd=ROOT)
             row = json.loads(out.stdout.strip().splitlines()[-1])
             rows.append(row)
             print(
                 f"{family:7s} seq {seq:5d}: {row['params'] / 1e6:.3f}M params, {row['flops_per_token'] / 1e6:8.2f} MFLOP/token, "
-                f"{row['tokens_per_s']:9.0f} tokens/s, peak +{row['peak_mem_gb']:.3f} GB ({row['device']})",
+                f"{row['tokens_per_s']:9.0f} tokens/s, {row['tokens_per_cpu_s']:9.0f} tokens/CPU-s, "
+                f"peak +{row['peak_mem_gb']:.3f} GB ({row['device']})",
                 flush=True,
             )
-    print("\ntime per token against the dense model's (below 1: faster than dense)")
+    print("\ntime per token against the dense model's, wall (CPU) (below 1: faster than dense)")
     for seq in sorted({r["seq_len"] for r in rows}):
         at = {r["family"]: r for r in rows if r["seq_len"] == seq}
-        ratios = ", ".join(f"{f} {at['dense']['tokens_per_s'] / at[f]['tokens_per_s']:.2f}x" for f in FAMILIES if f != "dense")
+        ratios = ", ".join(
+            f"{f} {at['dense']['tokens_per_s'] / at[f]['tokens_per_s']:.2f}x ({at['dense']['tokens_per_cpu_s'] / at[f]['tokens_per_cpu_s']:.2f}x)"
+            for f in FAMILIES
+            if f != "dense"
+        )
         print(f"seq {seq:5d}: {ratios}")
     return 0
 
@@ -156,6 +169,7 @@ def main() -> int:
     ap.add_argument("--heads", type=int, default=2)
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--window", type=int, default=512)
+    ap.add_argument("--gdn-k-dim", type=int, default=0, help="GDN key dim per head (0: d_model / (2 heads), equal parameters)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--demo", action="store_true", help="validation losses on the demo corpus instead")
     ap.add_argument("--demo-steps", type=int, default=100)
