@@ -1,6 +1,7 @@
 """Model families (model.block_pattern): OLMo 2, Olmo 3 (sliding-window + full attention), Olmo
 Hybrid (Gated DeltaNet + full attention): the blocks built, exact sliding-window attention, and
-describe()'s parameter and FLOP counts against the built module and torch's FLOP counter."""
+describe()'s parameter and FLOP counts against the built module and torch's FLOP counter.
+Each family trained, resumed, resharded, souped and exported: tests/train/test_resume.py."""
 
 from __future__ import annotations
 
@@ -174,58 +175,3 @@ def test_window_and_gdn_cost_per_token_does_not_grow_with_length():
     assert attention_flops(cfg, 65536, 4096) == pytest.approx(24 * 3840 * 4096, rel=0.04)
     assert attention_flops(cfg, 65536, None) == 16 * attention_flops(cfg, 4096, None)
     assert gdn_flops(cfg, 65536) == pytest.approx(gdn_flops(cfg, 8192), rel=1e-2)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("preset", ["tiny-olmo3", "tiny-hybrid"])
-def test_trainer_trains_each_family_and_resumes_bit_identical(tmp_path, preset):
-    """4 steps on 2 gloo ranks (FSDP2, async checkpoints every 2 steps), then steps 3-4 again
-    from the step-2 checkpoint in new processes: the same losses, bit for bit. The hybrid's run
-    is also resharded to 1 rank, souped and exported."""
-    from tests.support.checkpoints import copy_checkpoint
-    from train.testing import launch, make_shards, tiny_config, train_losses, write_config
-
-    data = make_shards(tmp_path / "data")
-    # a window of 16 and GDN chunks of 16 within the 32-token instances: both paths run
-    model = {"preset": preset, "sliding_window": 16, "gdn_chunk_size": 16}
-    sections = {"model": model, "train": {"max_steps": 4}, "checkpoint": {"interval": 2}}
-    r = launch(write_config(tmp_path / "a.yaml", tiny_config(tmp_path / "A", data, **sections)), nproc=2)
-    assert r.returncode == 0, r.stdout + r.stderr
-    full = train_losses(tmp_path / "A")
-    assert sorted(full) == [1, 2, 3, 4] and full[4] < full[1] - 0.3  # it learns
-    copy_checkpoint(tmp_path / "A", 2, tmp_path / "B")
-    r = launch(write_config(tmp_path / "b.yaml", tiny_config(tmp_path / "B", data, **sections)), nproc=2)
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert "resumed from" in r.stdout
-    assert train_losses(tmp_path / "B") == {3: full[3], 4: full[4]}
-    if preset != "tiny-hybrid":
-        return  # resharding, souping and exporting read the same files for every family: one
-        # family (the one with the most new parameters) is enough for them, at 3 launches a run
-    # resharded: the 2-rank checkpoint resumes on 1 rank (same math, another reduction order)
-    copy_checkpoint(tmp_path / "A", 2, tmp_path / "C")
-    r = launch(write_config(tmp_path / "c.yaml", tiny_config(tmp_path / "C", data, **sections)), nproc=1)
-    assert r.returncode == 0, r.stdout + r.stderr
-    one = train_losses(tmp_path / "C")
-    assert sorted(one) == [3, 4] and all(one[s] == pytest.approx(full[s], rel=1e-5, abs=1e-6) for s in (3, 4))
-    # souped and exported: the soup of steps 2 and 4 loads in transformers with our logits
-    from train.checkpoint import load_model_weights
-    from train.export_hf import export_checkpoint
-    from train.soup import soup
-
-    soup([str(tmp_path / "A" / "step2"), str(tmp_path / "A" / "step4")], str(tmp_path / "soup"), device="cpu")
-    out = export_checkpoint(tmp_path / "soup", tmp_path / "hf")
-    ours = Transformer(_config_of(tmp_path / "soup")).eval()
-    load_model_weights(tmp_path / "soup", ours)
-    from transformers import AutoModelForCausalLM
-
-    hf = AutoModelForCausalLM.from_pretrained(str(out), dtype=torch.float32).eval()
-    tokens = torch.randint(0, 512, (2, 32), generator=torch.Generator().manual_seed(0))
-    with torch.no_grad():
-        assert (hf(tokens).logits - ours(tokens)).abs().max().item() < 1e-5
-
-
-def _config_of(checkpoint):
-    from train.checkpoint import read_state
-    from train.evaluate import model_config_from_state
-
-    return model_config_from_state(read_state(checkpoint))

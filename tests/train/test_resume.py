@@ -1,10 +1,18 @@
 """Real 2-rank runs (torchrun, gloo, FSDP2, DCP): exact resume, preemption, async saves,
-resharding 2 -> 1 rank, rank-independent init, and the data fingerprint check."""
+resharding 2 -> 1 and 2 -> 4 ranks, souping and exporting a trained run, rank-independent
+init, and the data fingerprint check.
+
+The resume, reshard, soup and export tests run for each model family (``FAMILIES``): the
+dense model reads the shared stage-1 run; Olmo 3 and the hybrid each train the same 6 steps
+once in this module (``trained``). The 2 -> 4 reshard, the dearest launch (4 ranks on the
+CI's 2 cores), runs for Olmo 3 (the dense model's parameter names, plus the sliding window)
+and 2 -> 1 for the other two, so that the family axis costs no launch beyond the resume."""
 
 from __future__ import annotations
 
 import json
 import shutil
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -15,6 +23,39 @@ pytestmark = [pytest.mark.train, pytest.mark.slow]  # every test uses the shared
 from tests.support.checkpoints import copy_checkpoint  # noqa: E402
 from tests.support.train_launcher import HOLD_UNTIL_STEP, launch_with_hooks, stage1  # noqa: E402
 from train.testing import launch, make_shards, read_metrics, tiny_config, train_losses, write_config  # noqa: E402
+
+# The model section of each family's run: a window of 16 and GDN chunks of 16 within the
+# 32-token instances, so the block-local attention and the multi-chunk recurrence both run.
+FAMILIES = {
+    "dense": {"preset": "tiny"},
+    "olmo3": {"preset": "tiny-olmo3", "sliding_window": 16},
+    "hybrid": {"preset": "tiny-hybrid", "gdn_chunk_size": 16},
+}
+_runs: dict[str, SimpleNamespace] = {}
+
+
+def trained(tmp_path_factory, family: str) -> SimpleNamespace:
+    """A finished 6-step run on 2 ranks (checkpoints at steps 3 and 6, the first saved while
+    training went on; evaluation at steps 3 and 6): the dense one is the shared stage-1 run;
+    the others the same config with the family's model, launched once here."""
+    if family == "dense":
+        return stage1(tmp_path_factory)
+    if family not in _runs:
+        root = tmp_path_factory.mktemp(f"train_{family}")
+        data = make_shards(root / "data")
+        raw = tiny_config(root / "A", data, model=FAMILIES[family], eval={"interval": 3})
+        result = launch(write_config(root / "a.yaml", raw), nproc=2)
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert "step 3 -> " in result.stdout and "(async)" in result.stdout
+        full = train_losses(root / "A")
+        assert sorted(full) == [1, 2, 3, 4, 5, 6] and full[6] < full[1] - 0.5  # it learns
+        _runs[family] = SimpleNamespace(root=root, data=data, raw=raw, save_dir=root / "A", result=result)
+    return _runs[family]
+
+
+def _like(run: SimpleNamespace, save_dir, **sections) -> dict:
+    """``tiny_config`` for another run on ``run``'s data with ``run``'s model."""
+    return tiny_config(save_dir, run.data, model=dict(run.raw["model"]), **sections)
 
 
 def _assert_eval_matches_the_cli(save_dir, val, step=6):
@@ -97,14 +138,16 @@ def test_async_save_runs_while_training_continues(tmp_path_factory):
     assert sd["model"]["embed.weight"].shape == (512, 64)
 
 
-def test_resume_from_the_async_checkpoint_is_bit_identical(tmp_path_factory, tmp_path):
+@pytest.mark.parametrize("family", FAMILIES)
+def test_resume_from_the_async_checkpoint_is_bit_identical(tmp_path_factory, tmp_path, family):
     """The step-3 checkpoint was written in the background while steps 4-6 ran; it must hold
     exactly the step-3 state (staged before training went on)."""
-    s1 = stage1(tmp_path_factory)
-    copy_checkpoint(s1.save_dir, 3, tmp_path / "F")
-    r = launch(write_config(tmp_path / "f.yaml", tiny_config(tmp_path / "F", s1.data)), nproc=2)
+    run = trained(tmp_path_factory, family)
+    copy_checkpoint(run.save_dir, 3, tmp_path / "F")
+    r = launch(write_config(tmp_path / "f.yaml", _like(run, tmp_path / "F")), nproc=2)
     assert r.returncode == 0, r.stdout + r.stderr
-    full = train_losses(s1.save_dir)
+    assert "resumed from" in r.stdout
+    full = train_losses(run.save_dir)
     assert train_losses(tmp_path / "F") == {s: full[s] for s in (4, 5, 6)}
 
 
@@ -125,31 +168,85 @@ def test_weights_do_not_depend_on_rank_count(tmp_path_factory):
     assert ce.item() == pytest.approx(train_losses(s1.save_dir)[1], rel=1e-6)
 
 
-def test_checkpoint_from_two_ranks_resumes_on_one(tmp_path_factory, tmp_path):
-    s1 = stage1(tmp_path_factory)
-    copy_checkpoint(s1.save_dir, 3, tmp_path / "C")
-    # same global batch on one rank: 4 micro-batches of 2 instead of 2 ranks x 2 x 2
-    cfg = write_config(tmp_path / "c.yaml", tiny_config(tmp_path / "C", s1.data))
-    r = launch(cfg, nproc=1)
+@pytest.mark.parametrize(("family", "nproc"), [("dense", 1), ("olmo3", 4), ("hybrid", 1)])
+def test_checkpoint_from_two_ranks_resumes_on_another_rank_count(tmp_path_factory, tmp_path, family, nproc):
+    run = trained(tmp_path_factory, family)
+    copy_checkpoint(run.save_dir, 3, tmp_path / "C")
+    # same global batch of 8: on 1 rank, 4 micro-batches of 2 instead of 2 ranks x 2 x 2
+    cfg = write_config(tmp_path / "c.yaml", _like(run, tmp_path / "C"))
+    r = launch(cfg, nproc=nproc)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "1 rank(s)" in r.stdout and "grad accum 4" in r.stdout
-    one, two = train_losses(tmp_path / "C"), train_losses(s1.save_dir)
-    assert sorted(one) == [4, 5, 6]
+    assert f"{nproc} rank(s)" in r.stdout and f"grad accum {4 // nproc}" in r.stdout
+    other, two = train_losses(tmp_path / "C"), train_losses(run.save_dir)
+    assert sorted(other) == [4, 5, 6]
     for step in (4, 5, 6):  # same math, different reduction order: equal to float precision
-        assert one[step] == pytest.approx(two[step], rel=1e-5, abs=1e-6)
-    _assert_eval_matches_the_cli(tmp_path / "C", s1.data["val"])
+        assert other[step] == pytest.approx(two[step], rel=1e-5, abs=1e-6)
+    _assert_eval_matches_the_cli(tmp_path / "C", run.data["val"])  # 61 instances on 1 or 4 ranks
 
 
-def test_checkpoint_from_two_ranks_resumes_on_four(tmp_path_factory, tmp_path):
-    s1 = stage1(tmp_path_factory)
-    copy_checkpoint(s1.save_dir, 3, tmp_path / "D")
-    cfg = write_config(tmp_path / "d.yaml", tiny_config(tmp_path / "D", s1.data))
-    r = launch(cfg, nproc=4)
-    assert r.returncode == 0, r.stdout + r.stderr
-    four, two = train_losses(tmp_path / "D"), train_losses(s1.save_dir)
-    for step in (4, 5, 6):
-        assert four[step] == pytest.approx(two[step], rel=1e-5, abs=1e-6)
-    _assert_eval_matches_the_cli(tmp_path / "D", s1.data["val"])  # 61 instances on 4 ranks
+@pytest.mark.parametrize("family", FAMILIES)
+def test_exported_trained_checkpoint_gives_the_same_logits(tmp_path_factory, tmp_path, family):
+    """The last checkpoint, exported, loads in transformers as the family's class (its
+    config as the model's) and gives our logits."""
+    pytest.importorskip("transformers")
+    from transformers import AutoModelForCausalLM
+
+    from train.export_hf import export_checkpoint
+
+    run = trained(tmp_path_factory, family)
+    ckpt = run.save_dir / "step6"
+    out = export_checkpoint(ckpt, tmp_path / "hf", eos_id=0)
+    config = json.loads((out / "config.json").read_text())
+    hf_type = {
+        "dense": ("olmo2", "Olmo2ForCausalLM"),
+        "olmo3": ("olmo3", "Olmo3ForCausalLM"),
+        "hybrid": ("olmo_hybrid", "OlmoHybridForCausalLM"),
+    }
+    assert (config["model_type"], config["architectures"]) == (hf_type[family][0], [hf_type[family][1]])
+    assert config["vocab_size"] == 512 and config["rms_norm_eps"] == 1e-6 and config["eos_token_id"] == 0
+    assert config["tie_word_embeddings"] is False and (out / "model.safetensors").exists()
+    if family == "olmo3":
+        assert config["sliding_window"] == 16
+    ours = _trained_model(ckpt)
+    hf = AutoModelForCausalLM.from_pretrained(str(out), dtype=torch.float32).eval()
+    assert type(hf).__name__ == hf_type[family][1]
+    tokens = torch.randint(0, 512, (2, 48), generator=torch.Generator().manual_seed(0))  # past the window and a chunk
+    with torch.no_grad():
+        assert (hf(tokens).logits - ours(tokens)).abs().max().item() < 1e-5
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_soup_of_a_runs_checkpoints_is_their_mean_and_exports(tmp_path_factory, tmp_path, family):
+    """The soup of steps 3 and 6: every weight the mean of the two, and exported, our logits
+    in transformers."""
+    pytest.importorskip("transformers")
+    from transformers import AutoModelForCausalLM
+
+    from train.export_hf import export_checkpoint
+    from train.soup import soup
+
+    run = trained(tmp_path_factory, family)
+    ingredients = [str(run.save_dir / "step3"), str(run.save_dir / "step6")]
+    out = soup(ingredients, str(tmp_path / "soup"), device="cpu")
+    a, b, mean = (_trained_model(p).state_dict() for p in [*ingredients, out])
+    for k in a:
+        assert torch.allclose(mean[k], (a[k] + b[k]) / 2, atol=1e-7, rtol=0), k
+    assert not torch.equal(a["lm_head.weight"], b["lm_head.weight"])
+    hf = AutoModelForCausalLM.from_pretrained(str(export_checkpoint(out, tmp_path / "hf")), dtype=torch.float32).eval()
+    tokens = torch.randint(0, 512, (2, 32), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        assert (hf(tokens).logits - _trained_model(out)(tokens)).abs().max().item() < 1e-5
+
+
+def _trained_model(checkpoint):
+    """Our model as the checkpoint's config builds it, with its weights, in eval mode."""
+    from train.checkpoint import load_model_weights, read_state
+    from train.evaluate import model_config_from_state
+    from train.model import Transformer
+
+    model = Transformer(model_config_from_state(read_state(checkpoint)))
+    load_model_weights(checkpoint, model)
+    return model.eval()
 
 
 def test_resume_with_a_larger_global_batch_continues_the_token_count(tmp_path_factory, tmp_path):
