@@ -19,6 +19,7 @@ gives way to the page's meta tag, or to the detector when it reads the bytes as 
 from __future__ import annotations
 
 import codecs
+import functools
 import re
 from dataclasses import dataclass
 
@@ -47,12 +48,18 @@ class Decoded:
     text: str
     charset: str  # the Python codec that decoded it
     decided_by: str  # bom, http, meta, utf8 or detector
+    utf8_body: bool = False  # the body was valid UTF-8 read as such: it is ``text``'s UTF-8 encoding
 
 
 def codec_for(label: str | None) -> str | None:
     """The Python codec a browser-compatible decoder uses for ``label``; None for an unknown label."""
     if not label:
         return None
+    return _codec_for(label)
+
+
+@functools.lru_cache(maxsize=1024)
+def _codec_for(label: str) -> str | None:
     label = label.strip().strip("\"'").lower()
     try:
         own: str | None = codecs.lookup(label).name
@@ -100,6 +107,10 @@ def decode(body: bytes, header_charset: str | None) -> Decoded:
         codec = codec_for(label)
         if codec is None:
             continue
+        if codec == "utf-8":
+            if utf8 is not None:
+                return Decoded(utf8, codec, source, utf8_body=True)
+            continue  # bytes that are not UTF-8 (already tried once)
         if source == "http" and codec == WEAK and not ascii_only:
             # windows-1252 (iso-8859-1, us-ascii) is many servers' default, sent whatever the page
             # is: the page's own tag, else a detector that reads the bytes as another charset, wins.
@@ -109,11 +120,11 @@ def decode(body: bytes, header_charset: str | None) -> Decoded:
             if detected not in LATIN and utf8 is None and _strict(body, detected) is not None:
                 return Decoded(body.decode(detected), detected, "detector")
         if codec != "utf-8" and not ascii_only and utf8 is not None and not codec.startswith("utf-16"):
-            return Decoded(utf8, "utf-8", "utf8")  # a legacy label over valid UTF-8: not believed
+            return Decoded(utf8, "utf-8", "utf8", utf8_body=True)  # a legacy label over valid UTF-8: not believed
         text = _strict(body, codec)
         if text is not None:
             return Decoded(text, codec, source)
     if utf8 is not None:
-        return Decoded(utf8, "utf-8", "utf8")
+        return Decoded(utf8, "utf-8", "utf8", utf8_body=True)
     guess = _detected(body)
     return Decoded(body.decode(guess, "replace"), guess, "detector")

@@ -31,7 +31,7 @@ from .extract import Extractor, TooSlow
 from .pdf import PdfText
 
 _COUNT = struct.Struct(">I")
-PDF = 2  # a page's kind byte: 0 HTML, 1 HTML with deep markup, 2 a PDF
+HTML, DEEP, PDF = 0, 1, 2  # a page's kind byte: HTML, HTML with deep markup, a PDF
 _TO_CHILD = struct.Struct(">IB")
 _FROM_CHILD = struct.Struct(">BI")
 
@@ -83,14 +83,14 @@ class Sandbox:
 
     def extract(self, html: str, deep: bool = False) -> str:
         """One page's text; :class:`TooSlow`, :class:`ExtractorCrash` or :class:`ExtractorFailed`."""
-        (result,) = self.extract_many([(html, deep)])
+        (result,) = self.extract_many([(html.encode("utf-8", "surrogatepass"), DEEP if deep else HTML)])
         if isinstance(result, Exception):
             raise result
         return result
 
-    def extract_many(self, pages: list[tuple[str | bytes, bool]]) -> list[str | Exception]:
-        """Each page's text, or the exception that says why there is none. A page is HTML (a
-        string, and whether its markup is deep) or a PDF (its bytes)."""
+    def extract_many(self, pages: list[tuple[bytes, int]]) -> list[str | Exception]:
+        """Each page's text, or the exception that says why there is none. A page is its bytes
+        (HTML in UTF-8, or a PDF) and its kind (:data:`HTML`, :data:`DEEP`, :data:`PDF`)."""
         try:
             return self._round_trip(pages)
         except (TooSlow, ExtractorCrash) as exc:
@@ -101,18 +101,14 @@ class Sandbox:
             out.extend(self.extract_many([page]))
         return out
 
-    def _round_trip(self, pages: list[tuple[str | bytes, bool]]) -> list[str | Exception]:
+    def _round_trip(self, pages: list[tuple[bytes, int]]) -> list[str | Exception]:
         if self.proc is None or self.proc.poll() is not None:
             self._stop()
             self.proc = self._start()
         assert self.proc.stdin is not None and self.proc.stdout is not None
         parts = [_COUNT.pack(len(pages))]
-        for page, deep in pages:
-            if isinstance(page, bytes):
-                parts += [_TO_CHILD.pack(len(page), PDF), page]
-            else:
-                data = page.encode("utf-8", "surrogatepass")
-                parts += [_TO_CHILD.pack(len(data), int(deep)), data]
+        for data, kind in pages:
+            parts += [_TO_CHILD.pack(len(data), kind), data]
         try:
             self.proc.stdin.write(b"".join(parts))
             self.proc.stdin.flush()

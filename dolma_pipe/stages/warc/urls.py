@@ -6,13 +6,18 @@ page has the same ``url`` in both tools.
 
 :class:`UrlFilter` blocks a record by a list file (one domain or URL a line, ``#`` comments; a
 domain blocks its subdomains, as UT1's lists mean it) or by a banned word anywhere in its host
-(datatrove's "banned words in the domain" rule, on the host's lower-case text).
+(datatrove's "banned words in the domain" rule, on the host's lower-case text). A list is
+compiled once per content (its sha256) into sorted 64-bit digests in a cache folder
+(:func:`cache_dir`), which every process memory-maps: UT1's 4.56M domains cost about 6 CPU-s
+once per machine, then nothing per process, and their 36 MB are shared.
 """
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import hashlib
+import os
 import re
 from urllib.parse import urlsplit
 
@@ -26,6 +31,9 @@ from .config import UrlFilterOptions, WarcError
 
 _EDGES = re.compile(r"(^['\"<]+)|([/'\">]+$)")
 _WWW = re.compile(r"(^(www\d*\.))|(/+$)", re.IGNORECASE)
+CACHE_ENV = "DOLMA_PIPE_CACHE"  # a folder for compiled URL lists (default ~/.cache/dolma-pipe)
+_FORMAT = "blake2b64-v1"  # how a compiled list keys its entries (a new scheme, a new name)
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 _CHUNK = 16 << 20  # a list file is keyed this many bytes of whole lines at a time
 # a list file's comments, a character no bare domain has, and a bare domain's edits (_key's)
 _COMMENT = re.compile(rb"#[^\n]*")
@@ -66,23 +74,36 @@ def _key(url: str) -> str:
 
 
 class DigestSet:
-    """A set of strings kept as the sorted 64-bit BLAKE2b digests of their UTF-8 bytes: 8 bytes an
-    entry, where a Python set of str costs about 90 (UT1's 4.56M domains: 36 MB, where building
-    the set of str peaked at 1 GB). A false match needs a 64-bit collision, about n / 2^64 a
-    lookup (2.5e-13 for UT1's list): the same on every process and rerun, as the digest is."""
+    """A set of strings kept as sorted 64-bit BLAKE2b digests of their UTF-8 bytes (8 bytes an
+    entry, where a Python set of str costs about 90), one sorted array per list file: a list's
+    array is mapped from the cache (:func:`compiled`), so every process of a machine shares its
+    pages. A false match needs a 64-bit collision, about n / 2^64 a lookup (2.5e-13 for UT1's
+    4.56M domains): the same on every process and rerun, as the digest is."""
 
-    def __init__(self, digests: np.ndarray):
-        # sorted, each once (np.unique hashes first: 6 s for UT1's list, a sort 0.6 s)
-        digests = np.sort(digests)
-        self.digests = digests[np.concatenate(([True], digests[1:] != digests[:-1]))] if len(digests) else digests
+    def __init__(self, parts: list[np.ndarray]):
+        self.parts = [p for p in parts if len(p)]  # each sorted, each entry once
 
     def __len__(self) -> int:
-        return len(self.digests)
+        return sum(len(p) for p in self.parts)
 
     def __contains__(self, key: str) -> bool:
-        d = np.uint64(_digest(key.encode("utf-8")))
-        i = int(np.searchsorted(self.digests, d))
-        return i < len(self.digests) and self.digests[i] == d
+        return bool(self.any_of([key]))
+
+    def any_of(self, keys: list[str]) -> bool:
+        """Whether any of ``keys`` is in the set (one search per list for all of them)."""
+        wanted = np.array([_digest(k.encode("utf-8")) for k in keys], dtype=np.uint64)
+        for part in self.parts:
+            at = np.searchsorted(part, wanted)
+            found = part[np.minimum(at, len(part) - 1)] == wanted
+            if found.any():
+                return True
+        return False
+
+
+def sorted_unique(digests: np.ndarray) -> np.ndarray:
+    """``digests`` sorted, each once (np.unique hashes first: 6 s for UT1's list, a sort 0.6 s)."""
+    digests = np.sort(digests)
+    return digests[np.concatenate(([True], digests[1:] != digests[:-1]))] if len(digests) else digests
 
 
 _blake2b = hashlib.blake2b
@@ -124,22 +145,79 @@ def _digests(keys: list[bytes]) -> np.ndarray:
     return np.frombuffer(out, dtype="<u8").astype(np.uint64)
 
 
+def cache_dir() -> str:
+    """Where compiled URL lists are kept: ``$DOLMA_PIPE_CACHE``, else ``$XDG_CACHE_HOME/dolma-pipe``
+    (``~/.cache/dolma-pipe``)."""
+    given = os.environ.get(CACHE_ENV)
+    if given:
+        return given
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "dolma-pipe")
+
+
+def _mapped(path: str) -> np.ndarray:
+    size = os.path.getsize(path)
+    if size % 8:
+        raise OSError(f"{path}: {size} bytes, not whole 8-byte digests")
+    return np.memmap(path, dtype="<u8", mode="r") if size else np.zeros(0, np.uint64)
+
+
+def compiled(path: str, digest: str) -> tuple[np.ndarray, np.ndarray]:
+    """The list file ``path`` (whose content's sha256 is ``digest``) as two sorted digest arrays
+    (domains, URLs), memory-mapped from ``<cache_dir>/url-lists/<digest>.<format>.{domains,urls}``.
+
+    The first process to need a list compiles it there (under a file lock: the others wait, then
+    map it); every later process and run maps it (no parse; the pages are the page cache's,
+    shared by every process of the machine). Where the cache cannot be written, the list is
+    compiled in the process's own memory."""
+    folder = os.path.join(cache_dir(), "url-lists")
+    stem = os.path.join(folder, f"{digest}.{_FORMAT}")
+    names = (stem + ".domains", stem + ".urls")
+    try:
+        os.makedirs(folder, exist_ok=True)
+        try:
+            return _mapped(names[0]), _mapped(names[1])
+        except OSError:
+            pass
+        with open(stem + ".lock", "ab") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+            try:
+                return _mapped(names[0]), _mapped(names[1])  # another process compiled it meanwhile
+            except OSError:
+                pass
+            keys = _list_keys(path)
+            for name, digests in zip(names[::-1], keys[::-1]):  # domains last: its file says "done"
+                with storage.atomic_local_path(name) as tmp:
+                    sorted_unique(digests).astype("<u8").tofile(tmp)
+        return _mapped(names[0]), _mapped(names[1])
+    except OSError:
+        domains, urls = _list_keys(path)
+        return sorted_unique(domains), sorted_unique(urls)
+
+
+def list_digest(path: str) -> str:
+    """The sha256 of a list file's content (what keys its compiled form)."""
+    try:
+        return hashlib.sha256(storage.read_bytes(path)).hexdigest()
+    except OSError as exc:
+        raise WarcError(f"urls.blocklists: {path} cannot be read ({exc})") from None
+
+
 @functools.lru_cache(maxsize=4)
 def _lists(paths: tuple[str, ...], digests: tuple[str, ...]) -> tuple[DigestSet, DigestSet]:
-    """The lists' domains and URLs, built once per process for a run's files (``digests``, the
-    lists' sha256 from the run's resolved values, keys the cache: a changed list is read again)."""
-    keys = [_list_keys(p) for p in paths]
-    return (
-        DigestSet(np.concatenate([d for d, _ in keys] or [np.zeros(0, np.uint64)])),
-        DigestSet(np.concatenate([u for _, u in keys] or [np.zeros(0, np.uint64)])),
-    )
+    """The lists' domains and URLs, mapped once per process for a run's files (``digests``, the
+    lists' sha256 from the run's resolved values, keys the cache: a changed list is compiled again)."""
+    if len(digests) != len(paths) or not all(_SHA256.fullmatch(d) for d in digests):
+        digests = tuple(list_digest(p) for p in paths)  # a digest that is no sha256 names no file
+    arrays = [compiled(p, d) for p, d in zip(paths, digests)]
+    return DigestSet([d for d, _ in arrays]), DigestSet([u for _, u in arrays])
 
 
 class UrlFilter:
     """Why a URL is blocked (``blocked_domain``, ``blocked_url``, ``banned_word``), or None.
 
-    ``digests`` (each list's sha256, as the run resolved them) lets the lists be read once per
-    process for all of a run's files; without it they are read each time."""
+    ``digests`` (each list's sha256, as the run resolved them) keys the compiled lists and lets a
+    process map them once for all of a run's files; without it each list is hashed first."""
 
     def __init__(self, options: UrlFilterOptions, digests: dict[str, str] | None = None):
         paths = tuple(options.blocklists)
@@ -157,7 +235,7 @@ class UrlFilter:
         host = _WWW.sub("", host_of(url))
         if self.domains:
             labels = host.split(".")
-            if any(".".join(labels[i:]) in self.domains for i in range(len(labels))):
+            if self.domains.any_of([".".join(labels[i:]) for i in range(len(labels))]):
                 return "blocked_domain"
         if self.urls and _key(url) in self.urls:
             return "blocked_url"

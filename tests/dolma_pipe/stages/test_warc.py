@@ -13,6 +13,7 @@ import shutil
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pytest
 from warcio.archiveiterator import ArchiveIterator as WarcioIterator
 
@@ -40,6 +41,12 @@ ADDED = "2025-01-02T03:04:05Z"
 def run(overrides: dict, executor=None):
     config = load_config(WarcConfig, None, {"source_name": "cc", "progress": False, **overrides})
     return run_stage(WarcStage(config), executor=executor)
+
+
+@pytest.fixture(autouse=True)
+def url_list_cache(tmp_path_factory, monkeypatch):
+    """Compiled URL lists go to a folder of the test session's, not the user's cache."""
+    monkeypatch.setenv("DOLMA_PIPE_CACHE", str(tmp_path_factory.getbasetemp() / "url-list-cache"))
 
 
 @pytest.fixture(scope="module")
@@ -567,3 +574,35 @@ def test_url_lists_bare_and_mixed_give_the_same_verdicts(tmp_path, monkeypatch):
     first = UrlFilter(UrlFilterOptions(blocklists=[str(bare)]), digests)
     assert UrlFilter(UrlFilterOptions(blocklists=[str(bare)]), digests).domains is first.domains
     assert UrlFilter(UrlFilterOptions(blocklists=[str(bare)]), {str(bare): "d2"}).domains is not first.domains
+    # Compiled once per content into the cache folder: a process that finds it there maps it and
+    # parses nothing; where the folder cannot be made, the lists are compiled in memory.
+    _lists.cache_clear()
+    with monkeypatch.context() as m:
+        m.setattr("dolma_pipe.stages.warc.urls._list_keys", lambda path: pytest.fail(f"compiled {path} again"))
+        mapped = UrlFilter(UrlFilterOptions(blocklists=[str(mixed)]))
+    assert {u: mapped.blocked(u) for u in urls} == urls and isinstance(mapped.domains.parts[0], np.memmap)
+    (tmp_path / "not-a-folder").write_text("")
+    monkeypatch.setenv("DOLMA_PIPE_CACHE", str(tmp_path / "not-a-folder" / "cache"))
+    _lists.cache_clear()
+    in_memory = UrlFilter(UrlFilterOptions(blocklists=[str(mixed)]))
+    assert {u: in_memory.blocked(u) for u in urls} == urls and not isinstance(in_memory.domains.parts[0], np.memmap)
+
+
+def test_the_depth_check_on_utf8_bytes_answers_as_the_tag_scan():
+    """``nested_deeper_utf8`` (array operations on the page's UTF-8 bytes) says what
+    ``extract.nested_deeper`` (a loop over the tags of the text) says, on random markup: tags
+    inside tags, unclosed tags, self-closing and void elements in any case, names longer than any
+    void element's, non-ASCII text, and a last tag with no ``>``."""
+    import random
+
+    from dolma_pipe.stages.warc.extract import nested_deeper
+    from dolma_pipe.stages.warc.files import nested_deeper_utf8
+
+    pieces = "< > / <div> </div> <DIV x='<b>'> <P> <p  </p> <br/> <Colgroup> <colgroupx> <col> <1 x é 字 <!-- <optgroup <a1> </ <B> </b> <li> <LI2>"
+    rng = random.Random(5)
+    for _ in range(300):
+        html = "".join(rng.choice(pieces.split(" ") + [" "]) for _ in range(rng.randint(0, 120)))
+        for limit in (0, 2, 6):
+            assert nested_deeper_utf8(html.encode("utf-8"), limit) == nested_deeper(html, limit), (html, limit)
+    deep = "<div>" * 40 + "<p>x" * 100 + "</div>" * 40
+    assert nested_deeper_utf8(deep.encode(), 39) and not nested_deeper_utf8(deep.encode(), 40)
