@@ -33,6 +33,9 @@ from dolma_pipe.read_errors import DocumentError, TruncatedArchive
 
 CHUNK = 1 << 20
 GZIP_LEVEL = 5
+# Attribute files (taggers', dedup's) are intermediates, rewritten whenever a tagger or a config
+# changes: gzip level 3 costs about three quarters of level 5's CPU for ~3% larger files.
+ATTRIBUTE_GZIP_LEVEL = 3
 ZSTD_LEVEL = 3
 
 GzipInflater = _rust.GzipInflater

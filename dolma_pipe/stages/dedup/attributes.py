@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dolma_pipe import paths, storage, workdir
 from dolma_pipe._rust import render_attributes
-from dolma_pipe.compression import Codec
+from dolma_pipe.compression import ATTRIBUTE_GZIP_LEVEL, Codec
 from dolma_pipe.stage import TaskOutput
 
 from . import scaleout
@@ -34,11 +34,11 @@ def attribute_name_of(rel: str) -> str:
 
 
 def write_jsonl_bytes(path: str, data: bytes) -> None:
-    """JSON lines already encoded, compressed by file name at ``documents.JsonlWriter``'s levels
-    (one gzip member with mtime 0, a zstd frame, or plain), written atomically. gzip is libdeflate's
-    (as the mixer's): a third of CPython zlib's CPU time for the same size, and most of what the
-    attributes phase spends."""
-    packed = Codec.of_path(path).compress(data)
+    """JSON lines already encoded, compressed by file name (one gzip member with mtime 0 at the
+    taggers' attribute level, a zstd frame, or plain), written atomically. gzip is libdeflate's
+    (as the mixer's), and most of what the attributes phase spends."""
+    codec = Codec.of_path(path)
+    packed = codec.compress(data, ATTRIBUTE_GZIP_LEVEL if codec is Codec.GZIP else None)
     with storage.open_write_atomic(path) as raw:
         raw.write(packed)
 
