@@ -567,3 +567,9 @@ class DocumentColumns:
     def present_from(self, name: str, start: int) -> list[int]: ...
     @property
     def sample_texts(self) -> list[list[str]]: ...
+
+# ---- extract: HTML main content by rs-trafilatura (rust_bloom/src/extract/) -------------------
+
+def rs_trafilatura_extract(html: str, url: str | None = None) -> tuple[str, float, str]:
+    """(text, quality estimate 0-1, page type) of one page; ValueError when the crate fails on it,
+    RuntimeError when it panics (caught)."""

@@ -15,6 +15,7 @@
 //! - `suffix`: suffix arrays (libsais) and their queries: counts, longest matches, repeated
 //!   windows across shards;
 //! - `report`: the report's per-document pass, document lines and attribute rows read into columns;
+//! - `extract`: HTML main-content extraction (rs-trafilatura) for the warc stage;
 //! - `workfile`: the checksum trailer of every work file (what one phase writes for the next).
 //!
 //! Everything but `python` is plain Rust with no pyo3 in it, so `cargo test` exercises the
@@ -28,6 +29,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 pub mod bloom;
 pub mod dedup;
 pub mod document;
+pub mod extract;
 pub mod filters;
 pub mod minhash;
 mod python;

@@ -2,6 +2,7 @@
 //! converts arguments, releases the GIL around the work and maps errors to Python exceptions.
 mod bloom;
 mod dedup;
+mod extract;
 mod filters;
 mod minhash;
 mod report;
@@ -15,6 +16,7 @@ use pyo3::prelude::*;
 fn _rust(m: &Bound<'_, PyModule>) -> PyResult<()> {
     bloom::register(m)?;
     dedup::register(m)?;
+    extract::register(m)?;
     filters::register(m)?;
     minhash::register(m)?;
     report::register(m)?;

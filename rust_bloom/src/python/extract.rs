@@ -1,0 +1,22 @@
+//! HTML extraction's Python face (`crate::extract`), for the warc stage's `rs_trafilatura` and
+//! `combined` linearizers: one page per call, extracted with the GIL released; the crate's error
+//! is a `ValueError`, a panic it raised (caught) a `RuntimeError`, each naming the extractor.
+use crate::extract::{self, ExtractError};
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+
+/// ``(text, quality, page_type)`` of one page by rs-trafilatura with its defaults.
+#[pyfunction]
+#[pyo3(signature = (html, url = None))]
+fn rs_trafilatura_extract(py: Python<'_>, html: &str, url: Option<&str>) -> PyResult<(String, f64, String)> {
+    match py.detach(|| extract::rs_trafilatura(html, url)) {
+        Ok(e) => Ok((e.text, e.quality, e.page_type)),
+        Err(e @ ExtractError::Failed(_)) => Err(PyValueError::new_err(e.to_string())),
+        Err(e @ ExtractError::Panic(_)) => Err(PyRuntimeError::new_err(e.to_string())),
+    }
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(rs_trafilatura_extract, m)?)?;
+    Ok(())
+}
