@@ -29,6 +29,12 @@ copied once under ``bench/_work/warc/`` with ``git archive`` (never committed):
   recall = overlap / reference words, F1 per page (1 when both are empty, 0 when only one is),
   and the reported F1 is the mean of the pages' F1.
 
+``--fit-combined`` refits the ``combined`` linearizer's routing score
+(``dolma_pipe.stages.warc.extract.Combined``) on WCXB's dev split only: each page's signals
+(``Combined.signals``) against the difference between rs-trafilatura's and resiliparse's word F1,
+least squares; it prints the weights, the threshold (the scores' 75th percentile: a quarter of the
+dev pages take the slow path) and, for a few thresholds, the dev split's F1 and share routed.
+
 ``write_warc()`` packs pages into one gzip WARC of HTTP ``response`` records (warcio), each with a
 ``WARC-Record-ID`` made from the benchmark and page id (so the page of any output document is found
 by its record id or its URL), the page's URL as ``WARC-Target-URI``, the payload digest Dolma uses
@@ -302,6 +308,43 @@ def check(scrapinghub: str, wcxb: str, trafilatura_python: str | None) -> int:
     return 1 if bad else 0
 
 
+def fit_combined(wcxb: str, quantile: float = 0.75) -> dict[str, float]:
+    """The combined linearizer's weights, intercept and threshold, fitted on WCXB dev alone."""
+    import numpy as np
+    from resiliparse.parse.html import HTMLTree
+
+    from dolma_pipe._rust import rs_trafilatura_extract
+    from dolma_pipe.stages.warc.extract import Combined, _linearize
+
+    pages = wcxb_pages("dev", wcxb)
+    keys = [k for k, _ in Combined.WEIGHTS]
+    rows, gains, f1s = [], [], []
+    for page in pages:
+        html = page.html.decode("utf-8", "replace")
+        tree = HTMLTree.parse(html)
+        main, everything = _linearize(tree, True), _linearize(tree, False)
+        slow = rs_trafilatura_extract(html)[0]
+        signals = Combined.signals(html, main, everything)
+        rows.append([signals[k] for k in keys])
+        fast_f1, slow_f1 = word_prf(main, page.truth)[2], word_prf(slow, page.truth)[2]
+        kept_f1 = slow_f1 if len(slow) >= Combined.KEEP_SHORTER * len(main) else fast_f1
+        gains.append(slow_f1 - fast_f1)
+        f1s.append((fast_f1, kept_f1))
+    x = np.hstack([np.array(rows), np.ones((len(rows), 1))])
+    coef = np.linalg.lstsq(x, np.array(gains), rcond=None)[0]
+    scores = x @ coef
+    threshold = float(np.quantile(scores, quantile))
+    print(f"WCXB dev, {len(pages)} pages: weights")
+    for key, weight in zip(keys, coef[:-1]):
+        print(f"  {key:<28} {weight:+.5f}")
+    print(f"  {'intercept':<28} {coef[-1]:+.5f}\nthreshold ({quantile:.0%} of the scores) {threshold:.4f}")
+    for q in (0.6, 0.7, 0.75, 0.8, 0.85, 0.9):
+        t = float(np.quantile(scores, q))
+        f1 = statistics.mean(kept if s >= t else fast for s, (fast, kept) in zip(scores, f1s))
+        print(f"  threshold {t:.4f}: dev F1 {f1:.4f}, {float(np.mean(scores >= t)):.0%} routed")
+    return {**dict(zip(keys, map(float, coef[:-1]))), "intercept": float(coef[-1]), "threshold": threshold}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--check", action="store_true", help="score the benchmarks' published outputs and compare with their READMEs")
@@ -311,7 +354,11 @@ def main() -> int:
         "--trafilatura-python",
         help="with --check: a python with trafilatura (2.0.0) whose WCXB test F1 is compared with the README's (informative)",
     )
+    ap.add_argument("--fit-combined", action="store_true", help="refit the combined linearizer's routing score on WCXB dev")
     args = ap.parse_args()
+    if args.fit_combined:
+        fit_combined(args.wcxb)
+        return 0
     if args.check:
         return check(args.scrapinghub, args.wcxb, args.trafilatura_python)
     ap.print_help()
