@@ -24,11 +24,14 @@ What it does (issue 31's targets; ``bench/warc_quality.py --check`` tests the me
 4. Speed on a Common-Crawl-like crawl (``--speed-copies``: every benchmark page repeated with
    distinct URLs and record ids, in ``2 x --processes`` WARC files): ``dolma-pipe warc`` with a URL
    blocklist (datatrove's UT1 domains) and ``ft_lang_id_en_doc_v2`` as post-tagger, ``dolma warc``
-   (resiliparse, Dolma's offline ``cld2_en_doc_v2`` post-tagger: its fastText taggers download
-   their model) and datatrove's FineWeb pipeline (``URLFilter`` and ``LanguageFilter`` added, the
-   same lid.176 model as ours), the same process count: records per CPU-second, peak resident
-   memory of the largest process, ratios; and ``dolma-pipe warc`` once more without the URL list
-   (Dolma has no URL filter: the like-for-like row against it).
+   (resiliparse, Dolma's offline ``cld2_en_doc_v2`` post-tagger; and again with its
+   ``ft_lang_id_en_doc_v2``, whose model it would download, given our lid.176.ftz in a private
+   cache folder where it looks first: the same tagger and model as ours) and datatrove's
+   FineWeb pipeline (``URLFilter`` and ``LanguageFilter`` added, the same lid.176 model as ours),
+   the same process count: records per CPU-second, peak resident memory of the largest process,
+   ratios. ``dolma-pipe warc`` runs with the URL list already compiled in its cache (as every run
+   after a machine's first), once more with an empty cache (the run compiles it), and once
+   without the URL list (Dolma has no URL filter: the like-for-like row against it).
 
 The peers' environments are made on first use (PyPI; Dolma's with the boto stack pinned). Nothing
 here runs in CI; the numbers and the command are in docs/benchmarks.md ("WARC extraction").
@@ -39,6 +42,7 @@ from __future__ import annotations
 import argparse
 import glob
 import gzip
+import hashlib
 import json
 import os
 import shutil
@@ -75,6 +79,10 @@ BENCHMARKS = ("scrapinghub", "wcxb-test", "wcxb-dev")
 FINEWEB = "trafilatura-fineweb"
 DOLMA = "dolma-resiliparse"
 NO_LIST = "dolma-pipe warc, no URL list"  # the speed run's row without the 4.5M-domain list (Dolma has no URL filter)
+DOLMA_FT = "dolma warc, fastText"  # the speed run's `dolma warc` with our language-id tagger and model (like for like)
+DOLMA_FT_URL = "https://dl.fbaipublicfiles.com/fasttext/supervised-models/lid.176.bin"  # where Dolma's tagger fetches its model
+COLD = "dolma-pipe warc, list compiled in the run"  # the speed run's row with an empty URL-list cache
+SPEED_TOOLS = ["dolma-pipe warc", COLD, NO_LIST, "dolma warc", DOLMA_FT, "datatrove"]
 
 
 def ensure_venv(venv: str, requirements: list[str]) -> str:
@@ -184,14 +192,23 @@ def end_to_end(tool: str, warcs: list[str], out: str, processes: int, fineweb: b
             cmd += ["--post.taggers", "ft_lang_id_en_doc_v2"]
         if fineweb and tool != NO_LIST:
             cmd += ["--urls.blocklists", ut1_domains()]
-        return peers.run_measured(cmd, env=peers.our_env())
-    if tool == "dolma warc":
+        env = peers.our_env()
+        if fineweb and tool == COLD:  # an empty cache: the run compiles the list (once, the other process waits)
+            env["DOLMA_PIPE_CACHE"] = os.path.join(out, "_url-list-cache")
+        elif fineweb and tool != NO_LIST:  # the list compiled before the run, as for every run after a machine's first
+            env["DOLMA_PIPE_CACHE"] = compiled_list_cache()
+        return peers.run_measured(cmd, env=env)
+    if tool in ("dolma warc", DOLMA_FT):
         python = ensure_venv(DOLMA_WARC_VENV, DOLMA_WARC_REQUIREMENTS)
         cmd = [os.path.join(os.path.dirname(python), "dolma"), "warc", "--documents", *warcs, "--destination", out]
         cmd += ["--source_name", "bench", "--linearizer", "resiliparse", "--processes", str(processes)]
-        if fineweb:
+        env = peers.dolma_env()
+        if fineweb and tool == DOLMA_FT:
+            cmd += ["--post.taggers", "ft_lang_id_en_doc_v2"]
+            env["XDG_CACHE_HOME"] = dolma_model_cache()
+        elif fineweb:
             cmd += ["--post.taggers", "cld2_en_doc_v2"]
-        return peers.run_measured(cmd, env=peers.dolma_env())
+        return peers.run_measured(cmd, env=env)
     python = ensure_venv(DATATROVE_VENV, DATATROVE_REQUIREMENTS)
     folder = os.path.join(out, "_in")
     os.makedirs(folder)
@@ -201,6 +218,36 @@ def end_to_end(tool: str, warcs: list[str], out: str, processes: int, fineweb: b
     if fineweb:
         cmd += ["--fineweb", "--lid-model", LID_MODEL]
     return peers.run_measured(cmd, env=peers.dolma_env())
+
+
+def compiled_list_cache() -> str:
+    """A cache folder of dolma-pipe's with the UT1 list already compiled in it."""
+    from dolma_pipe.stages.warc import urls
+
+    folder = os.path.join(WORK, "url-list-cache")
+    previous = os.environ.get(urls.CACHE_ENV)
+    os.environ[urls.CACHE_ENV] = folder
+    try:
+        path = ut1_domains()
+        urls.compiled(path, urls.list_digest(path))
+    finally:
+        os.environ.pop(urls.CACHE_ENV)
+        if previous is not None:
+            os.environ[urls.CACHE_ENV] = previous
+    return folder
+
+
+def dolma_model_cache() -> str:
+    """An XDG cache folder where Dolma's ``cached_path`` finds its fastText language-id model
+    already "downloaded": our lid.176.ftz under the name Dolma gives lid.176.bin's URL (sha256 of
+    the URL, then what follows the name's first dot: ``.176.bin``), so both tools run the same
+    model and nothing is fetched."""
+    folder = os.path.join(WORK, "dolma-xdg-cache")
+    model = os.path.join(folder, "dolma", hashlib.sha256(DOLMA_FT_URL.encode()).hexdigest() + ".176.bin")
+    if not os.path.exists(model):
+        os.makedirs(os.path.dirname(model), exist_ok=True)
+        shutil.copyfile(LID_MODEL, model)
+    return folder
 
 
 def ut1_domains() -> str:
@@ -331,13 +378,15 @@ def speed(args: argparse.Namespace) -> None:
         rows.append((tool, m, kept))
         print(f"  {tool}: {m.cpu:.1f} CPU-s, {m.wall:.1f} s wall, peak RSS {m.peak_rss_mb:.0f} MB, {kept} documents written", flush=True)
     by = {t: n / m.cpu for t, m, _ in rows}
-    by.setdefault("datatrove", 0.0)
-    by.setdefault("dolma warc", 0.0)
-    print(f"\n| tool | records | CPU-s | wall s | records/CPU-s | peak RSS MB | documents | vs datatrove | vs dolma warc |\n{'|---' * 9}|")
+    for tool in ("datatrove", "dolma warc", DOLMA_FT):
+        by.setdefault(tool, 0.0)
+    head = "| tool | records | CPU-s | wall s | records/CPU-s | peak RSS MB | documents | vs datatrove | vs dolma warc | vs dolma warc, fastText |"
+    print(f"\n{head}\n{'|---' * 10}|")
     for tool, m, kept in rows:
         s = by[tool]
         print(
-            f"| {tool} | {n} | {m.cpu:.1f} | {m.wall:.1f} | {s:.1f} | {m.peak_rss_mb:.0f} | {kept} | {ratio(s, by['datatrove'])} | {ratio(s, by['dolma warc'])} |"
+            f"| {tool} | {n} | {m.cpu:.1f} | {m.wall:.1f} | {s:.1f} | {m.peak_rss_mb:.0f} | {kept} | {ratio(s, by['datatrove'])} "
+            f"| {ratio(s, by['dolma warc'])} | {ratio(s, by[DOLMA_FT])} |"
         )
 
 
@@ -352,9 +401,9 @@ def main() -> int:
     ap.add_argument(
         "--speed-tools",
         nargs="+",
-        default=["dolma-pipe warc", NO_LIST, "dolma warc", "datatrove"],
-        choices=["dolma-pipe warc", NO_LIST, "dolma warc", "datatrove"],
-        help="tools of the speed run (the ratios need datatrove and dolma warc)",
+        default=SPEED_TOOLS,
+        choices=SPEED_TOOLS,
+        help="tools of the speed run (the ratios need datatrove and the dolma warc rows)",
     )
     ap.add_argument("--skip-quality", action="store_true", help="only the speed run")
     ap.add_argument("--skip-speed", action="store_true", help="no speed run on the larger crawl")
