@@ -48,7 +48,10 @@ class TrainSettings:
 
 
 def train_settings(config_path: str, overrides: list[str]) -> TrainSettings:
-    """The proxy config loaded and checked by the trainer's own loader; a mistake names ``proxy.config``."""
+    """The proxy config loaded and checked by the trainer's own loader, ``model`` section
+    included: the family of the proxies (``model.preset``, ``model.block_pattern``) is the
+    config's, as for any run of the trainer. A mistake names ``proxy.config``, or ``proxy.set``
+    when the config loads without the overrides."""
     extras.require("torch", "the proxies' trainer")  # said before any work, not by a worker
     from train.config import ConfigError as TrainConfigError
     from train.config import load_config
@@ -57,7 +60,14 @@ def train_settings(config_path: str, overrides: list[str]) -> TrainSettings:
     try:
         cfg = load_config(config_path, overrides)
     except (TrainConfigError, OSError) as e:
-        raise ConfigError(f"config key 'proxy.config': {config_path}: {e}") from None
+        key = "proxy.config"
+        if overrides and isinstance(e, TrainConfigError):
+            try:
+                load_config(config_path, [])
+                key = "proxy.set"
+            except (TrainConfigError, OSError):
+                pass
+        raise ConfigError(f"config key '{key}': {config_path}: {e}") from None
     if cfg.data.eos_id is None:
         raise ConfigError(f"config key 'proxy.config': {config_path} sets no data.eos_id (the token that ends every document)")
     dtype = token_dtype(cfg.data.token_dtype, cfg.model.vocab_size)

@@ -206,6 +206,35 @@ def test_spec_mistakes_name_the_key(tmp_path):
     assert run_search(bad, tmp_path / "bad.yaml") != 0
 
 
+def test_a_proxy_picks_its_model_family_in_its_training_config(tmp_path):
+    """The proxies' family is their training config's (``model.preset`` or ``model.block_pattern``,
+    in ``proxy.config`` or ``proxy.set``): checked by the trainer's loader when the search loads,
+    written into each run's config, and part of what the search resolves, so that a proxy config
+    changed to another family trains the runs again. A bad block kind names its key."""
+    from mixers.search.proxy import ProxyRun, _run_config, train_settings
+    from mixers.search.stage import MixSearchStage
+    from train.config import PRESETS, from_dict
+
+    corpus = make_corpus(tmp_path)
+    spec = search_spec(tmp_path, corpus)
+    fingerprints, patterns = {}, {}
+    for family in ("tiny", "tiny-olmo3", "tiny-hybrid"):
+        cfg = yaml.safe_load(Path(spec["proxy"]["config"]).read_text())
+        cfg["model"].update(preset=family, n_layers=4)
+        Path(spec["proxy"]["config"]).write_text(yaml.safe_dump(cfg))  # the same file, edited
+        stage = MixSearchStage(MixSearchConfig.model_validate(spec))
+        fingerprints[family] = stage.prepare(stage.plan_inputs())
+        assert stage.resolved.as_json()["proxy"]["model"]["block_pattern"] == PRESETS[family].block_pattern
+        run = _run_config(stage.run.settings, ProxyRun("run-000", {"good": 1.0}, 8192, 0), tmp_path / "d", tmp_path / "c")
+        patterns[family] = from_dict(run).model.block_pattern  # what the proxy's trainer reads
+    assert patterns == {f: PRESETS[f].block_pattern for f in patterns} and len(set(fingerprints.values())) == 3
+    # proxy.set picks it too, and its mistakes name proxy.set
+    hybrid = train_settings(spec["proxy"]["config"], ["model.block_pattern=[gated_deltanet,full_attention]"])
+    assert hybrid.raw["model"]["block_pattern"] == ["gated_deltanet", "full_attention"]
+    with pytest.raises(ConfigError, match=r"config key 'proxy.set': .*model.block_pattern\[0\]: expected one of .*got 'mamba'"):
+        train_settings(spec["proxy"]["config"], ["model.block_pattern=[mamba]"])
+
+
 # ---- whole searches ----------------------------------------------------------------------------
 
 
