@@ -74,6 +74,40 @@ def train_settings(config_path: str, overrides: list[str]) -> TrainSettings:
     return TrainSettings(cfg.to_dict(), cfg.model.vocab_size, cfg.data.eos_id, str(dtype), cfg.train.global_batch_size * cfg.data.seq_len)
 
 
+def _weights(model: dict[str, Any]) -> dict[str, tuple[int, ...]]:
+    """The weight names and shapes a ``model`` section builds (on the meta device: no memory)."""
+    import torch
+
+    from train.config import ModelConfig
+    from train.model import Transformer
+
+    with torch.device("meta"):
+        return {k: tuple(v.shape) for k, v in Transformer(ModelConfig(**model)).state_dict().items()}
+
+
+def _shape(model: dict[str, Any]) -> str:
+    return f"block_pattern {model['block_pattern']}, d_model {model['d_model']}, n_layers {model['n_layers']}"
+
+
+def check_checkpoint_model(settings: TrainSettings, checkpoint: str) -> None:
+    """A microanneal starts every anneal from ``checkpoint``: the proxy's model (its family and
+    shape) must have the checkpoint's weights, name for name and shape for shape. Refused when
+    the search loads, rather than by the trainer of every anneal."""
+    try:
+        theirs = json.loads(storage.read_bytes(storage.join(checkpoint, "trainer_state.json")))["config"]["model"]
+        theirs_weights = _weights(theirs)
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise ConfigError(f"config key 'microanneal.checkpoint': {checkpoint}: cannot read the model it holds ({e})") from None
+    ours_weights = _weights(settings.raw["model"])
+    if ours_weights != theirs_weights:
+        differ = sorted(k for k in ours_weights.keys() | theirs_weights.keys() if ours_weights.get(k) != theirs_weights.get(k))
+        raise ConfigError(
+            f"config key 'proxy.config': its model ({_shape(settings.raw['model'])}) is not the model of "
+            f"microanneal.checkpoint {checkpoint} ({_shape(theirs)}): {len(differ)} weights differ, "
+            f"first {', '.join(differ[:3])}; give the proxy the checkpoint's model section"
+        )
+
+
 def steps_for(tokens: int, settings: TrainSettings) -> int:
     return max(1, round(tokens / settings.tokens_per_step))
 

@@ -21,7 +21,7 @@ from dolma_pipe.workdir import WorkDir
 from mixers.search import tables, tokenizers
 from mixers.search.config import MixSearchConfig, MixSearchResolved
 from mixers.search.phases import SearchPhases
-from mixers.search.proxy import train_settings
+from mixers.search.proxy import check_checkpoint_model, train_settings
 from mixers.search.run import SearchRun
 from mixers.search.target import SpecMix
 from train.shards import ShardError, find_shards
@@ -57,6 +57,8 @@ class MixSearchStage(Stage[MixSearchConfig]):
             raise ConfigError(
                 f"config key 'microanneal.checkpoint': {config.microanneal.checkpoint} is not a checkpoint (no trainer_state.json)"
             )
+        if config.microanneal is not None:
+            check_checkpoint_model(settings, config.microanneal.checkpoint)  # the anneals' model is the checkpoint's
         self.run = SearchRun(config, settings, spec, config.output, work)
 
     @property

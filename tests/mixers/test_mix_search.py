@@ -210,7 +210,8 @@ def test_a_proxy_picks_its_model_family_in_its_training_config(tmp_path):
     """The proxies' family is their training config's (``model.preset`` or ``model.block_pattern``,
     in ``proxy.config`` or ``proxy.set``): checked by the trainer's loader when the search loads,
     written into each run's config, and part of what the search resolves, so that a proxy config
-    changed to another family trains the runs again. A bad block kind names its key."""
+    changed to another family trains the runs again. A bad block kind names its key; a microanneal
+    whose proxy does not build its checkpoint's model is refused before any run."""
     from mixers.search.proxy import ProxyRun, _run_config, train_settings
     from mixers.search.stage import MixSearchStage
     from train.config import PRESETS, from_dict
@@ -233,6 +234,28 @@ def test_a_proxy_picks_its_model_family_in_its_training_config(tmp_path):
     assert hybrid.raw["model"]["block_pattern"] == ["gated_deltanet", "full_attention"]
     with pytest.raises(ConfigError, match=r"config key 'proxy.set': .*model.block_pattern\[0\]: expected one of .*got 'mamba'"):
         train_settings(spec["proxy"]["config"], ["model.block_pattern=[mamba]"])
+    # a microanneal's proxies anneal its checkpoint: a proxy of another family is refused at load
+    import torch
+
+    from train.checkpoint import save_model_weights
+    from train.model import Transformer
+
+    settings = train_settings(spec["proxy"]["config"], [])  # the hybrid, as the file was left
+    dense = from_dict({**settings.raw, "model": {**settings.raw["model"], "preset": "tiny", "block_pattern": ["full_attention"]}})
+    with torch.device("meta"):
+        weights = Transformer(dense.model).state_dict()
+    ckpt = save_model_weights(
+        tmp_path / "stage1" / "step4", {k: torch.zeros(v.shape) for k, v in weights.items()}, {"step": 4, "config": dense.to_dict()}
+    )
+    microanneal = {"checkpoint": str(ckpt), "baseline": {"good": 1.0}}
+    anneal = {**spec, "method": "microanneal", "microanneal": microanneal, "proxy": dict(spec["proxy"])}
+    with pytest.raises(
+        ConfigError,
+        match=r"config key 'proxy.config': its model \(block_pattern \['gated_deltanet'.*is not the model of microanneal.checkpoint .*\['full_attention'\].*weights differ",
+    ):
+        MixSearchStage(MixSearchConfig.model_validate(anneal))
+    anneal["proxy"]["set"] = ["model.preset=tiny", "model.block_pattern=[full_attention]"]
+    assert MixSearchStage(MixSearchConfig.model_validate(anneal)).run.settings.raw["model"]["block_pattern"] == ["full_attention"]
 
 
 # ---- whole searches ----------------------------------------------------------------------------
