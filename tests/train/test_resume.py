@@ -1,12 +1,14 @@
 """Real 2-rank runs (torchrun, gloo, FSDP2, DCP): exact resume, preemption, async saves,
-resharding 2 -> 1 and 2 -> 4 ranks, souping and exporting a trained run, rank-independent
-init, and the data fingerprint check.
+resharding 2 -> 1 rank and 2 -> 4 ranks as HSDP (2 x 2), souping and exporting a trained run,
+each run's goodput ledger, rank-independent init, and the data fingerprint check.
 
 The resume, reshard, soup and export tests run for each model family (``FAMILIES``): the
 dense model reads the shared stage-1 run; Olmo 3 and the hybrid each train the same 6 steps
 once in this module (``trained``). The 2 -> 4 reshard, the dearest launch (4 ranks on the
 CI's 2 cores), runs for Olmo 3 (the dense model's parameter names, plus the sliding window)
-and 2 -> 1 for the other two, so that the family axis costs no launch beyond the resume."""
+and 2 -> 1 for the other two, so that the family axis costs no launch beyond the resume; the
+4-rank run is HSDP (2 replicas of 2 shards), the one launch of hybrid sharding outside the
+multi-node tests. Each family's run also serves the goodput ledger's test (no launch)."""
 
 from __future__ import annotations
 
@@ -151,6 +153,39 @@ def test_resume_from_the_async_checkpoint_is_bit_identical(tmp_path_factory, tmp
     assert train_losses(tmp_path / "F") == {s: full[s] for s in (4, 5, 6)}
 
 
+@pytest.mark.parametrize("family", FAMILIES)
+def test_the_runs_goodput_ledger_counts_its_steps_and_saves(tmp_path_factory, capsys, family):
+    """Each family's run kept its goodput ledger (``<save_dir>/goodput.jsonl``): one attempt
+    from a fresh start to step 6, the step-3 save asynchronous and completed, the step-6 save
+    blocking, a clean exit; ``python -m train.goodput SAVE_DIR --json`` reads it back: no
+    failure, every step of the loop survives into the model."""
+    from train import goodput
+    from train.ledger import read_ledger
+
+    run = trained(tmp_path_factory, family)
+    records = read_ledger(run.save_dir / "goodput.jsonl")
+    assert records.skipped == 0 and len({r["attempt"] for r in records}) == 1
+    events = [r["event"] for r in records]
+    assert (events[0], events[-1], events.count("start"), events.count("exit")) == ("start", "exit", 1, 1)
+    assert records[0]["world_size"] == 2
+    by = {e: [r for r in records if r["event"] == e] for e in ("restored", "first_step", "checkpoint", "checkpoint_done", "exit")}
+    assert [(r["step"], r["source"]) for r in by["restored"]] == [(0, "fresh")]
+    assert [r["step"] for r in by["first_step"]] == [1]
+    assert [(r["step"], r["async"]) for r in by["checkpoint"]] == [(3, True), (6, False)]
+    assert sorted(r["step"] for r in by["checkpoint_done"]) == [3, 6]
+    assert [(r["step"], r["reason"], r["status"]) for r in by["exit"]] == [(6, "finished", 0)]
+    beats = [(r["step"], r["train_s"]) for r in records if r["event"] == "heartbeat"]
+    assert beats[-1][0] == 6 and [t for _, t in beats] == sorted(t for _, t in beats)  # the loop's seconds only grow
+
+    assert goodput.main([str(run.save_dir), "--json"]) == 0
+    s = json.loads(capsys.readouterr().out)
+    assert (s["records"], s["attempts"], s["failures"], s["finished"], s["last_outcome"]) == (len(records), 1, 0, True, "finished")
+    assert [(seg["from_step"], seg["to_step"]) for seg in s["lineage"]] == [(0, 6)] and s["lineage_complete"]
+    assert s["checkpoints"] == 2 and s["steps_lost"] == 0 and s["failure_list"] == []
+    assert s["train_s"] == pytest.approx(beats[-1][1]) and s["surviving_train_s"] == pytest.approx(s["train_s"])
+    assert s["ettr"] == pytest.approx(s["active_fraction"]) and 0 < s["ettr"] <= 1 and s["step_s_median"] > 0
+
+
 def test_weights_do_not_depend_on_rank_count(tmp_path_factory):
     """Step 1's loss (before any update) of the 2-rank FSDP run equals a plain 1-process model's."""
     from train.config import PRESETS
@@ -168,15 +203,25 @@ def test_weights_do_not_depend_on_rank_count(tmp_path_factory):
     assert ce.item() == pytest.approx(train_losses(s1.save_dir)[1], rel=1e-6)
 
 
-@pytest.mark.parametrize(("family", "nproc"), [("dense", 1), ("olmo3", 4), ("hybrid", 1)])
-def test_checkpoint_from_two_ranks_resumes_on_another_rank_count(tmp_path_factory, tmp_path, family, nproc):
+@pytest.mark.parametrize(("family", "nproc", "mesh"), [("dense", 1, "fsdp"), ("olmo3", 4, "hsdp 2 x 2"), ("hybrid", 1, "fsdp")])
+def test_checkpoint_from_two_ranks_resumes_on_another_rank_count(tmp_path_factory, tmp_path, family, nproc, mesh):
+    """Steps 4-6 from the 2-rank FSDP checkpoint of step 3, on 1 rank, or on 4 as HSDP (2
+    replicas of 2 shards: gradients reduce-scattered within a pair, all-reduced across the
+    pairs); DCP reshards the load, and the 4-rank run's step-6 checkpoint, saved from the 2-D
+    mesh, is read back by the one-process evaluation."""
     run = trained(tmp_path_factory, family)
     copy_checkpoint(run.save_dir, 3, tmp_path / "C")
     # same global batch of 8: on 1 rank, 4 micro-batches of 2 instead of 2 ranks x 2 x 2
-    cfg = write_config(tmp_path / "c.yaml", _like(run, tmp_path / "C"))
+    hsdp = {"data_parallel": "hsdp", "shard_group_size": 2} if mesh.startswith("hsdp") else {}
+    cfg = write_config(tmp_path / "c.yaml", _like(run, tmp_path / "C", train=hsdp))
     r = launch(cfg, nproc=nproc)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert f"{nproc} rank(s)" in r.stdout and f"grad accum {4 // nproc}" in r.stdout
+    assert f"{nproc} rank(s), 1 node(s), {mesh}" in r.stdout and f"grad accum {4 // nproc}" in r.stdout
+    shape = [2, 2] if hsdp else [nproc]
+    assert json.loads((tmp_path / "C" / "step6" / "trainer_state.json").read_text())["mesh"] == {
+        "data_parallel": mesh.split()[0],
+        "shape": shape,
+    }
     other, two = train_losses(tmp_path / "C"), train_losses(run.save_dir)
     assert sorted(other) == [4, 5, 6]
     for step in (4, 5, 6):  # same math, different reduction order: equal to float precision
