@@ -207,7 +207,9 @@ class MixConfig(RunOptions):
     compression: Literal["gz", "zst", ""] = Field("gz", description="sources: output compression")
     # How documents are processed (both kinds).
     batch_size: int = Field(512, ge=1, description="documents handed to the rule engine at once")
-    compression_level: int | None = Field(None, ge=0, le=19, description="gzip (libdeflate, 0-12) or zstd level of outputs (default: 5 / 3)")
+    compression_level: int | None = Field(
+        None, ge=0, le=19, description="gzip (libdeflate, 0-12) or zstd level of outputs (default: 5 / 3)"
+    )
     keep_work: bool = Field(False, description="keep _work/ (the filtered or sampled members) after a complete run")
 
     @field_validator("seeds")
