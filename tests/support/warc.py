@@ -17,6 +17,9 @@ from pathlib import Path
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
+from dolma_pipe.config import load_config
+from dolma_pipe.runner import run_stage
+from dolma_pipe.stages.warc import WarcConfig, WarcStage
 from dolma_pipe.stages.warc.extract import Resiliparse
 
 WORDS = (
@@ -252,3 +255,9 @@ def make_pdf(pages: list[list[str]]) -> bytes:
     xref = len(out)
     out += f"xref\n0 {len(objs) + 1}\n0000000000 65535 f \n".encode() + b"".join(f"{o:010d} 00000 n \n".encode() for o in offsets)
     return out + f"trailer\n<< /Size {len(objs) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode()
+
+
+def run(overrides: dict, executor=None):
+    """``dolma-pipe warc`` in this process with ``overrides`` on a config whose source is ``cc``."""
+    config = load_config(WarcConfig, None, {"source_name": "cc", "progress": False, **overrides})
+    return run_stage(WarcStage(config), executor=executor)

@@ -215,7 +215,7 @@ def torchrun(tmp_path: Path, **args) -> subprocess.Popen:
 
 def wait_for(path: Path, proc: subprocess.Popen, timeout: float) -> None:
     deadline = time.time() + timeout
-    while not path.exists():
+    while not (path.exists() and path.stat().st_size):  # written, not only created
         if proc.poll() is not None:
             raise AssertionError(f"ended before {path.name} appeared: {proc.stderr.read()[-3000:] if proc.stderr else ''}")
         if time.time() > deadline:

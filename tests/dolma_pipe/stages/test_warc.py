@@ -31,16 +31,12 @@ from tests.support.warc import (
     paragraphs,
     read_records,
     response,
+    run,
     write_arc,
     write_warc,
 )
 
 ADDED = "2025-01-02T03:04:05Z"
-
-
-def run(overrides: dict, executor=None):
-    config = load_config(WarcConfig, None, {"source_name": "cc", "progress": False, **overrides})
-    return run_stage(WarcStage(config), executor=executor)
 
 
 @pytest.fixture(autouse=True)

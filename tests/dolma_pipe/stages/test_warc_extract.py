@@ -12,8 +12,7 @@ import pytest
 from dolma_pipe._rust import rs_trafilatura_extract
 from dolma_pipe.stages.warc import extract
 from dolma_pipe.stages.warc.extract import EXTRACTORS, Combined, Resiliparse, RsTrafilatura
-from tests.dolma_pipe.stages.test_warc import run
-from tests.support.warc import html_page, paragraphs, read_records, response, write_warc
+from tests.support.warc import html_page, paragraphs, read_records, response, run, write_warc
 
 
 def _article(seed: int = 1) -> tuple[str, list[str]]:
