@@ -149,6 +149,9 @@ for slow in a["runs"]:
     runs.append({"slow": slow, "named": named, "scores": windows, "wall_scores": scores(wall)})
 if d.rank == 0:
     Path(a["out"], "result.json").write_text(json.dumps({"host": socket.gethostname(), "runs": runs}))
+# Both ranks leave together: a rank destroying its gloo group while the other has already exited
+# aborted once in a CI-style run ("terminate called without an active exception", SIGABRT).
+dist.barrier()
 tdist.teardown()
 """
 
