@@ -105,8 +105,8 @@ class GzipMemberStream:
     """A write-only stream of gzip members: what is written is buffered and compressed by
     :func:`gzip_member` every ``member_bytes`` (never inside one ``write``, so a member holds whole
     lines when lines are written whole), the rest on :meth:`close`; a stream nothing was written to
-    is one empty member, as ``gzip.GzipFile`` writes. Members of a MB or more compress within 0.1%
-    of one continuous stream."""
+    is one empty member, as ``gzip.GzipFile`` writes. On the mixer's bench documents, 1 MB members at
+    level 5 came to within 0.4% of the size of Dolma's one continuous zlib-6 stream."""
 
     def __init__(self, raw: IO[bytes], level: int = GZIP_LEVEL, member_bytes: int = CHUNK):
         self.raw, self.level, self.member_bytes = raw, level, member_bytes
