@@ -223,7 +223,7 @@ class Flaky(Resiliparse):
     """resiliparse, but its process dies on a page holding ``CRASH-HERE`` (as a segfault in C
     code would kill it) and never ends on one holding ``HANG-HERE``."""
 
-    def extract(self, html: str, deep: bool = False) -> str:
+    def extract(self, html: str, deep: bool = False, url: str | None = None) -> str:
         if "CRASH-HERE" in html:
             os.kill(os.getpid(), signal.SIGSEGV)
         if "HANG-HERE" in html:

@@ -51,8 +51,14 @@ class Extractor(ABC):
     depth_quadratic: bool = False
 
     @abstractmethod
-    def extract(self, html: str, deep: bool = False) -> str:
-        """The page's text ("" when it has none); ``deep``: markup nested past the depth cap."""
+    def extract(self, html: str, deep: bool = False, url: str | None = None) -> str:
+        """The page's text ("" when it has none); ``deep``: markup nested past the depth cap;
+        ``url``: the page's address (the record's target URI), for extractors that look at it."""
+
+    def extract_by(self, html: str, deep: bool = False, url: str | None = None) -> tuple[str, str]:
+        """The page's text and what made it (the documents' ``extractor``): the linearizer's
+        name, or for :class:`Combined` the extractor whose text was kept."""
+        return self.extract(html, deep, url), self.name
 
 
 class Resiliparse(Extractor):
@@ -61,7 +67,7 @@ class Resiliparse(Extractor):
     name = "resiliparse"
     depth_quadratic = True
 
-    def extract(self, html: str, deep: bool = False) -> str:
+    def extract(self, html: str, deep: bool = False, url: str | None = None) -> str:
         return _linearize(HTMLTree.parse(html), main_content=not deep)
 
 
@@ -96,7 +102,7 @@ class Trafilatura(Extractor):
         logging.getLogger("trafilatura").setLevel(logging.CRITICAL)
         self.pages = 0
 
-    def extract(self, html: str, deep: bool = False) -> str:
+    def extract(self, html: str, deep: bool = False, url: str | None = None) -> str:
         import trafilatura
         import trafilatura.meta
 
@@ -133,10 +139,10 @@ class RsTrafilatura(Extractor):
     name = "rs_trafilatura"
     depth_quadratic = True
 
-    def extract(self, html: str, deep: bool = False) -> str:
+    def extract(self, html: str, deep: bool = False, url: str | None = None) -> str:
         if deep:
             return _linearize(HTMLTree.parse(html), main_content=False)
-        return rs_trafilatura_extract(html)[0]
+        return rs_trafilatura_extract(html, url)[0]
 
 
 class Combined(Extractor):
@@ -197,17 +203,21 @@ class Combined(Extractor):
         signals = cls.signals(html, main, everything)
         return cls.INTERCEPT + sum(weight * signals[key] for key, weight in cls.WEIGHTS)
 
-    def extract(self, html: str, deep: bool = False) -> str:
+    def extract(self, html: str, deep: bool = False, url: str | None = None) -> str:
+        return self.extract_by(html, deep, url)[0]
+
+    def extract_by(self, html: str, deep: bool = False, url: str | None = None) -> tuple[str, str]:
+        fast, slow = f"{self.name}:{self.fast.name}", f"{self.name}:{self.slow.name}"
         tree = HTMLTree.parse(html)
         main = _linearize(tree, main_content=not deep)
         if deep or self.score(html, main, _linearize(tree, main_content=False)) < self.THRESHOLD:
-            return main
+            return main, fast
         self.routed += 1
         try:
-            text = rs_trafilatura_extract(html)[0]
+            text = rs_trafilatura_extract(html, url)[0]
         except (ValueError, RuntimeError):
-            return main
-        return text if len(text) >= self.KEEP_SHORTER * len(main) else main
+            return main, fast
+        return (text, slow) if len(text) >= self.KEEP_SHORTER * len(main) else (main, fast)
 
 
 EXTRACTORS: dict[str, type[Extractor]] = {
@@ -260,11 +270,12 @@ def _alarm(seconds: float) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous)
 
 
-def extract_capped(extractor: Extractor, html: str, max_seconds: float, deep: bool = False) -> str:
-    """``extractor``'s text for ``html``; :class:`TooSlow` past ``max_seconds``."""
+def extract_capped(extractor: Extractor, html: str, max_seconds: float, deep: bool = False, url: str | None = None) -> tuple[str, str]:
+    """``extractor``'s text for ``html`` and what made it (:meth:`Extractor.extract_by`);
+    :class:`TooSlow` past ``max_seconds``."""
     start = time.perf_counter()
     with _alarm(max_seconds):
-        text = extractor.extract(html, deep)
+        result = extractor.extract_by(html, deep, url)
     if time.perf_counter() - start > max_seconds:
         raise TooSlow()
-    return text
+    return result

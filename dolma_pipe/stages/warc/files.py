@@ -149,9 +149,10 @@ class Page:
     def html(self) -> str:
         return "" if self.decoded is None else self.decoded.text
 
-    def to_extract(self) -> tuple[bytes, int]:
-        """The page as the sandbox sends it: its bytes and kind."""
-        return (self.pdf, PDF) if self.pdf is not None else (self.utf8, DEEP if self.deep else HTML)
+    def to_extract(self) -> tuple[bytes, int, str]:
+        """The page as the sandbox sends it: its bytes, kind and URL."""
+        url = self.record.target_uri or ""
+        return (self.pdf, PDF, url) if self.pdf is not None else (self.utf8, DEEP if self.deep else HTML, url)
 
 
 class Extraction:
@@ -287,30 +288,34 @@ class Extraction:
             if written is not None:
                 self._write(*written)
 
-    def _in_process(self, page: Page) -> str | Exception:
+    def _in_process(self, page: Page) -> tuple[str, str] | Exception:
         try:
             if page.pdf is not None:
-                return self.pdf.extract(page.pdf)
-            return extract_capped(self.extractor, page.html, self.config.max_seconds, page.deep)
+                return self.pdf.extract(page.pdf), self.pdf.name
+            return extract_capped(self.extractor, page.html, self.config.max_seconds, page.deep, page.record.target_uri)
         except Exception as exc:  # a page the extractor cannot read: counted, never a dead task
             return exc
 
-    def _finish(self, item: tuple[Page, str | Exception]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    def _finish(self, item: tuple[Page, tuple[str, str] | Exception]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         """The document and attribute rows of an extracted page."""
-        page, text = item
+        page, result = item
         name = self.pdf.name if page.pdf is not None else self.extractor.name
-        if isinstance(text, TooSlow):
+        if isinstance(result, TooSlow):
             raise Skip("too_slow")
-        if isinstance(text, ExtractorCrash):
-            raise Bad("extractor_crash", f"{name}: {text}")
-        if isinstance(text, Exception):
-            raise Bad("extractor_error", f"{name}: {text if isinstance(text, ExtractorFailed) else f'{type(text).__name__}: {text}'}")
+        if isinstance(result, ExtractorCrash):
+            raise Bad("extractor_crash", f"{name}: {result}")
+        if isinstance(result, Exception):
+            raise Bad(
+                "extractor_error", f"{name}: {result if isinstance(result, ExtractorFailed) else f'{type(result).__name__}: {result}'}"
+            )
+        text, name = result  # name: what made the text (combined: the extractor whose text was kept)
         if not text.strip():
             raise Skip("empty_text")
         record, cfg = page.record, self.config
         html = page.decoded.text if cfg.store_html_in_metadata and page.decoded is not None else None
         path, added = self.task.path, self.run.resolved.added
         doc = build_document(record, page.doc_id, path, cfg.source_name, added, page.content_type, page.decoded, text, name, html)
+        doc["metadata"]["registered_domain"] = self.urls.registered_domain(record.target_uri or "")  # PSL's (urls.py)
         post_rows = self._tag(self.post, page.doc_id, text, doc["metadata"], "post_taggers")
         return doc, page.pre_rows + post_rows
 

@@ -12,8 +12,10 @@ round trip per page cost ~0.3 ms of CPU here, as much as extracting a small page
 crashes the child or runs past ``max_seconds`` is sent again one page at a time, so that only the
 page at fault is lost.
 
-Messages: to the child ``>I`` (pages), then per page ``>IB`` (length, kind: 0 HTML, 1 HTML whose
-markup is deep, 2 a PDF) and the page (HTML in UTF-8, a PDF's bytes); back ``>I`` and per page ``>BI`` (0 text, 1 an error message) and the
+Messages: to the child ``>I`` (pages), then per page ``>IBH`` (length, kind: 0 HTML, 1 HTML whose
+markup is deep, 2 a PDF; the URL's length), the page's URL in UTF-8 and the page (HTML in UTF-8,
+a PDF's bytes); back ``>I`` and per page ``>BIB`` (0 text, 1 an error message; its length; the
+length of the name of what made the text, the documents' ``extractor``), that name and the
 UTF-8 bytes. The child reads a whole batch before it answers (no pipe fills up both ways).
 """
 
@@ -32,8 +34,10 @@ from .pdf import PdfText
 
 _COUNT = struct.Struct(">I")
 HTML, DEEP, PDF = 0, 1, 2  # a page's kind byte: HTML, HTML with deep markup, a PDF
-_TO_CHILD = struct.Struct(">IB")
-_FROM_CHILD = struct.Struct(">BI")
+_TO_CHILD = struct.Struct(">IBH")
+_FROM_CHILD = struct.Struct(">BIB")
+Sent = tuple[bytes, int, str]  # a page to the child: its bytes, its kind, its URL
+Answer = tuple[str, str]  # a page's text and what made it (Extractor.extract_by)
 
 
 class ExtractorCrash(Exception):
@@ -81,34 +85,37 @@ class Sandbox:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def extract(self, html: str, deep: bool = False) -> str:
+    def extract(self, html: str, deep: bool = False, url: str | None = None) -> str:
         """One page's text; :class:`TooSlow`, :class:`ExtractorCrash` or :class:`ExtractorFailed`."""
-        (result,) = self.extract_many([(html.encode("utf-8", "surrogatepass"), DEEP if deep else HTML)])
+        (result,) = self.extract_many([(html.encode("utf-8", "surrogatepass"), DEEP if deep else HTML, url or "")])
         if isinstance(result, Exception):
             raise result
-        return result
+        return result[0]
 
-    def extract_many(self, pages: list[tuple[bytes, int]]) -> list[str | Exception]:
-        """Each page's text, or the exception that says why there is none. A page is its bytes
-        (HTML in UTF-8, or a PDF) and its kind (:data:`HTML`, :data:`DEEP`, :data:`PDF`)."""
+    def extract_many(self, pages: list[Sent]) -> list[Answer | Exception]:
+        """Each page's text and what made it, or the exception that says why there is none. A
+        page is its bytes (HTML in UTF-8, or a PDF), its kind (:data:`HTML`, :data:`DEEP`,
+        :data:`PDF`) and its URL ("" for none)."""
         try:
             return self._round_trip(pages)
         except (TooSlow, ExtractorCrash) as exc:
             if len(pages) == 1:
                 return [exc]
-        out: list[str | Exception] = []
+        out: list[Answer | Exception] = []
         for page in pages:  # again one by one: only the page at fault is lost
             out.extend(self.extract_many([page]))
         return out
 
-    def _round_trip(self, pages: list[tuple[bytes, int]]) -> list[str | Exception]:
+    def _round_trip(self, pages: list[Sent]) -> list[Answer | Exception]:
         if self.proc is None or self.proc.poll() is not None:
             self._stop()
             self.proc = self._start()
         assert self.proc.stdin is not None and self.proc.stdout is not None
         parts = [_COUNT.pack(len(pages))]
-        for data, kind in pages:
-            parts += [_TO_CHILD.pack(len(data), kind), data]
+        for data, kind, url in pages:
+            address = url.encode("utf-8", "surrogatepass")
+            address = address if len(address) <= 0xFFFF else b""  # a URL past 64 KiB: sent as none
+            parts += [_TO_CHILD.pack(len(data), kind, len(address)), address, data]
         try:
             self.proc.stdin.write(b"".join(parts))
             self.proc.stdin.flush()
@@ -118,11 +125,12 @@ class Sandbox:
         deadline = time.monotonic() + self.max_seconds
         fd = self.proc.stdout.fileno()
         (count,) = _COUNT.unpack(self._read(fd, _COUNT.size, deadline))
-        out: list[str | Exception] = []
+        out: list[Answer | Exception] = []
         for _ in range(count):
-            status, size = _FROM_CHILD.unpack(self._read(fd, _FROM_CHILD.size, deadline))
+            status, size, by_size = _FROM_CHILD.unpack(self._read(fd, _FROM_CHILD.size, deadline))
+            by = self._read(fd, by_size, deadline).decode("utf-8")
             body = self._read(fd, size, deadline).decode("utf-8", "surrogatepass")
-            out.append(ExtractorFailed(body) if status else body)
+            out.append(ExtractorFailed(body) if status else (body, by))
         return out
 
     def _read(self, fd: int, size: int, deadline: float) -> bytes:
@@ -149,16 +157,17 @@ def _read_exactly(stream, size: int) -> bytes | None:
     return data if len(data) == size else None
 
 
-def _answer(extractor: Extractor, pdf: PdfText | None, data: bytes, kind: int) -> tuple[bytes, int]:
+def _answer(extractor: Extractor, pdf: PdfText | None, data: bytes, kind: int, url: str) -> tuple[bytes, bytes, int]:
+    """The page's text, what made it, and 0; or an error message, b"" and 1."""
     try:
         if kind == PDF:
             assert pdf is not None
-            text = pdf.extract(data)
+            text, by = pdf.extract(data), pdf.name
         else:
-            text = extractor.extract(data.decode("utf-8", "surrogatepass"), bool(kind))
-        return text.encode("utf-8", "surrogatepass"), 0
+            text, by = extractor.extract_by(data.decode("utf-8", "surrogatepass"), kind == DEEP, url or None)
+        return text.encode("utf-8", "surrogatepass"), by.encode("utf-8"), 0
     except Exception as exc:
-        return f"{type(exc).__name__}: {exc}".encode("utf-8", "replace"), 1
+        return f"{type(exc).__name__}: {exc}".encode("utf-8", "replace"), b"", 1
 
 
 def serve(spec: str) -> None:
@@ -174,14 +183,15 @@ def serve(spec: str) -> None:
             return
         pages = []
         for _ in range(_COUNT.unpack(head)[0]):
-            size, kind = _TO_CHILD.unpack(_read_exactly(inp, _TO_CHILD.size) or b"\0" * _TO_CHILD.size)
-            pages.append((_read_exactly(inp, size) or b"", kind))
+            size, kind, url_size = _TO_CHILD.unpack(_read_exactly(inp, _TO_CHILD.size) or b"\0" * _TO_CHILD.size)
+            url = (_read_exactly(inp, url_size) or b"").decode("utf-8", "surrogatepass")
+            pages.append((_read_exactly(inp, size) or b"", kind, url))
         answers = [_COUNT.pack(len(pages))]
-        for data, kind in pages:
+        for data, kind, url in pages:
             if kind == PDF and pdf is None:
                 pdf = PdfText()
-            answer, status = _answer(extractor, pdf, data, kind)
-            answers += [_FROM_CHILD.pack(status, len(answer)), answer]
+            answer, by, status = _answer(extractor, pdf, data, kind, url)
+            answers += [_FROM_CHILD.pack(status, len(answer), len(by)), by, answer]
         out.write(b"".join(answers))
         out.flush()
 

@@ -389,7 +389,7 @@ def test_an_extraction_past_its_time_cap_is_stopped():
     class Slow(Extractor):
         name = "slow"
 
-        def extract(self, html: str, deep: bool = False) -> str:
+        def extract(self, html: str, deep: bool = False, url: str | None = None) -> str:
             while True:  # interruptible Python: the timer stops it
                 time.sleep(0.01)
 

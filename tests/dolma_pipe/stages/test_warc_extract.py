@@ -59,11 +59,12 @@ def test_errors_are_exceptions():
 def test_combined_sends_hard_pages_to_rs_trafilatura_and_keeps_resiliparse_elsewhere():
     combined = Combined()
     easy, _ = _article()
-    assert combined.extract(easy) == Resiliparse().extract(easy) and combined.routed == 0
+    assert combined.extract_by(easy) == (Resiliparse().extract(easy), "combined:resiliparse") and combined.routed == 0
     hard, paras = _hard_page()
     assert Combined.score(hard, Resiliparse().extract(hard), extract._linearize(extract.HTMLTree.parse(hard), False)) >= Combined.THRESHOLD
-    text = combined.extract(hard)
-    assert combined.routed == 1 and text == rs_trafilatura_extract(hard)[0]
+    text, by = combined.extract_by(hard, url="https://example.org/hard")
+    assert combined.routed == 1 and text == rs_trafilatura_extract(hard, "https://example.org/hard")[0]
+    assert by == "combined:rs_trafilatura"
     assert all(p in text for p in paras)
 
 
@@ -75,9 +76,9 @@ def test_combined_keeps_resiliparse_when_rs_trafilatura_fails_or_drops_the_conte
         raise RuntimeError("rs-trafilatura panicked: boom")
 
     monkeypatch.setattr(extract, "rs_trafilatura_extract", fails)
-    assert Combined().extract(hard) == main
+    assert Combined().extract_by(hard) == (main, "combined:resiliparse")
     monkeypatch.setattr(extract, "rs_trafilatura_extract", lambda html, url=None: ("x", 0.0, ""))
-    assert Combined().extract(hard) == main  # under a fifth of resiliparse's text: dropped content
+    assert Combined().extract_by(hard) == (main, "combined:resiliparse")  # under a fifth of resiliparse's text: dropped content
 
 
 def test_same_text_in_another_process():
@@ -121,6 +122,31 @@ def test_the_stage_with_caps(tmp_path, linearizer):
     assert counts["deep_markup"] == 1 and counts["written"] == 3
     if linearizer == "rs_trafilatura":
         assert tasks["slow.warc.gz"].counts["skipped_too_slow"] == 1 and tasks["slow.warc.gz"].counts.get("written", 0) == 0
+    # combined: which extractor's text was kept (the deep page: resiliparse's, without the crate)
+    expected = {"a": "resiliparse", "hard": "rs_trafilatura", "deep": "resiliparse"}
     for rec in records:
         assert all(p in docs[rec.url]["text"] for p in rec.text), rec.url
-        assert docs[rec.url]["metadata"]["extractor"] == linearizer
+        by = linearizer if linearizer == "rs_trafilatura" else f"combined:{expected[rec.url.rsplit('/', 1)[1]]}"
+        assert docs[rec.url]["metadata"]["extractor"] == by
+
+
+class EchoUrl(Resiliparse):
+    """The page's URL as its text (a test of what reaches the extractor's process)."""
+
+    name = "echo_url"
+
+    def extract(self, html: str, deep: bool = False, url: str | None = None) -> str:
+        return f"{url!r} deep={deep}"
+
+
+def test_the_sandbox_hands_the_url_to_the_extractor_and_returns_who_made_the_text():
+    from dolma_pipe.stages.warc.sandbox import DEEP, HTML, Sandbox
+
+    pages = [(b"<p>a</p>", HTML, "https://u.example.org/\u00e9"), (b"<p>b</p>", DEEP, ""), (b"<p>c</p>", HTML, "x" * 70_000)]
+    with Sandbox(f"{__name__}:EchoUrl", 10.0) as sandbox:
+        got = sandbox.extract_many(pages)
+    assert got == [
+        ("'https://u.example.org/\u00e9' deep=False", "echo_url"),
+        ("None deep=True", "echo_url"),
+        ("None deep=False", "echo_url"),
+    ]
