@@ -40,6 +40,15 @@ class UrlFilterOptions(StrictModel):
         description="files of blocked domains or URLs, one a line ('#' comments); a domain blocks its subdomains",
     )
     banned_words: list[str] = Field(default_factory=list, description="a host holding one of these words (lower case) is blocked")
+    banned_words_in: Literal["host", "registered_domain"] = Field(
+        default="host", description="where banned_words are looked for: the whole host, or its registered domain alone (example.co.uk)"
+    )
+    public_suffix_list: PathStr | None = Field(
+        default=None, description="publicsuffix.org's list file for registered domains (default: the snapshot the tld package ships)"
+    )
+    private_suffixes: bool = Field(
+        default=False, description="also the list's private section (github.io, blogspot.com: their subdomains are registered domains)"
+    )
 
 
 class WarcConfig(RunOptions):

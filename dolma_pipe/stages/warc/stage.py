@@ -10,6 +10,7 @@ from .config import WarcConfig, WarcError
 from .files import WarcFiles
 from .run import WarcResolved, WarcRun, blocklist_digests, documents_name, resolve_added
 from .tagging import check
+from .urls import public_suffixes
 
 
 class WarcStage(Stage[WarcConfig]):
@@ -26,6 +27,8 @@ class WarcStage(Stage[WarcConfig]):
         for path in config.urls.blocklists:
             if not storage.exists(path):
                 raise WarcError(f"urls.blocklists: {path} cannot be read (no such file)")
+        if config.urls.public_suffix_list is not None:  # a bad file or rule fails now, naming its line
+            public_suffixes(config.urls.public_suffix_list, config.urls.private_suffixes)
 
     @property
     def output_root(self) -> str:

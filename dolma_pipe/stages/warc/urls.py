@@ -6,10 +6,20 @@ page has the same ``url`` in both tools.
 
 :class:`UrlFilter` blocks a record by a list file (one domain or URL a line, ``#`` comments; a
 domain blocks its subdomains, as UT1's lists mean it) or by a banned word anywhere in its host
-(datatrove's "banned words in the domain" rule, on the host's lower-case text). A list is
+(on the host's lower-case text, or on its registered domain alone). A list is
 compiled once per content (its sha256) into sorted 64-bit digests in a cache folder
 (:func:`cache_dir`), which every process memory-maps: UT1's 4.56M domains cost about 6 CPU-s
 once per machine, then nothing per process, and their 36 MB are shared.
+
+:class:`PublicSuffixList` is publicsuffix.org's list (the snapshot the ``tld`` distribution ships,
+or a file the user gives), compiled once per process into three sets: it gives a host's
+registered domain (``a.b.example.co.uk`` -> ``example.co.uk``) as tldextract gives it to
+datatrove's URL filter (the ICANN section by default, the private one on request): recorded in
+each document's ``metadata.registered_domain``, and where ``banned_words_in`` is
+``registered_domain`` what banned words are looked for in. A list's domain entries are looked up
+for the host and every parent of it, which holds datatrove's two lookups (the registered domain,
+the whole host) and the parents above the registered domain: UT1 names public suffixes on
+purpose (``xxx``, ``porn``, ``sex.pl``), to block every host under them.
 """
 
 from __future__ import annotations
@@ -17,6 +27,8 @@ from __future__ import annotations
 import fcntl
 import functools
 import hashlib
+import importlib.resources
+import ipaddress
 import os
 import re
 from urllib.parse import urlsplit
@@ -40,6 +52,8 @@ _COMMENT = re.compile(rb"#[^\n]*")
 _NOT_BARE = re.compile(rb"[^A-Za-z0-9_.\n \t-]")
 _TRAILING_DOTS = re.compile(rb"\.+[ \t]*$", re.MULTILINE)
 _WWW_LINE = re.compile(rb"^[ \t]*www\d*\.", re.MULTILINE)
+# IDNA's other full stops (ideographic, fullwidth, halfwidth), which hosts may use for "."
+_DOTS = re.compile("[\u3002\uff0e\uff61]")
 
 
 def normalise(url: str) -> str:
@@ -213,6 +227,112 @@ def _lists(paths: tuple[str, ...], digests: tuple[str, ...]) -> tuple[DigestSet,
     return DigestSet([d for d, _ in arrays]), DigestSet([u for _, u in arrays])
 
 
+PSL_PRIVATE_BEGIN = "// ===BEGIN PRIVATE DOMAINS==="
+
+
+class PublicSuffixList:
+    """publicsuffix.org's rules (``https://publicsuffix.org/list/``): plain (``co.uk``), wildcard
+    (``*.ck``: every label under ``ck`` is a suffix) and exception (``!www.ck``: but not this one).
+    Rules and hosts are compared label by label in Unicode (``xn--`` labels decoded), so an IDN host
+    matches in either form; what is returned keeps the host's own form. The ICANN section only,
+    unless ``private`` (then ``github.io``, ``blogspot.com``... are suffixes too)."""
+
+    def __init__(self, text: str, private: bool = False, where: str = "public suffix list"):
+        self.rules: set[str] = set()
+        self.wildcards: set[str] = set()  # "ck" for "*.ck"
+        self.exceptions: set[str] = set()  # "www.ck" for "!www.ck"
+        for number, line in enumerate(text.splitlines(), 1):
+            if line.startswith(PSL_PRIVATE_BEGIN) and not private:
+                break
+            rule = line.split(maxsplit=1)[0].lower() if line.strip() else ""
+            if not rule or rule.startswith("//"):
+                continue
+            exception = rule.startswith("!")
+            name = _unicode(_DOTS.sub(".", rule.lstrip("!")))
+            labels = name.split(".")
+            if not all(labels) or "*" in labels[1:] or (exception and "*" in labels):
+                raise WarcError(f"{where}, line {number}: {line.strip()!r} is no public suffix rule")
+            if exception:
+                self.exceptions.add(name)
+            elif labels[0] == "*":
+                self.wildcards.add(".".join(labels[1:]))
+            else:
+                self.rules.add(name)
+        if not self.rules:
+            raise WarcError(f"{where}: no public suffix rule in it")
+
+    def suffix_length(self, labels: list[str]) -> int:
+        """How many of ``labels``' last labels (Unicode, lower case) are the public suffix (the
+        longest rule that matches; an exception rule wins and gives its own less the first label;
+        no rule: the last label, the list's default ``*``)."""
+        best = 1
+        name = ""
+        for k in range(1, len(labels) + 1):
+            parent = name
+            name = labels[-k] + ("." + name if name else "")
+            if name in self.exceptions:
+                return k - 1
+            if name in self.rules or (k > 1 and parent in self.wildcards):
+                best = k
+        return best
+
+    def registered_domain(self, host: str) -> str | None:
+        """The public suffix and one label more, in ``host``'s own form (lower case); None for an
+        IP address, a single label, or a host that is itself a public suffix."""
+        host = _DOTS.sub(".", host).strip(".").lower()
+        if not host or "." not in host or _is_ip(host):
+            return None
+        labels = host.split(".")
+        if not all(labels):
+            return None
+        keys = [_label(label) for label in labels] if "xn--" in host else labels
+        length = self.suffix_length(keys) + 1
+        return ".".join(labels[-length:]) if length <= len(labels) else None
+
+
+def _unicode(name: str) -> str:
+    """``name`` with its ``xn--`` labels decoded (a label that does not decode is kept)."""
+    if "xn--" not in name:
+        return name
+    return ".".join(_label(label) for label in name.split("."))
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _label(label: str) -> str:
+    if not label.startswith("xn--"):
+        return label
+    try:
+        return label[4:].encode("ascii").decode("punycode").lower()
+    except (UnicodeError, ValueError):
+        return label
+
+
+def _is_ip(host: str) -> bool:
+    if not (host[-1].isdigit() or ":" in host):
+        return False
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
+def bundled_psl() -> str:
+    """The public suffix list the ``tld`` distribution ships (publicsuffix.org's file)."""
+    return str(importlib.resources.files("tld") / "res" / "effective_tld_names.dat.txt")
+
+
+@functools.lru_cache(maxsize=4)
+def public_suffixes(path: str | None = None, private: bool = False) -> PublicSuffixList:
+    """The list at ``path`` (default :func:`bundled_psl`), compiled once per process."""
+    where = path or bundled_psl()
+    try:
+        text = storage.read_bytes(where).decode("utf-8")
+    except (OSError, UnicodeError) as exc:
+        raise WarcError(f"urls.public_suffix_list: {where} cannot be read ({exc})") from None
+    return PublicSuffixList(text, private, where=f"urls.public_suffix_list {where}")
+
+
 class UrlFilter:
     """Why a URL is blocked (``blocked_domain``, ``blocked_url``, ``banned_word``), or None.
 
@@ -226,19 +346,38 @@ class UrlFilter:
         else:
             self.domains, self.urls = _lists(paths, tuple(digests[p] for p in paths))
         self.words = [w.strip().lower() for w in options.banned_words if w.strip()]
+        self.words_on_domain = options.banned_words_in == "registered_domain"
+        self.psl_path = options.public_suffix_list
+        self.private = options.private_suffixes
+        self._psl: PublicSuffixList | None = None
+
+    @property
+    def psl(self) -> PublicSuffixList:
+        if self._psl is None:
+            self._psl = public_suffixes(self.psl_path, self.private)
+        return self._psl
+
+    def registered_domain(self, url: str) -> str | None:
+        """The registered domain of ``url``'s host (:meth:`PublicSuffixList.registered_domain`)."""
+        return self.psl.registered_domain(host_of(url))
 
     @property
     def active(self) -> bool:
         return bool(self.domains or self.urls or self.words)
 
     def blocked(self, url: str) -> str | None:
-        host = _WWW.sub("", host_of(url))
+        full = host_of(url)
+        host = _WWW.sub("", full)
         if self.domains:
+            # the host and every parent: its registered domain (datatrove's check) and above it
+            # too, since UT1's lists name public suffixes on purpose (xxx, porn, sex.pl)
             labels = host.split(".")
             if self.domains.any_of([".".join(labels[i:]) for i in range(len(labels))]):
                 return "blocked_domain"
         if self.urls and _key(url) in self.urls:
             return "blocked_url"
-        if any(w in host for w in self.words):
-            return "banned_word"
+        if self.words:
+            where = (self.psl.registered_domain(full) or host) if self.words_on_domain else host
+            if any(w in where for w in self.words):
+                return "banned_word"
         return None
