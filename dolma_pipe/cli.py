@@ -60,6 +60,7 @@ class Command:
 COMMANDS: list[Command] = [
     Command("convert", "dolma_pipe.stages.convert:ConvertStage", "validate documents and write them as Dolma jsonl/.gz/.zst/parquet"),
     Command("warc", "dolma_pipe.stages.warc:WarcStage", "extract Dolma documents from WARC files (web crawls), every record accounted for"),
+    Command("pdf", "dolma_pipe.stages.pdf:PdfStage", "extract Dolma documents from PDF files (their text layer), every file accounted for"),
     Command("stats", "dolma_pipe.stages.stats:StatsStage", "count documents, characters, bytes and words per source"),
     Command("tag", "taggers.stage:TagStage", "run taggers (language, quality, PII, toxicity, rules) and write Dolma attributes"),
     Command("train-classifier", "taggers.train_classifier:TrainClassifier", "train a fastText quality classifier from labelled documents"),

@@ -4,9 +4,16 @@ A record whose payload is a PDF (declared or sniffed as ``application/pdf``) is 
 ``content_types`` names ``application/pdf``: each page's text in reading order as pdfium gives it,
 pages separated by a blank line. A PDF pdfium cannot open is an ``extractor_error``; like HTML,
 it is read in the extractor's child process, where a crash in pdfium costs that page only.
+
+``dolma-pipe pdf`` (:mod:`dolma_pipe.stages.pdf`) reads local PDF files with the same
+:class:`PdfText` in the same kind of child (:class:`PdfOnly`), and dates them by
+:func:`creation_date`.
 """
 
 from __future__ import annotations
+
+import re
+from datetime import datetime, timedelta, timezone
 
 PDF_TYPE = "application/pdf"
 
@@ -31,3 +38,62 @@ class PdfText:
             return "\n\n".join(p for p in pages if p)
         finally:
             doc.close()
+
+
+class PdfOnly:
+    """The sandbox's extractor for a run of PDFs alone (``dolma-pipe pdf``): the child reads PDFs
+    with :class:`PdfText` and loads no HTML extractor; an HTML page sent to it is an error."""
+
+    name = "pdf-only"
+
+    def extract_by(self, html: str, deep: bool = False, url: str | None = None) -> tuple[str, str]:
+        raise ValueError("this extractor process reads PDFs only")
+
+
+# The document information dictionary's creation date (PDF 32000-1, 7.9.4: D:YYYYMMDDHHmmSSOHH'mm',
+# every part after the year optional), as a literal or a hex string, and XMP's xmp:CreateDate.
+_INFO_DATE = re.compile(rb"/CreationDate\s*(?:\(\s*(D:[^)]{4,40})\)|<([0-9A-Fa-f\s]{8,200})>)")
+_XMP_DATE = re.compile(rb"xmp:CreateDate(?:>|=[\"'])\s*(\d{4}(?:-\d\d(?:-\d\d(?:T[0-9:.]+(?:Z|[+-]\d\d:\d\d)?)?)?)?)")
+_PDF_DATE = re.compile(r"D:(\d{4})(\d\d)?(\d\d)?(\d\d)?(\d\d)?(\d\d)?\s*(?:([Zz+-])\s*(\d\d)?'?\s*(\d\d)?'?)?")
+
+
+def pdf_date(value: str) -> datetime | None:
+    """A PDF date string (``D:20240501123456+02'00'``) as an aware datetime; None if it is not one."""
+    m = _PDF_DATE.match(value.strip())
+    if m is None:
+        return None
+    year, month, day, hour, minute, second, sign, tz_h, tz_m = m.groups()
+    try:
+        zone = timezone.utc
+        if sign in ("+", "-"):
+            offset = timedelta(hours=int(tz_h or 0), minutes=int(tz_m or 0))
+            zone = timezone(offset if sign == "+" else -offset)
+        return datetime(int(year), int(month or 1), int(day or 1), int(hour or 0), int(minute or 0), int(second or 0), tzinfo=zone)
+    except ValueError:
+        return None
+
+
+def creation_date(data: bytes) -> datetime | None:
+    """When the PDF says it was made: its information dictionary's ``/CreationDate`` (the last
+    revision's, where incremental updates wrote several), else its XMP ``xmp:CreateDate``; None when
+    neither is there in plain bytes (a date inside a compressed object stream is not looked for:
+    parsing the file is pdfium's, in the extractor's process)."""
+    for m in reversed(list(_INFO_DATE.finditer(data))):
+        literal, hexed = m.groups()
+        if literal is not None:
+            value = literal.decode("latin-1")
+        else:
+            raw = bytes.fromhex(re.sub(rb"\s", b"", hexed).decode("ascii")) if len(re.sub(rb"\s", b"", hexed)) % 2 == 0 else b""
+            value = raw.decode("utf-16-be", "replace") if raw.startswith(b"\xfe\xff") else raw.decode("latin-1")
+            value = value.lstrip("\ufeff")
+        when = pdf_date(value)
+        if when is not None:
+            return when
+    for m in _XMP_DATE.finditer(data):
+        text = m.group(1).decode("ascii")
+        try:
+            when = datetime.fromisoformat(text.replace("Z", "+00:00")) if "-" in text else datetime(int(text), 1, 1)
+        except ValueError:
+            continue
+        return when if when.tzinfo is not None else when.replace(tzinfo=timezone.utc)
+    return None
