@@ -66,15 +66,19 @@ def dechunk(data: bytes) -> tuple[bytes, str | None]:
     pos = 0
     while pos < len(data):
         end = data.find(b"\r\n", pos)
-        size_text = data[pos : end if end >= 0 else len(data)].split(b";")[0].strip()
+        if end < 0:  # a size line the payload ends in
+            end = len(data)
+        size_text = data[pos:end].split(b";")[0].strip()
         try:
             size = int(size_text, 16)
         except ValueError:
+            size = -1
+        if size < 0:  # not a size ("-ff" parses, and would send the reader back: it never ended)
             out += data[pos:]
             return bytes(out), "a chunk size line is not one"
         if size == 0:
             return bytes(out), None
-        start = end + 2
+        start = min(end + 2, len(data))  # past the size line: every turn moves forward
         out += data[start : start + size]
         if start + size > len(data):
             return bytes(out), "a chunk runs past the payload"
