@@ -35,7 +35,7 @@ from dolma_pipe.stage import Phase, RunContext, Task, TaskOutput, file_task
 from .arc import is_arc, read_arc
 from .charset import Decoded, decode
 from .extract import _FLAT, EXTRACTORS, Extractor, TooSlow, extract_capped
-from .payload import dechunk, open_payload
+from .payload import TooLarge, dechunk, open_payload
 from .pdf import PDF_TYPE, PdfText
 from .provenance import build_document, document_id
 from .records import Damage, Record, digest_ok, read_records
@@ -257,7 +257,10 @@ class Extraction:
         self._check(record)
         assert record.body is not None
         declared = record.http_headers.get("content-type") if record.is_http else record.headers.get("content-type")
-        payload = open_payload(record.body, record.http_headers, declared)
+        try:
+            payload = open_payload(record.body, record.http_headers, declared, self.config.max_record_bytes)
+        except TooLarge:
+            raise Skip("too_large") from None  # its content encoding inflates past the cap
         if payload.content_type not in self.config.content_types:
             raise Skip("content_type")
         if payload.problem is not None:

@@ -86,17 +86,60 @@ def dechunk(data: bytes) -> tuple[bytes, str | None]:
     return bytes(out), "no last chunk"
 
 
-def _decompress(data: bytes, coding: str) -> bytes:
+class TooLarge(Exception):
+    """A payload whose content encoding inflates past the size cap (a decompression bomb)."""
+
+
+_STEP = 64 << 10  # compressed bytes inflated at a time
+
+
+def _decompress(data: bytes, coding: str, limit: int | None = None) -> tuple[bytes, str | None]:
+    """``data`` inflated, and what was wrong with it (a stream cut short, or corrupt part way:
+    what inflated before is kept). More than ``limit`` bytes out raise :class:`TooLarge`: a few
+    kB of gzip can inflate to gigabytes, so the cap holds on the output, not only on the stored
+    payload. Raises ValueError (an unknown coding), zlib.error or brotli.error where nothing
+    inflates."""
+    cap = (limit if limit is not None else 1 << 62) + 1
     if coding in ("gzip", "x-gzip"):
-        return zlib.decompress(data, 16 + zlib.MAX_WBITS)
-    if coding == "deflate":
-        try:
-            return zlib.decompress(data)
-        except zlib.error:
-            return zlib.decompress(data, -zlib.MAX_WBITS)  # raw deflate, as some servers send it
-    if coding == "br":
-        return brotli.decompress(data)
-    raise ValueError(f"unknown content encoding {coding!r}")
+        inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    elif coding == "deflate":
+        # zlib-wrapped as the standard says, or raw deflate as some servers send it.
+        wrapped = len(data) >= 2 and data[0] & 0x0F == 8 and (data[0] << 8 | data[1]) % 31 == 0
+        inflate = zlib.decompressobj(zlib.MAX_WBITS if wrapped else -zlib.MAX_WBITS)
+    elif coding == "br":
+        return _unbrotli(data, cap)
+    else:
+        raise ValueError(f"unknown content encoding {coding!r}")
+    out = bytearray()
+    try:
+        for at in range(0, len(data), _STEP):
+            out += inflate.decompress(data[at : at + _STEP], cap - len(out))
+            if len(out) >= cap:
+                raise TooLarge(f"inflates past {cap - 1} bytes")
+            if inflate.eof:
+                break
+    except zlib.error as exc:
+        if not out:
+            raise
+        return bytes(out), f"corrupt part way ({exc})"
+    return bytes(out), None if inflate.eof else "cut short"
+
+
+def _unbrotli(data: bytes, cap: int) -> tuple[bytes, str | None]:
+    inflate = brotli.Decompressor()
+    out = bytearray()
+    try:
+        for at in range(0, len(data), _STEP):
+            out += inflate.process(data[at : at + _STEP], output_buffer_limit=cap - len(out))
+            if len(out) >= cap:
+                raise TooLarge(f"inflates past {cap - 1} bytes")
+            if inflate.is_finished():
+                break
+    except brotli.error as exc:
+        if not out:
+            raise
+        return bytes(out), f"corrupt part way ({exc})"
+    return bytes(out), None if inflate.is_finished() else "cut short"
 
 
 def sniff(body: bytes, declared: str) -> str:
@@ -110,8 +153,9 @@ def sniff(body: bytes, declared: str) -> str:
     return declared
 
 
-def open_payload(body: bytes, http_headers: dict[str, str], declared_header: str | None) -> Payload:
-    """The payload undone and typed; ``declared_header`` is the Content-Type to start from."""
+def open_payload(body: bytes, http_headers: dict[str, str], declared_header: str | None, max_bytes: int | None = None) -> Payload:
+    """The payload undone and typed; ``declared_header`` is the Content-Type to start from.
+    :class:`TooLarge` when its content encoding inflates past ``max_bytes``."""
     declared, charset = parse_content_type(declared_header)
     problem = None
     transfer = http_headers.get("transfer-encoding", "").lower()
@@ -122,7 +166,9 @@ def open_payload(body: bytes, http_headers: dict[str, str], declared_header: str
     coding = http_headers.get("content-encoding", "").strip().lower()
     if coding and coding != "identity" and problem is None:
         try:
-            body = _decompress(body, coding)
+            body, broken = _decompress(body, coding, max_bytes)
+            if broken is not None:
+                problem = f"bad {coding} content encoding ({broken})"
         except (zlib.error, brotli.error, ValueError) as exc:
             problem = f"bad {coding} content encoding ({exc})"
     return Payload(body=body, content_type=sniff(body, declared), declared_type=declared, charset=charset, problem=problem)

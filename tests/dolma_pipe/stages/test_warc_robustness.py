@@ -37,3 +37,38 @@ def test_chunk_sizes_that_are_not_sizes_end(tmp_path):
     assert task.counts["written"] == 3 and task.counts["payload_damaged"] == 3
     docs = read_records(tmp_path / "out" / "documents" / "chunks.jsonl.gz")
     assert all(paras[0] in d["text"] for d in docs)
+
+
+def test_content_encodings_inflate_under_the_size_cap(tmp_path):
+    import gzip
+    import zlib
+
+    import brotli
+
+    rng = random.Random(5)
+    pages = [paragraphs(rng, 3) for _ in range(5)]
+    html = [html_page(f"E{i}", ps).encode() for i, ps in enumerate(pages)]
+    raw = zlib.compressobj(6, zlib.DEFLATED, -zlib.MAX_WBITS)
+    bomb = gzip.compress(b"<html><body>" + b"<p>again</p>" * ((3 << 20) // 12) + b"</body></html>")  # ~3 MB from ~10 kB
+    encoded = [
+        ("gzip", gzip.compress(html[0]), "written"),
+        ("deflate", zlib.compress(html[1]), "written"),
+        ("deflate", raw.compress(html[2]) + raw.flush(), "written"),  # raw deflate, as some servers send it
+        ("br", brotli.compress(html[3]), "written"),
+        ("gzip", gzip.compress(html[4])[:-200], "written"),  # cut short: what inflates is kept
+        ("gzip", bomb, "skipped_too_large"),
+    ]
+    records = []
+    for i, (coding, body, expect) in enumerate(encoded):
+        r = response(f"https://e.example.org/{i}", body, expect=expect, text=pages[i][:1] if i < 5 else [])
+        r.headers.append(("Content-Encoding", coding))
+        records.append(r)
+    write_warc(tmp_path / "in" / "enc.warc.gz", records)
+    out = tmp_path / "out"
+    summary = run({"documents": [str(tmp_path / "in" / "*")], "destination": str(out), "processes": 1, "max_record_bytes": 1 << 20})
+    task = _task(summary, "enc.warc.gz")
+    assert task.counts["written"] == 5 and task.counts["skipped_too_large"] == 1 and task.counts["payload_damaged"] == 1
+    docs = {d["metadata"]["warc_url"]: d for d in read_records(out / "documents" / "enc.jsonl.gz")}
+    for r in records[:4]:
+        assert r.text[0] in docs[r.url]["text"], r.url
+    assert records[4].text[0][:60] in docs[records[4].url]["text"]  # the part before the cut
