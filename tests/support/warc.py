@@ -261,3 +261,14 @@ def run(overrides: dict, executor=None):
     """``dolma-pipe warc`` in this process with ``overrides`` on a config whose source is ``cc``."""
     config = load_config(WarcConfig, None, {"source_name": "cc", "progress": False, **overrides})
     return run_stage(WarcStage(config), executor=executor)
+
+
+SLOW_START_ENV = "DOLMA_PIPE_TEST_SLOW_START"
+
+
+class SlowStart(Resiliparse):
+    """resiliparse made ``$DOLMA_PIPE_TEST_SLOW_START`` seconds late (a loaded machine's start-up)."""
+
+    def __init__(self) -> None:
+        __import__("time").sleep(float(os.environ.get(SLOW_START_ENV, "0")))
+        super().__init__()

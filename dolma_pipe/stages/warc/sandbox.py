@@ -12,9 +12,16 @@ round trip per page cost ~0.3 ms of CPU here, as much as extracting a small page
 crashes the child or runs past ``max_seconds`` is sent again one page at a time, so that only the
 page at fault is lost.
 
+A child's start-up (the interpreter, the extractor's imports, making it) is not a page's time: the
+child says :data:`READY` once its extractor is made and has read a small page, and only then are
+pages sent and their clock started. Start-up has its own, generous limit (``start_seconds``, 120 s:
+a loaded machine, a cold disk); a child that exits or stays silent that long fails the task with
+:class:`ExtractorNotStarted`, naming the extractor (an environment that cannot run it at all is
+not a property of any page).
+
 Messages: to the child ``>I`` (pages), then per page ``>IBH`` (length, kind: 0 HTML, 1 HTML whose
 markup is deep, 2 a PDF; the URL's length), the page's URL in UTF-8 and the page (HTML in UTF-8,
-a PDF's bytes); back ``>I`` and per page ``>BIB`` (0 text, 1 an error message; its length; the
+a PDF's bytes); back, first :data:`READY` once, then per batch ``>I`` and per page ``>BIB`` (0 text, 1 an error message; its length; the
 length of the name of what made the text, the documents' ``extractor``), that name and the
 UTF-8 bytes. The child reads a whole batch before it answers (no pipe fills up both ways).
 """
@@ -29,6 +36,7 @@ import subprocess
 import sys
 import time
 
+from .config import WarcError
 from .extract import Extractor, TooSlow
 from .pdf import PdfText
 
@@ -38,6 +46,9 @@ _TO_CHILD = struct.Struct(">IBH")
 _FROM_CHILD = struct.Struct(">BIB")
 Sent = tuple[bytes, int, str]  # a page to the child: its bytes, its kind, its URL
 Answer = tuple[str, str]  # a page's text and what made it (Extractor.extract_by)
+READY = b"DPX\x01"  # the child's first bytes: its extractor is made, pages may come
+STARTUP_SECONDS = 120.0  # how long a child may take to say READY
+_WARM_UP = "<html><body><p>Ready.</p></body></html>"  # read by a new child before it says READY
 
 
 class ExtractorCrash(Exception):
@@ -48,6 +59,10 @@ class ExtractorFailed(Exception):
     """The extractor raised on a page; the message is the child's."""
 
 
+class ExtractorNotStarted(WarcError):
+    """The extractor's process exited, or said nothing, before it was ready for pages."""
+
+
 def class_path(cls: type) -> str:
     return f"{cls.__module__}:{cls.__qualname__}"
 
@@ -55,17 +70,31 @@ def class_path(cls: type) -> str:
 class Sandbox:
     """Pages to text in a child process running the extractor class ``spec`` (``module:Class``)."""
 
-    def __init__(self, spec: str, max_seconds: float):
+    def __init__(self, spec: str, max_seconds: float, start_seconds: float = STARTUP_SECONDS):
         self.spec = spec
         self.max_seconds = max_seconds
+        self.start_seconds = start_seconds
         self.proc: subprocess.Popen[bytes] | None = None
         self.started = 0  # children started (1 unless pages crashed or hung)
 
     def _start(self) -> subprocess.Popen[bytes]:
+        """A new child, once it has said :data:`READY` (its start-up on a clock of its own)."""
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
         cmd = [sys.executable, "-m", "dolma_pipe.stages.warc.sandbox", self.spec]
         self.started += 1
-        return subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+        self.proc = proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+        assert proc.stdout is not None
+        what = f"the extractor's process ({self.spec})"
+        try:
+            said = self._read(proc.stdout.fileno(), len(READY), time.monotonic() + self.start_seconds)
+        except TooSlow:
+            raise ExtractorNotStarted(f"{what} was not ready after {self.start_seconds:g} s (start-up limit)") from None
+        except ExtractorCrash as exc:
+            raise ExtractorNotStarted(f"{what} ended before it was ready: {exc}; its error output is above") from None
+        if said != READY:
+            self._stop()
+            raise ExtractorNotStarted(f"{what} began with {said!r}, not its ready message")
+        return proc
 
     def _stop(self) -> None:
         if self.proc is not None:
@@ -109,8 +138,8 @@ class Sandbox:
     def _round_trip(self, pages: list[Sent]) -> list[Answer | Exception]:
         if self.proc is None or self.proc.poll() is not None:
             self._stop()
-            self.proc = self._start()
-        assert self.proc.stdin is not None and self.proc.stdout is not None
+            self._start()
+        assert self.proc is not None and self.proc.stdin is not None and self.proc.stdout is not None
         parts = [_COUNT.pack(len(pages))]
         for data, kind, url in pages:
             address = url.encode("utf-8", "surrogatepass")
@@ -172,11 +201,20 @@ def _answer(extractor: Extractor, pdf: PdfText | None, data: bytes, kind: int, u
 
 def serve(spec: str) -> None:
     """The child's loop: batches of pages in on stdin, their texts out on stdout, until stdin closes."""
+    # Whatever an extractor prints (from Python or C, at import or later) must not mix with the
+    # answers: they go out on a copy of stdout, and stdout itself is made stderr.
+    inp, out = sys.stdin.buffer, os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
     module, _, name = spec.partition(":")
     extractor: Extractor = getattr(importlib.import_module(module), name)()
+    try:
+        extractor.extract_by(_WARM_UP, False, None)  # what a first call loads lazily, loaded now
+    except Exception:
+        pass  # a page that fails says so when it comes
     pdf: PdfText | None = None
-    inp, out = sys.stdin.buffer, sys.stdout.buffer
-    sys.stdout = sys.stderr  # whatever an extractor prints must not mix with the answers
+    out.write(READY)
+    out.flush()
     while True:
         head = _read_exactly(inp, _COUNT.size)
         if head is None:

@@ -72,3 +72,21 @@ def test_content_encodings_inflate_under_the_size_cap(tmp_path):
     for r in records[:4]:
         assert r.text[0] in docs[r.url]["text"], r.url
     assert records[4].text[0][:60] in docs[records[4].url]["text"]  # the part before the cut
+
+
+def test_a_childs_start_up_is_not_the_first_pages_time(monkeypatch):
+    from dolma_pipe.stages.warc.sandbox import ExtractorNotStarted, Sandbox, class_path
+    from tests.support.warc import SLOW_START_ENV, SlowStart
+
+    page = html_page("Slow start", ["A page that takes no time at all to read."])
+    monkeypatch.setenv(SLOW_START_ENV, "0.6")
+    # Start-up (0.6 s and more) is past max_seconds; the page's extraction is not.
+    with Sandbox(class_path(SlowStart), max_seconds=0.5) as sandbox:
+        assert "no time at all" in sandbox.extract(page)
+        assert sandbox.started == 1
+    with Sandbox(class_path(SlowStart), max_seconds=0.5, start_seconds=0.2) as sandbox:
+        with pytest.raises(ExtractorNotStarted, match=r"SlowStart\) was not ready after 0.2 s"):
+            sandbox.extract(page)
+    with Sandbox("tests.support.warc:NoSuchExtractor", max_seconds=0.5) as sandbox:
+        with pytest.raises(ExtractorNotStarted, match=r"NoSuchExtractor\) ended before it was ready"):
+            sandbox.extract(page)
