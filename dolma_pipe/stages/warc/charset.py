@@ -61,6 +61,8 @@ def codec_for(label: str | None) -> str | None:
 @functools.lru_cache(maxsize=1024)
 def _codec_for(label: str) -> str | None:
     label = label.strip().strip("\"'").lower()
+    if not label.isprintable():
+        return None  # no charset's name (codecs.lookup raises ValueError on a NUL)
     try:
         own: str | None = codecs.lookup(label).name
     except LookupError:

@@ -90,3 +90,12 @@ def test_a_childs_start_up_is_not_the_first_pages_time(monkeypatch):
     with Sandbox("tests.support.warc:NoSuchExtractor", max_seconds=0.5) as sandbox:
         with pytest.raises(ExtractorNotStarted, match=r"NoSuchExtractor\) ended before it was ready"):
             sandbox.extract(page)
+
+
+def test_a_charset_label_that_is_no_name_is_passed_over():
+    from dolma_pipe.stages.warc.charset import decode
+
+    page = html_page("Label", ["Caf\u00e9 cr\u00e8me."]).encode()
+    for label in ("\xff\xfe\x00", "utf-8\x00", "\x00"):  # codecs.lookup raised ValueError on these: a dead task
+        decoded = decode(page, label)
+        assert decoded.decided_by == "utf8" and "Caf\u00e9 cr\u00e8me." in decoded.text
