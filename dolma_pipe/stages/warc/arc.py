@@ -9,16 +9,17 @@ theirs is left empty, and the document id is made from the file's name and the r
 
 from __future__ import annotations
 
-import gzip
 import os
+import re
 import zlib
 from collections.abc import Iterator
 from datetime import datetime, timezone
 
 from warcio.archiveiterator import ArchiveIterator
 from warcio.exceptions import ArchiveLoadFailed
+from warcio.statusandheaders import StatusAndHeadersParserException
 
-from .records import Damage, Record
+from .records import GZIP_MAGIC, Damage, Record
 
 ARC_START = b"filedesc://"
 
@@ -44,38 +45,84 @@ def _date(value: str | None) -> datetime | None:
         return None
 
 
-def read_arc(path: str, max_bytes: int) -> Iterator[Record | Damage]:
-    """Every record of the local ARC file ``path``; what cannot be read past is one :class:`Damage`."""
-    index = 0
-    offset = 0
+# An ARC record's header line: URL, IP address, 14-digit date, content type, length (ARC v1).
+_ARC_HEADER = re.compile(rb"\n(?:https?|ftp|dns|filedesc)://\S* \S+ \d{14} \S* \d+\n")
+_SCAN = 1 << 20
+
+
+def _next_start(path: str, after: int, gz: bool) -> int | None:
+    """Where the first record after byte ``after`` starts (a gzip member, or an ARC header line), or None."""
     with open(path, "rb") as fh:
-        it = ArchiveIterator(fh, arc2warc=True)
+        pos = after + 1
+        while True:
+            fh.seek(pos)
+            data = fh.read(_SCAN + 256)
+            if gz:
+                found = data.find(GZIP_MAGIC)
+            else:
+                match = _ARC_HEADER.search(data)
+                found = -1 if match is None else match.start() + 1
+            if found >= 0:
+                return pos + found
+            if len(data) < _SCAN + 256:
+                return None
+            pos += _SCAN
+
+
+def read_arc(path: str, max_bytes: int) -> Iterator[Record | Damage]:
+    """Every record of the local ARC file ``path``, and the damage between them: bytes warcio
+    cannot read past (a corrupt gzip member, a header line it cannot parse) are one
+    :class:`Damage` up to the next record start (the next gzip member, or the next ARC header
+    line), and reading goes on from there, as the WARC reader does."""
+    size = os.path.getsize(path)
+    with open(path, "rb") as fh:
+        gz = fh.read(3) == GZIP_MAGIC
+    index = 0
+    pos = 0
+    while pos < size:
+        good_end = pos  # where the last record read whole ends (warcio's offsets are the file's)
         try:
-            for rec in it:
+            for record in _records(path, pos, max_bytes):
                 index += 1
-                data = rec.raw_stream.read(max_bytes + 1)
-                size = len(data)
-                while chunk := rec.raw_stream.read(1 << 20):
-                    size += len(chunk)
-                offset = it.get_record_offset()
-                http = rec.http_headers
-                yield Record(
-                    index=index,
-                    offset=offset,
-                    type=rec.rec_type,
-                    record_id="",
-                    date=_date(rec.rec_headers.get_header("WARC-Date")),
-                    target_uri=rec.rec_headers.get_header("WARC-Target-URI"),
-                    payload_digest=None,
-                    is_http=http is not None,
-                    http_status=int(http.get_statuscode()) if http is not None and http.get_statuscode().isdigit() else None,
-                    headers={k.lower(): v for k, v in rec.rec_headers.headers},
-                    http_headers={k.lower(): v for k, v in http.headers} if http is not None else {},
-                    body=data if size <= max_bytes else None,
-                    payload_size=size,
-                    length=it.get_record_length(),
-                )
-                offset = offset + it.get_record_length()
-        except (ArchiveLoadFailed, OSError, EOFError, ValueError, gzip.BadGzipFile) as exc:
-            index += 1
-            yield Damage(index=index, offset=offset, length=os.path.getsize(path) - offset, problem=f"{type(exc).__name__}: {exc}")
+                record.index = index
+                good_end = record.offset + record.length
+                yield record
+            return
+        except (ArchiveLoadFailed, StatusAndHeadersParserException, OSError, EOFError, ValueError, zlib.error) as exc:
+            problem = f"{type(exc).__name__}: {exc}"
+        nxt = _next_start(path, good_end, gz)
+        end = size if nxt is None else nxt
+        index += 1
+        yield Damage(index=index, offset=good_end, length=end - good_end, problem=problem)
+        if nxt is None:
+            return
+        pos = nxt
+
+
+def _records(path: str, pos: int, max_bytes: int) -> Iterator[Record]:
+    """The records from byte ``pos`` on (``index`` left 0 for the caller to number)."""
+    with open(path, "rb") as fh:
+        fh.seek(pos)
+        it = ArchiveIterator(fh, arc2warc=True)
+        for rec in it:
+            data = rec.raw_stream.read(max_bytes + 1)
+            size = len(data)
+            while chunk := rec.raw_stream.read(1 << 20):
+                size += len(chunk)
+            http = rec.http_headers
+            yield Record(
+                index=0,
+                offset=it.get_record_offset(),
+                type=rec.rec_type,
+                record_id="",
+                date=_date(rec.rec_headers.get_header("WARC-Date")),
+                target_uri=rec.rec_headers.get_header("WARC-Target-URI"),
+                payload_digest=None,
+                is_http=http is not None,
+                http_status=int(http.get_statuscode()) if http is not None and http.get_statuscode().isdigit() else None,
+                headers={k.lower(): v for k, v in rec.rec_headers.headers},
+                http_headers={k.lower(): v for k, v in http.headers} if http is not None else {},
+                body=data if size <= max_bytes else None,
+                payload_size=size,
+                length=it.get_record_length(),
+            )

@@ -99,3 +99,33 @@ def test_a_charset_label_that_is_no_name_is_passed_over():
     for label in ("\xff\xfe\x00", "utf-8\x00", "\x00"):  # codecs.lookup raised ValueError on these: a dead task
         decoded = decode(page, label)
         assert decoded.decided_by == "utf8" and "Caf\u00e9 cr\u00e8me." in decoded.text
+
+
+def test_damage_in_an_arc_file_costs_the_damaged_record_only(tmp_path):
+    from tests.support.warc import gzip_member_offsets, write_arc
+
+    rng = random.Random(6)
+    pages = [
+        response(f"https://arc.example.org/{i}", html_page(f"A{i}", ps), text=ps)
+        for i, ps in enumerate(paragraphs(rng, 2) for _ in range(20))
+    ]
+    src = tmp_path / "in"
+    write_arc(src / "corrupt.arc.gz", pages)
+    data = bytearray((src / "corrupt.arc.gz").read_bytes())
+    start = gzip_member_offsets(src / "corrupt.arc.gz")[8]  # member 0 is the filedesc record: page 7
+    for i in range(start + 30, start + 60):
+        data[i] ^= 0x5A
+    (src / "corrupt.arc.gz").write_bytes(bytes(data))
+    write_arc(src / "length.arc", pages, compress=False)
+    raw = (src / "length.arc").read_bytes()
+    head = raw.index(pages[7].url.encode() + b" ")
+    end = raw.index(b"\n", head)
+    (src / "length.arc").write_bytes(raw[:head] + raw[head:end].rsplit(b" ", 1)[0] + b" many" + raw[end:])
+    out = tmp_path / "out"
+    summary = run({"documents": [str(src / "*")], "destination": str(out), "processes": 1})
+    kept = [p.url for p in pages if p.url != pages[7].url]
+    for name in ("corrupt", "length"):
+        task = _task(summary, f"{name}.arc{'.gz' if name == 'corrupt' else ''}")
+        assert task.errors == {"corrupt_record": 1} and task.counts["written"] == 19, name
+        docs = read_records(out / "documents" / f"{name}.jsonl.gz")
+        assert [d["metadata"]["warc_url"] for d in docs] == kept, name  # every record after the damage is read again
