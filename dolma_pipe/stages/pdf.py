@@ -17,10 +17,10 @@ path, size, sha256, ``content_type`` and ``extractor``.
 
 from __future__ import annotations
 
-import atexit
 import hashlib
 import re
 from datetime import datetime, timezone
+from multiprocessing.util import Finalize
 from typing import Any
 
 from pydantic import Field, field_validator
@@ -100,7 +100,9 @@ def _sandbox(max_seconds: float) -> Sandbox:
         if _SANDBOX is not None:
             _SANDBOX.close()
         _SANDBOX = Sandbox(class_path(PdfOnly), max_seconds)
-        atexit.register(_SANDBOX.close)
+        # closed (the child ended and waited for) when the process exits: a pool worker runs
+        # multiprocessing's finalizers as it ends, where atexit handlers are not run
+        Finalize(_SANDBOX, _SANDBOX.close, exitpriority=10)
     return _SANDBOX
 
 

@@ -14,7 +14,7 @@ from dolma_pipe.runner import run_stage
 from dolma_pipe.stages.pdf import PdfConfig, PdfStage, document_id
 from tests.support.warc import make_pdf, read_records
 
-PAGES = [["Report on rivers and bridges.", "First page, second line."], ["The second page of the report."]]
+PAGES = [["Report on rivers and bridges.", "First page, a pro-", "cess hyphenated."], ["The second page of the report."]]
 
 
 def _run(overrides: dict):
@@ -56,6 +56,7 @@ def test_pdf_files_become_documents_every_file_counted(pdfs, tmp_path):
     (doc,) = read_records(out / "documents" / "reports" / "rivers.jsonl.gz")
     data = (pdfs / "reports" / "rivers.pdf").read_bytes()
     assert doc["text"].index("First page") < doc["text"].index("The second page") and "\n\n" in doc["text"]
+    assert "a process hyphenated." in doc["text"]  # pdfium's line-end hyphen (U+0002) joins the word again
     assert doc["created"] == "2024-05-01T10:34:56.000Z" and doc["added"] == "2026-01-02T03:04:05.000Z"
     assert doc["id"] == document_id("reports/rivers.pdf", doc["metadata"]["sha256"])
     assert doc["metadata"] == {
