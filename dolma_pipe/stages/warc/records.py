@@ -170,19 +170,42 @@ def read_records(path: str, max_bytes: int) -> Iterator[Record | Damage]:
     with open(path, "rb") as fh:
         marker = GZIP_MAGIC if fh.read(3) == GZIP_MAGIC else WARC_LINE
     ranged = marker == WARC_LINE or member_per_record(path)
-    for item in _read(path, size, marker, max_bytes):
+    for item in _read(path, size, marker, max_bytes, ranged):
         if isinstance(item, Record):
             item.ranged = ranged
         yield item
 
 
-def _read(path: str, size: int, marker: bytes, max_bytes: int) -> Iterator[Record | Damage]:
+def _starts_record(path: str, at: int) -> bool:
+    """Whether a WARC record (fastwarc reads one) starts at byte ``at`` itself."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(at)
+            first = next(iter(ArchiveIterator(fh, parse_http=False, strict_mode=False)), None)
+    except (OSError, ValueError, RuntimeError):
+        return False
+    return first is not None and (first.stream_pos if first.stream_pos >= at else at + first.stream_pos) == at
+
+
+def _next_record(path: str, after: int, marker: bytes, tries: int = 64) -> int | None:
+    """The first place after byte ``after`` where a record starts (a marker that begins one), or None."""
+    for _ in range(tries):
+        found = _next_start(path, after, marker)
+        if found is None or _starts_record(path, found):
+            return found
+        after = found
+    return None
+
+
+def _read(path: str, size: int, marker: bytes, max_bytes: int, ranged: bool = True) -> Iterator[Record | Damage]:
     index = 0
     pending: Record | None = None  # the last record read, waiting for the next start (its length)
     pos = 0
     while pos < size:
         last_start: int | None = None
         problem = ""
+        jump: int | None = None
+        jumped = False
         try:
             with open(path, "rb") as fh:
                 fh.seek(pos)
@@ -193,9 +216,19 @@ def _read(path: str, size: int, marker: bytes, max_bytes: int) -> Iterator[Recor
                         pending.length = rec.offset - pending.offset
                         yield pending
                     pending, last_start = rec, rec.offset
-            break
+                    if ranged and (rec.digest_ok is False or rec.too_large):
+                        # A wrong Content-Length too long runs over the records after it (one of
+                        # 999999999 would swallow the rest of the file): go on from the first record
+                        # start after this one's, not from where its length says it ends.
+                        jump, jumped = _next_record(path, rec.offset, marker), True
+                        break
+            if not jumped:
+                break
         except (OSError, ValueError, RuntimeError) as exc:
             problem = f"{type(exc).__name__}: {exc}"
+        if jumped:
+            pos = size if jump is None else jump
+            continue
         # fastwarc stopped on bytes it cannot read: go on from the next record start after the last good one.
         if last_start is None:
             # Nothing readable from pos: pos starts a damaged region, up to the next start.

@@ -129,3 +129,31 @@ def test_damage_in_an_arc_file_costs_the_damaged_record_only(tmp_path):
         assert task.errors == {"corrupt_record": 1} and task.counts["written"] == 19, name
         docs = read_records(out / "documents" / f"{name}.jsonl.gz")
         assert [d["metadata"]["warc_url"] for d in docs] == kept, name  # every record after the damage is read again
+
+
+@pytest.mark.parametrize("max_record_bytes", [8 << 20, 4096])  # the swallowed rest read whole (digest mismatch), or past the cap
+def test_a_content_length_past_the_next_records_costs_one_record(tmp_path, max_record_bytes):
+    import gzip
+
+    rng = random.Random(7)
+    pages = [
+        response(f"https://l.example.org/{i}", html_page(f"L{i}", ps), text=ps)
+        for i, ps in enumerate(paragraphs(rng, 2) for _ in range(30))
+    ]
+    src = tmp_path / "in"
+    write_warc(src / "length.warc", pages, compress=False)
+    raw = (src / "length.warc").read_bytes()
+    starts = [i for i in range(len(raw)) if raw.startswith(b"WARC/1.", i)]  # the warcinfo record's, then each page's
+    at = raw.index(b"Content-Length: ", starts[6]) + len(b"Content-Length: ")  # page 5's
+    raw = raw[:at] + b"999999999" + raw[raw.index(b"\r\n", at) :]
+    (src / "length.warc").write_bytes(raw)
+    # The same records, a gzip member each (as Common Crawl stores them).
+    starts = [i for i in range(len(raw)) if raw.startswith(b"WARC/1.", i)] + [len(raw)]
+    (src / "length-gz.warc.gz").write_bytes(b"".join(gzip.compress(raw[a:b], mtime=0) for a, b in zip(starts, starts[1:])))
+    out = tmp_path / "out"
+    summary = run({"documents": [str(src / "*")], "destination": str(out), "processes": 1, "max_record_bytes": max_record_bytes})
+    for name in ("length", "length-gz"):
+        task = _task(summary, f"{name}.warc{'.gz' if name.endswith('gz') else ''}")
+        assert task.counts["records"] == 31 and task.counts["written"] == 29, name  # no record after page 5 lost
+        docs = read_records(out / "documents" / f"{name}.jsonl.gz")
+        assert [d["metadata"]["warc_url"] for d in docs] == [p.url for i, p in enumerate(pages) if i != 5], name
