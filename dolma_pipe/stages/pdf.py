@@ -18,6 +18,7 @@ path, size, sha256, ``content_type`` and ``extractor``.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 from datetime import datetime, timezone
 from multiprocessing.util import Finalize
@@ -90,20 +91,25 @@ class _Bad(Exception):
         self.message = message
 
 
-_SANDBOX: Sandbox | None = None
+_SANDBOX: tuple[int, Sandbox] | None = None  # the process (pid) that started it, and it
 
 
 def _sandbox(max_seconds: float) -> Sandbox:
-    """The worker process's extractor child, started on its first PDF and kept for the next ones."""
+    """The worker process's extractor child, started on its first PDF and kept for the next ones.
+    A forked worker inherits its parent's (the pipes of another process's child): never used,
+    never closed there, a new one started."""
     global _SANDBOX
-    if _SANDBOX is None or _SANDBOX.max_seconds != max_seconds:
-        if _SANDBOX is not None:
-            _SANDBOX.close()
-        _SANDBOX = Sandbox(class_path(PdfOnly), max_seconds)
-        # closed (the child ended and waited for) when the process exits: a pool worker runs
-        # multiprocessing's finalizers as it ends, where atexit handlers are not run
-        Finalize(_SANDBOX, _SANDBOX.close, exitpriority=10)
-    return _SANDBOX
+    pid = os.getpid()
+    if _SANDBOX is not None and _SANDBOX[0] == pid and _SANDBOX[1].max_seconds == max_seconds:
+        return _SANDBOX[1]
+    if _SANDBOX is not None and _SANDBOX[0] == pid:
+        _SANDBOX[1].close()
+    sandbox = Sandbox(class_path(PdfOnly), max_seconds)
+    _SANDBOX = (pid, sandbox)
+    # closed (the child ended and waited for) when the process exits: a pool worker runs
+    # multiprocessing's finalizers as it ends, where atexit handlers are not run
+    Finalize(sandbox, sandbox.close, exitpriority=10)
+    return sandbox
 
 
 class PdfStage(Stage[PdfConfig]):

@@ -76,5 +76,9 @@ def test_pdf_files_become_documents_every_file_counted(pdfs, tmp_path):
     _run(
         {"documents": [str(pdfs / "**" / "*.[pP][dD][fF]")], "destination": str(inline), "added": "2026-01-02T03:04:05Z", "isolate": False}
     )
+    # Two forked workers, each with a child of its own (not the one this process started above).
+    forked = tmp_path / "forked"
+    _run({"documents": [str(pdfs / "**" / "*.[pP][dD][fF]")], "destination": str(forked), "added": "2026-01-02T03:04:05Z", "processes": 2})
     for name in ("reports/rivers.jsonl.gz", "plain.jsonl.gz"):
         assert (inline / "documents" / name).read_bytes() == (out / "documents" / name).read_bytes()
+        assert (forked / "documents" / name).read_bytes() == (out / "documents" / name).read_bytes()
