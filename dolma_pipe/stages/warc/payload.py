@@ -31,6 +31,10 @@ _MAGIC = (
     (b"\x00\x00\x01\x00", "image/x-icon"),
 )
 _HTML_START = re.compile(rb"^\s*(?:<!--.*?-->\s*)*<(?:!doctype\s+html|html|head|body|title|meta|div|p|script|table|h1)[\s>/]", re.I | re.S)
+# C0 control bytes no text uses (NUL, tab, newlines, form feed and escape left out: UTF-16 text
+# holds NULs, ISO-2022 escapes); a tenth of random bytes are these, and no page's text has them.
+_CONTROL = bytes(b for b in range(32) if b not in (0, 9, 10, 12, 13, 27))
+_BINARY_SHARE = 0.03  # in the first KiB: more control bytes than this, and the payload is not text
 GENERIC_TYPES = frozenset({"", "application/octet-stream", "text/plain", "unknown/unknown", "application/unknown", "*/*"})
 
 
@@ -142,12 +146,25 @@ def _unbrotli(data: bytes, cap: int) -> tuple[bytes, str | None]:
     return bytes(out), None if inflate.is_finished() else "cut short"
 
 
+def looks_binary(head: bytes) -> bool:
+    """Whether ``head`` (a payload's first bytes) holds control bytes no text has, as random or
+    compressed bytes do. UTF-16 is text (a byte-order mark, or the NUL beside every ASCII character
+    of its markup), whose other bytes may be anything."""
+    if head[:2] in (b"\xff\xfe", b"\xfe\xff") or head.count(0) > len(head) // 8:
+        return False
+    return len(head) - len(head.translate(None, _CONTROL)) > _BINARY_SHARE * len(head)
+
+
 def sniff(body: bytes, declared: str) -> str:
-    """The type to believe: a binary signature beats any header; HTML bytes beat a generic one."""
+    """The type to believe: a binary signature beats any header, and so do bytes that are not text
+    (``application/octet-stream``: a compressed payload whose Content-Encoding would not undo,
+    binary sent as HTML); HTML bytes beat a generic header."""
     head = body[:512]
     for magic, kind in _MAGIC:
         if head.startswith(magic):
             return kind
+    if looks_binary(body[:1024]):
+        return "application/octet-stream"
     if declared in GENERIC_TYPES and _HTML_START.match(head):
         return "text/html"
     return declared

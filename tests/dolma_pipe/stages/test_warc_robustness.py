@@ -157,3 +157,23 @@ def test_a_content_length_past_the_next_records_costs_one_record(tmp_path, max_r
         assert task.counts["records"] == 31 and task.counts["written"] == 29, name  # no record after page 5 lost
         docs = read_records(out / "documents" / f"{name}.jsonl.gz")
         assert [d["metadata"]["warc_url"] for d in docs] == [p.url for i, p in enumerate(pages) if i != 5], name
+
+
+def test_bytes_that_are_not_text_are_not_html_whatever_the_header(tmp_path):
+    rng = random.Random(8)
+    noise = bytes(rng.randrange(256) for _ in range(2000))
+    paras = ["Привет мир, 你好世界: a page in UTF-16."]
+    utf16 = html_page("U", paras).encode("utf-16-le")
+    records = [
+        response("https://b.example.org/noise", noise, expect="skipped_content_type"),
+        response("https://b.example.org/gzip-noise", noise, expect="skipped_content_type"),  # a Content-Encoding that does not undo
+        response("https://b.example.org/utf16-bom", b"\xff\xfe" + utf16, text=paras),
+        response("https://b.example.org/utf16", utf16, "text/html; charset=utf-16le", text=paras),
+    ]
+    records[1].headers.append(("Content-Encoding", "gzip"))
+    write_warc(tmp_path / "in" / "b.warc.gz", records)
+    summary = run({"documents": [str(tmp_path / "in" / "*")], "destination": str(tmp_path / "out"), "processes": 1, "isolate": False})
+    task = _task(summary, "b.warc.gz")
+    assert task.counts["written"] == 2 and task.counts["skipped_content_type"] == 2  # they were written: text of noise
+    docs = {d["metadata"]["warc_url"]: d for d in read_records(tmp_path / "out" / "documents" / "b.jsonl.gz")}
+    assert all(paras[0] in docs[r.url]["text"] for r in records[2:])
