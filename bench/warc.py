@@ -131,7 +131,8 @@ def benchmark_warc(bench: str, pages: list[wq.Page]) -> str:
 
 
 def ours_extract(name: str, pages: list[wq.Page]) -> tuple[dict[str, str], float]:
-    """Page id -> text and the extraction's CPU seconds, through the stage's Extractor interface."""
+    """Page id -> text and the extraction's CPU seconds, through the stage's Extractor interface
+    (given the page's URL, as the stage gives the record's target URI)."""
     from dolma_pipe.stages.warc.extract import EXTRACTORS
 
     extractor = EXTRACTORS[name]()
@@ -139,7 +140,7 @@ def ours_extract(name: str, pages: list[wq.Page]) -> tuple[dict[str, str], float
     for page in pages:
         html = page.html.decode("utf-8", "replace")
         start = time.process_time()
-        texts[page.id] = extractor.extract(html) or ""
+        texts[page.id] = extractor.extract(html, url=page.url) or ""
         cpu += time.process_time() - start
     return texts, cpu
 

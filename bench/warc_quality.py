@@ -308,41 +308,121 @@ def check(scrapinghub: str, wcxb: str, trafilatura_python: str | None) -> int:
     return 1 if bad else 0
 
 
-def fit_combined(wcxb: str, quantile: float = 0.75) -> dict[str, float]:
-    """The combined linearizer's weights, intercept and threshold, fitted on WCXB dev alone."""
+def _complete_tree(tree, depth: int) -> tuple[list[int], list[float], list[float]]:
+    """One fitted scikit-learn tree as a complete tree of ``depth`` levels (the layout
+    ``extract.Router`` reads): split features and thresholds in breadth-first order, then the
+    leaves; a leaf above the last level becomes splits that send both ways to its value."""
+    feat, thr, leaf = [0] * (2**depth - 1), [0.0] * (2**depth - 1), [0.0] * (2**depth)
+    stack = [(0, 0, 0)]  # (node, position, level)
+    while stack:
+        node, pos, level = stack.pop()
+        is_leaf = tree.children_left[node] == -1
+        if level == depth:
+            assert is_leaf, "a tree deeper than max_depth"
+            leaf[pos - (2**depth - 1)] = float(tree.value[node][0][0])
+        elif is_leaf:
+            stack += [(node, 2 * pos + 1, level + 1), (node, 2 * pos + 2, level + 1)]
+        else:
+            feat[pos], thr[pos] = int(tree.feature[node]), float(tree.threshold[node])
+            stack += [(int(tree.children_left[node]), 2 * pos + 1, level + 1), (int(tree.children_right[node]), 2 * pos + 2, level + 1)]
+    return feat, thr, leaf
+
+
+def fit_combined(wcxb: str, speedup: float = 3.3, out: str | None = None) -> dict:
+    """The combined linearizer's router (``extract.Router``), fitted on WCXB dev alone, written to
+    ``out`` (default: the file the stage reads). Per dev page: resiliparse's main text and its CPU
+    time (parse, linearize and the router's signals), rs-trafilatura's text (given the URL) and its CPU time; the kept
+    text's rule (``keep_shorter``: the share of resiliparse's length under which rs-trafilatura's
+    text is dropped) is the one of 0.2-0.5 with the best dev F1 when every page is routed; boosted
+    trees (scikit-learn, 200 trees of depth 3, fixed seed) regress rs-trafilatura's word-F1 gain
+    on ``Combined.signals``; a line fits log rs-trafilatura seconds on log(1 + tags); the
+    threshold on gain per second is the best dev F1 whose routed pages cost at most
+    rs-trafilatura's time on every page over ``speedup``, less resiliparse's time on every page."""
+    import time
+
     import numpy as np
     from resiliparse.parse.html import HTMLTree
+    from sklearn.ensemble import GradientBoostingRegressor
 
     from dolma_pipe._rust import rs_trafilatura_extract
-    from dolma_pipe.stages.warc.extract import Combined, _linearize
+    from dolma_pipe.stages.warc.extract import Combined, Router, _linearize
 
+    depth = 3
     pages = wcxb_pages("dev", wcxb)
-    keys = [k for k, _ in Combined.WEIGHTS]
-    rows, gains, f1s = [], [], []
+    rows, fast_f1, slow_f1, ratio, t_fast, t_slow, tags = [], [], [], [], [], [], []
+    keys: list[str] = []
     for page in pages:
         html = page.html.decode("utf-8", "replace")
-        tree = HTMLTree.parse(html)
-        main, everything = _linearize(tree, True), _linearize(tree, False)
-        slow = rs_trafilatura_extract(html)[0]
-        signals = Combined.signals(html, main, everything)
+        start = time.process_time()
+        main = _linearize(HTMLTree.parse(html), True)
+        signals = Combined.signals(html, main, page.url)
+        mid = time.process_time()
+        slow = rs_trafilatura_extract(html, page.url)[0]
+        t_fast.append(mid - start)
+        t_slow.append(time.process_time() - mid)
+        keys = [k for k in signals if k != "log_tags"]  # the page's time, not its gain
         rows.append([signals[k] for k in keys])
-        fast_f1, slow_f1 = word_prf(main, page.truth)[2], word_prf(slow, page.truth)[2]
-        kept_f1 = slow_f1 if len(slow) >= Combined.KEEP_SHORTER * len(main) else fast_f1
-        gains.append(slow_f1 - fast_f1)
-        f1s.append((fast_f1, kept_f1))
-    x = np.hstack([np.array(rows), np.ones((len(rows), 1))])
-    coef = np.linalg.lstsq(x, np.array(gains), rcond=None)[0]
-    scores = x @ coef
-    threshold = float(np.quantile(scores, quantile))
-    print(f"WCXB dev, {len(pages)} pages: weights")
-    for key, weight in zip(keys, coef[:-1]):
-        print(f"  {key:<28} {weight:+.5f}")
-    print(f"  {'intercept':<28} {coef[-1]:+.5f}\nthreshold ({quantile:.0%} of the scores) {threshold:.4f}")
-    for q in (0.6, 0.7, 0.75, 0.8, 0.85, 0.9):
-        t = float(np.quantile(scores, q))
-        f1 = statistics.mean(kept if s >= t else fast for s, (fast, kept) in zip(scores, f1s))
-        print(f"  threshold {t:.4f}: dev F1 {f1:.4f}, {float(np.mean(scores >= t)):.0%} routed")
-    return {**dict(zip(keys, map(float, coef[:-1]))), "intercept": float(coef[-1]), "threshold": threshold}
+        tags.append(signals["log_tags"])
+        fast_f1.append(word_prf(main, page.truth)[2])
+        slow_f1.append(word_prf(slow, page.truth)[2])
+        ratio.append(len(slow) / max(len(main), 1))
+    fast, slow_, r = np.array(fast_f1), np.array(slow_f1), np.array(ratio)
+    keep_shorter = max((0.2, 0.3, 0.4, 0.5), key=lambda k: float(np.where(r >= k, slow_, fast).mean()))
+    kept = np.where(r >= keep_shorter, slow_, fast)
+    x = np.array(rows)
+    model = GradientBoostingRegressor(n_estimators=200, max_depth=depth, learning_rate=0.05, subsample=0.8, random_state=0)
+    model.fit(x, kept - fast)
+    slope, intercept = np.polyfit(np.array(tags), np.log(np.maximum(t_slow, 1e-6)), 1)
+    feat, thr, leaf = map(list, zip(*(_complete_tree(e.tree_, depth) for e in model.estimators_[:, 0])))
+    spec = {
+        "fitted_on": f"WCXB dev, {len(pages)} pages (bench/warc_quality.py --fit-combined --speedup {speedup})",
+        "features": keys,
+        "depth": depth,
+        "base": float(model.init_.constant_[0][0]),
+        "learning_rate": model.learning_rate,
+        "split_feature": feat,
+        "split_threshold": thr,
+        "leaf": leaf,
+        "time_intercept": float(intercept),
+        "time_slope": float(slope),
+        "keep_shorter": keep_shorter,
+        "threshold": 0.0,
+    }
+    router = Router(spec)
+    gains = np.array([router.gain(dict(zip(keys, row))) for row in rows])
+    assert np.allclose(gains, model.predict(x.astype(np.float32)), atol=1e-9), "the exported trees disagree with the model"
+    scores = gains / np.exp(intercept + slope * np.array(tags))
+    t_slow_a, total_slow, total_fast = np.array(t_slow), float(np.sum(t_slow)), float(np.sum(t_fast))
+    order = np.argsort(-scores, kind="stable")
+    cost = np.cumsum(t_slow_a[order])
+
+    def best(target: float) -> tuple[float, float, float]:
+        """(threshold, dev F1, share routed) with routed cost within the budget for ``target``."""
+        k = int(np.searchsorted(cost, total_slow / target - total_fast, side="right"))
+        f1s = np.cumsum((kept - fast)[order])
+        k = int(np.argmax(f1s[:k])) + 1 if k else 0
+        threshold = float(scores[order[k - 1]]) if k else float("inf")
+        routed = scores >= threshold
+        return threshold, float(np.where(routed, kept, fast).mean()), float(routed.mean())
+
+    spec["threshold"] = best(speedup)[0]
+    print(
+        f"WCXB dev, {len(pages)} pages: resiliparse {fast.mean():.4f}, rs-trafilatura {slow_.mean():.4f}, kept (keep_shorter {keep_shorter}) {kept.mean():.4f}"
+    )
+    print(
+        f"CPU-s: resiliparse {total_fast:.1f}, rs-trafilatura {total_slow:.1f}; rs-trafilatura seconds = exp({intercept:.3f} + {slope:.3f} log(1 + tags))"
+    )
+    for target in (2.5, 3.0, speedup, 4.0, 5.0):
+        threshold, f1, share = best(target)
+        print(
+            f"  at {target:.1f}x rs-trafilatura's speed on dev: threshold {threshold:.4g}, dev F1 {f1:.4f} (in sample), {share:.1%} routed"
+        )
+    path = out or Router.PATH
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(spec, f)
+        f.write("\n")
+    print(f"wrote {path} (threshold {spec['threshold']:.6g}, {speedup}x)")
+    return spec
 
 
 def main() -> int:
@@ -354,10 +434,14 @@ def main() -> int:
         "--trafilatura-python",
         help="with --check: a python with trafilatura (2.0.0) whose WCXB test F1 is compared with the README's (informative)",
     )
-    ap.add_argument("--fit-combined", action="store_true", help="refit the combined linearizer's routing score on WCXB dev")
+    ap.add_argument("--fit-combined", action="store_true", help="refit the combined linearizer's router on WCXB dev")
+    ap.add_argument(
+        "--speedup", type=float, default=3.3, help="with --fit-combined: the speed over rs-trafilatura the threshold keeps on dev"
+    )
+    ap.add_argument("--out", help="with --fit-combined: where the router goes (default: the file the stage reads)")
     args = ap.parse_args()
     if args.fit_combined:
-        fit_combined(args.wcxb)
+        fit_combined(args.wcxb, args.speedup, args.out)
         return 0
     if args.check:
         return check(args.scrapinghub, args.wcxb, args.trafilatura_python)

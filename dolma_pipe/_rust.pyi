@@ -573,3 +573,8 @@ class DocumentColumns:
 def rs_trafilatura_extract(html: str, url: str | None = None) -> tuple[str, float, str]:
     """(text, quality estimate 0-1, page type) of one page; ValueError when the crate fails on it,
     RuntimeError when it panics (caught)."""
+
+def html_tag_counts(html: str) -> tuple[int, int, int, int, int, bool, bool, bool]:
+    """(tags, links, paragraphs, cells, list_items, article, main, article_body): the counts of
+    ``<``, ``<a ``, ``<p``, ``<td``, ``<li`` in ``html`` and whether it holds ``<article``, ``<main``
+    and ``"articleBody"`` (case-sensitive, as ``str.count`` and ``in`` would answer)."""

@@ -4,8 +4,9 @@
 bullets, comments kept; no alt texts, links, form fields or noscript), so its text is Dolma's text
 for the same HTML string; ``trafilatura`` is Dolma's other linearizer, with its settings too.
 ``rs_trafilatura`` is trafilatura ported to Rust with a page-type classifier (the crate
-rs-trafilatura in our Rust core, its defaults); ``combined`` runs resiliparse on every page and
-sends the pages that cheap signals call hard to rs-trafilatura (:class:`Combined`).
+rs-trafilatura in our Rust core, its defaults, given the page's URL); ``combined`` runs
+resiliparse on every page and sends the pages that cheap signals call hard to rs-trafilatura
+(:class:`Combined`).
 
 Deep markup: resiliparse's main-content rules take time quadratic in the nesting depth (measured:
 5,000 nested elements 1.5 s, 10,000 7.5 s, 100,000 never ends), in C where no timer can stop
@@ -25,7 +26,9 @@ time (the default, 5 s, is ~1000 times resiliparse's median) so that reruns writ
 
 from __future__ import annotations
 
+import json
 import math
+import os
 import re
 import signal
 import threading
@@ -34,11 +37,13 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
+from typing import Any
+from urllib.parse import urlsplit
 
 from resiliparse.extract.html2text import extract_plain_text
 from resiliparse.parse.html import HTMLTree
 
-from dolma_pipe._rust import rs_trafilatura_extract
+from dolma_pipe._rust import html_tag_counts, rs_trafilatura_extract
 
 
 class TooSlow(Exception):
@@ -146,78 +151,137 @@ class RsTrafilatura(Extractor):
 
 
 class Combined(Extractor):
-    """resiliparse on every page; rs-trafilatura on the pages where it is likely to do much better.
+    """resiliparse on every page; rs-trafilatura on the pages where it is likely to do much better
+    for its cost.
 
-    The page is parsed once and linearized twice by resiliparse: its main content (the
-    ``resiliparse`` linearizer's text) and all of its text. A linear score of seven cheap signals
-    estimates how much rs-trafilatura's word F1 would beat resiliparse's (:meth:`score`: the two
-    texts' word counts in logs, their lengths against the HTML's, whether the page has an
-    ``<article>``, the share of bulleted lines and of links per word); at or above
-    :data:`THRESHOLD` the page goes to rs-trafilatura, whose text is kept unless it is under a
-    fifth of resiliparse's (then resiliparse's is: rs-trafilatura dropped the content). The
-    weights are a least-squares fit of that F1 difference on WCXB's dev split (1,497 pages) and
-    the threshold its 75th percentile there, so about a quarter of the pages take the slow path;
-    nothing was tuned on WCXB's test split or ScrapingHub (``bench/warc.py`` reports both).
+    The page is parsed and linearized by resiliparse (the ``resiliparse`` linearizer's text).
+    :meth:`signals` reads cheap facts of that text, the HTML and the URL (word and line counts,
+    short and bulleted lines, the text's length against the HTML's, ``<article>``/``<main>``
+    elements, a JSON-LD ``articleBody``, links, paragraphs, cells and list items per kB of HTML,
+    the URL path's depth); a small boosted-tree model (:class:`Router`, ``combined_router.json``)
+    turns them into the word F1 rs-trafilatura is expected to add, and :meth:`score` divides that
+    by rs-trafilatura's expected time on the page (from its count of tags). At or above the
+    model's threshold the page goes to rs-trafilatura, whose text is kept unless it is under
+    ``keep_shorter`` of resiliparse's length (then resiliparse's is: rs-trafilatura dropped the
+    content). Model, time fit and threshold come from WCXB's dev split alone
+    (``bench/warc_quality.py --fit-combined``): the threshold is the one with the best dev F1
+    whose routed pages cost at most rs-trafilatura's time on all pages over ``speedup``, less
+    resiliparse's; nothing was tuned on WCXB's test split or ScrapingHub (``bench/warc.py``
+    reports both).
 
     A page rs-trafilatura fails on keeps resiliparse's text; deep markup gets resiliparse's text
-    without the main-content rules, as in the ``resiliparse`` linearizer.
+    without the main-content rules, as in the ``resiliparse`` linearizer. :meth:`extract_by` names
+    whose text was kept: ``combined:resiliparse`` or ``combined:rs_trafilatura``.
     """
 
     name = "combined"
     depth_quadratic = True
-    # (signal, weight) of score(); fitted on WCXB dev (bench/warc_quality.py's pages).
-    WEIGHTS = (
-        ("log_main_words", -0.09638),
-        ("log_all_words", 0.12142),
-        ("all_chars_per_html_char", 0.3837),
-        ("main_chars_per_html_char", -0.38854),
-        ("has_article", 0.03398),
-        ("bullets_per_main_line", -0.02814),
-        ("links_per_word", 0.02309),
-    )
-    INTERCEPT = -0.23452
-    THRESHOLD = 0.069
-    KEEP_SHORTER = 0.2  # rs-trafilatura's text under this share of resiliparse's length: resiliparse's kept
 
     def __init__(self) -> None:
         self.fast = Resiliparse()
         self.slow = RsTrafilatura()
+        self.router = Router.load()
         self.routed = 0  # pages sent to rs-trafilatura (a diagnostic for benchmarks)
 
-    @classmethod
-    def signals(cls, html: str, main: str, everything: str) -> dict[str, float]:
-        main_words, all_words = len(main.split()), len(everything.split())
+    @staticmethod
+    def signals(html: str, main: str, url: str | None) -> dict[str, float]:
+        """The router's inputs: resiliparse's main-content text ``main``, the HTML (its tags
+        counted in one pass in Rust, ``html_tag_counts``) and the URL."""
+        tags, links, paragraphs, cells, list_items, article, main_element, article_body = html_tag_counts(html)
+        words = len(main.split())
+        lines = [line for line in main.split("\n") if line.strip()]
+        n_lines = max(len(lines), 1)
+        kb = max(len(html), 1) / 1000
         return {
-            "log_main_words": math.log1p(main_words),
-            "log_all_words": math.log1p(all_words),
-            "all_chars_per_html_char": len(everything) / max(len(html), 1),
+            "log_main_words": math.log1p(words),
             "main_chars_per_html_char": len(main) / max(len(html), 1),
-            "has_article": float("<article" in html),
+            "has_article": float(article),
             "bullets_per_main_line": main.count("\u2022") / (main.count("\n") + 1),
-            "links_per_word": html.count("<a ") / max(all_words, 1),
+            "short_lines": sum(1 for line in lines if len(line.split()) < 5) / n_lines,
+            "log_words_per_line": math.log1p(words / n_lines),
+            "has_main": float(main_element),
+            "article_body": float(article_body),
+            "log_html_chars": math.log1p(len(html)),
+            "path_depth": min(urlsplit(url or "").path.count("/"), 8) / 8,
+            "few_main_words": float(words < 20),
+            "links_per_kb": links / kb,
+            "paragraphs_per_kb": paragraphs / kb,
+            "cells_per_kb": cells / kb,
+            "list_items_per_kb": list_items / kb,
+            "log_tags": math.log1p(tags),
         }
 
-    @classmethod
-    def score(cls, html: str, main: str, everything: str) -> float:
-        """The estimated gain in word F1 from rs-trafilatura over resiliparse's ``main`` text."""
-        signals = cls.signals(html, main, everything)
-        return cls.INTERCEPT + sum(weight * signals[key] for key, weight in cls.WEIGHTS)
+    def score(self, html: str, main: str, url: str | None = None) -> float:
+        """rs-trafilatura's expected gain in word F1 over ``main`` per expected second of its time."""
+        signals = self.signals(html, main, url)
+        return self.router.gain(signals) / self.router.seconds(signals["log_tags"])
 
     def extract(self, html: str, deep: bool = False, url: str | None = None) -> str:
         return self.extract_by(html, deep, url)[0]
 
     def extract_by(self, html: str, deep: bool = False, url: str | None = None) -> tuple[str, str]:
         fast, slow = f"{self.name}:{self.fast.name}", f"{self.name}:{self.slow.name}"
-        tree = HTMLTree.parse(html)
-        main = _linearize(tree, main_content=not deep)
-        if deep or self.score(html, main, _linearize(tree, main_content=False)) < self.THRESHOLD:
+        main = _linearize(HTMLTree.parse(html), main_content=not deep)
+        if deep or self.score(html, main, url) < self.router.threshold:
             return main, fast
         self.routed += 1
         try:
             text = rs_trafilatura_extract(html, url)[0]
         except (ValueError, RuntimeError):
             return main, fast
-        return (text, slow) if len(text) >= self.KEEP_SHORTER * len(main) else (main, fast)
+        return (text, slow) if len(text) >= self.router.keep_shorter * len(main) else (main, fast)
+
+
+class Router:
+    """The combined linearizer's model (``combined_router.json``, written by
+    ``bench/warc_quality.py --fit-combined``): gradient-boosted regression trees, each stored as a
+    complete tree of ``depth`` levels (a leaf above the last level is a split both of whose sides
+    hold its value), evaluated for all trees at once; a page goes left where its signal, as a
+    float32 (as the fitting library compares), is at most the split's threshold."""
+
+    PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "combined_router.json")
+    _cached: Router | None = None
+
+    def __init__(self, spec: dict[str, Any]):
+        import numpy as np  # here, not at the module's import: the other linearizers' processes start without it
+
+        self.np = np
+        self.features: list[str] = spec["features"]
+        self.depth: int = spec["depth"]
+        self.base: float = spec["base"]
+        self.rate: float = spec["learning_rate"]
+        self.split_feature = np.array(spec["split_feature"], dtype=np.intp)  # trees x (2^depth - 1)
+        self.split_threshold = np.array(spec["split_threshold"], dtype=np.float64)
+        self.leaf = np.array(spec["leaf"], dtype=np.float64)  # trees x 2^depth
+        self.time_intercept: float = spec["time_intercept"]  # log seconds = a + b log(1 + tags)
+        self.time_slope: float = spec["time_slope"]
+        self.threshold: float = spec["threshold"]
+        self.keep_shorter: float = spec["keep_shorter"]
+        n = len(self.split_feature)
+        if self.split_feature.shape != (n, 2**self.depth - 1) or self.leaf.shape != (n, 2**self.depth):
+            raise ValueError(f"{self.PATH}: trees are not complete trees of depth {self.depth}")
+        self._trees = np.arange(n)
+
+    @classmethod
+    def load(cls) -> Router:
+        if cls._cached is None:
+            with open(cls.PATH, encoding="utf-8") as f:
+                cls._cached = cls(json.load(f))
+        return cls._cached
+
+    def gain(self, signals: dict[str, float]) -> float:
+        np = self.np
+        x = np.array([signals[k] for k in self.features], dtype=np.float32).astype(np.float64)
+        node = np.zeros(len(self._trees), dtype=np.intp)
+        for _ in range(self.depth):
+            right = x[self.split_feature[self._trees, node]] > self.split_threshold[self._trees, node]
+            node = 2 * node + 1 + right
+        leaves = self.leaf[self._trees, node - (2**self.depth - 1)]
+        return float(self.base + self.rate * leaves.sum())
+
+    def seconds(self, log_tags: float) -> float:
+        """rs-trafilatura's expected CPU seconds on a page with ``exp(log_tags) - 1`` tags."""
+        return math.exp(self.time_intercept + self.time_slope * log_tags)
 
 
 EXTRACTORS: dict[str, type[Extractor]] = {

@@ -122,6 +122,46 @@ pub fn rs_trafilatura(html: &str, url: Option<&str>) -> Result<Extracted, Extrac
     })
 }
 
+/// What the `combined` linearizer's router counts in a page's HTML (case-sensitive, as written):
+/// every `<`, and the openings of links, paragraph-like tags, table cells and list items; whether
+/// it has an `<article`, a `<main` and a JSON-LD `"articleBody"`. One pass for the counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TagCounts {
+    /// Every `<` (the crate's time grows with it).
+    pub tags: usize,
+    /// `<a ` (links).
+    pub links: usize,
+    /// `<p` (paragraphs, and `<pre`, `<picture`, ...).
+    pub paragraphs: usize,
+    /// `<td`.
+    pub cells: usize,
+    /// `<li`.
+    pub list_items: usize,
+    pub article: bool,
+    pub main: bool,
+    pub article_body: bool,
+}
+
+pub fn tag_counts(html: &str) -> TagCounts {
+    let bytes = html.as_bytes();
+    let mut c = TagCounts::default();
+    for i in memchr::memchr_iter(b'<', bytes) {
+        c.tags += 1;
+        let rest = &bytes[i + 1..];
+        match rest.first() {
+            Some(b'a') if rest.get(1) == Some(&b' ') => c.links += 1,
+            Some(b'a') if rest.starts_with(b"article") => c.article = true,
+            Some(b'p') => c.paragraphs += 1,
+            Some(b't') if rest.get(1) == Some(&b'd') => c.cells += 1,
+            Some(b'l') if rest.get(1) == Some(&b'i') => c.list_items += 1,
+            Some(b'm') if rest.starts_with(b"main") => c.main = true,
+            _ => {}
+        }
+    }
+    c.article_body = memchr::memmem::find(bytes, b"\"articleBody\"").is_some();
+    c
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -158,6 +198,23 @@ mod tests {
         }
         assert!(!GUARDED.with(Cell::get), "the flag is reset after a caught panic");
         assert_eq!(guarded(|| Err::<(), _>(ExtractError::Failed("x".into()))), Err(ExtractError::Failed("x".into())));
+    }
+
+    #[test]
+    fn tag_counts_as_python_counts_them() {
+        let html = "<html><main><article><p>x</p><a href=x>l</a><a\tb><pre></pre><table><tr><td>1<td>2</table><ul><li>i</li><link></ul>\
+                    <script type=application/ld+json>{\"articleBody\": \"t\"}</script></article></main></html>";
+        let c = tag_counts(html);
+        let count = |needle: &str| html.matches(needle).count();
+        assert_eq!(c.tags, count("<"));
+        assert_eq!(
+            (c.links, c.paragraphs, c.cells, c.list_items),
+            (count("<a "), count("<p"), count("<td"), count("<li"))
+        );
+        assert!(c.article && c.main && c.article_body);
+        let none = tag_counts("<div>articleBody <mainx</div>");
+        assert_eq!((none.tags, none.links, none.article, none.article_body), (3, 0, false, false));
+        assert!(none.main); // "<main" is a prefix match, as Python's `"<main" in html`
     }
 
     #[test]

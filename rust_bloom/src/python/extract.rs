@@ -16,7 +16,17 @@ fn rs_trafilatura_extract(py: Python<'_>, html: &str, url: Option<&str>) -> PyRe
     }
 }
 
+/// ``(tags, links, paragraphs, cells, list_items, article, main, article_body)`` of a page's HTML:
+/// the combined linearizer's counts (`extract::tag_counts`), in one pass without the GIL.
+#[pyfunction]
+#[allow(clippy::type_complexity)]
+fn html_tag_counts(py: Python<'_>, html: &str) -> (usize, usize, usize, usize, usize, bool, bool, bool) {
+    let c = py.detach(|| extract::tag_counts(html));
+    (c.tags, c.links, c.paragraphs, c.cells, c.list_items, c.article, c.main, c.article_body)
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(rs_trafilatura_extract, m)?)?;
+    m.add_function(wrap_pyfunction!(html_tag_counts, m)?)?;
     Ok(())
 }

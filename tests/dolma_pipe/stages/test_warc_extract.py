@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from dolma_pipe._rust import rs_trafilatura_extract
+from dolma_pipe._rust import html_tag_counts, rs_trafilatura_extract
 from dolma_pipe.stages.warc import extract
 from dolma_pipe.stages.warc.extract import EXTRACTORS, Combined, Resiliparse, RsTrafilatura
 from tests.support.warc import html_page, paragraphs, read_records, response, run, write_warc
@@ -61,7 +61,8 @@ def test_combined_sends_hard_pages_to_rs_trafilatura_and_keeps_resiliparse_elsew
     easy, _ = _article()
     assert combined.extract_by(easy) == (Resiliparse().extract(easy), "combined:resiliparse") and combined.routed == 0
     hard, paras = _hard_page()
-    assert Combined.score(hard, Resiliparse().extract(hard), extract._linearize(extract.HTMLTree.parse(hard), False)) >= Combined.THRESHOLD
+    assert combined.score(hard, Resiliparse().extract(hard), "https://example.org/hard") >= combined.router.threshold
+    assert combined.score(easy, Resiliparse().extract(easy), "https://example.org/easy") < combined.router.threshold
     text, by = combined.extract_by(hard, url="https://example.org/hard")
     assert combined.routed == 1 and text == rs_trafilatura_extract(hard, "https://example.org/hard")[0]
     assert by == "combined:rs_trafilatura"
@@ -79,6 +80,33 @@ def test_combined_keeps_resiliparse_when_rs_trafilatura_fails_or_drops_the_conte
     assert Combined().extract_by(hard) == (main, "combined:resiliparse")
     monkeypatch.setattr(extract, "rs_trafilatura_extract", lambda html, url=None: ("x", 0.0, ""))
     assert Combined().extract_by(hard) == (main, "combined:resiliparse")  # under a fifth of resiliparse's text: dropped content
+
+
+def test_the_router_reads_its_trees_and_its_signals_count_as_python_does():
+    # depth 2, two trees; the first splits on b (left: <= 0.5) then on a, the second is one leaf
+    spec = {
+        "features": ["a", "b"],
+        "depth": 2,
+        "base": 0.5,
+        "learning_rate": 0.1,
+        "split_feature": [[1, 0, 0], [0, 0, 0]],
+        "split_threshold": [[0.5, 2.0, 3.0], [0.0, 0.0, 0.0]],
+        "leaf": [[1.0, 2.0, 3.0, 4.0], [10.0, 10.0, 10.0, 10.0]],
+        "time_intercept": 0.0,
+        "time_slope": 1.0,
+        "threshold": 0.0,
+        "keep_shorter": 0.4,
+    }
+    router = extract.Router(spec)
+    for a, b, leaf in [(2.0, 0.0, 1.0), (2.5, 0.0, 2.0), (3.0, 1.0, 3.0), (9.0, 1.0, 4.0)]:
+        assert router.gain({"a": a, "b": b}) == pytest.approx(0.5 + 0.1 * (leaf + 10.0))
+    assert router.seconds(1.0) == pytest.approx(2.718281828)
+    with pytest.raises(ValueError, match="combined_router.json: trees are not complete trees of depth 2"):
+        extract.Router({**spec, "leaf": [[1.0, 2.0, 3.0], [1.0, 2.0, 3.0]]})
+    html = _hard_page()[0] + '<main><article><script>{"articleBody": 1}</script><td><li><p><pre>'
+    counts = html_tag_counts(html)
+    assert counts == (html.count("<"), html.count("<a "), html.count("<p"), html.count("<td"), html.count("<li"), True, True, True)
+    assert html_tag_counts("<div>plain</div>")[5:] == (False, False, False)
 
 
 def test_same_text_in_another_process():
