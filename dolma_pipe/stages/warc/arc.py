@@ -105,6 +105,13 @@ def _records(path: str, pos: int, max_bytes: int) -> Iterator[Record]:
         fh.seek(pos)
         it = ArchiveIterator(fh, arc2warc=True)
         for rec in it:
+            length = rec.rec_headers.get_header("Content-Length") or ""
+            if not length.strip().isdigit():
+                # warcio reads such a header as an empty record and stops at its block: the two
+                # are one damaged record (read_arc's Damage up to the next record start).
+                raise ValueError(
+                    f"the ARC header of {rec.rec_headers.get_header('WARC-Target-URI')!r} gives length {length!r}, not a number"
+                )
             data = rec.raw_stream.read(max_bytes + 1)
             size = len(data)
             while chunk := rec.raw_stream.read(1 << 20):

@@ -127,6 +127,7 @@ def test_damage_in_an_arc_file_costs_the_damaged_record_only(tmp_path):
     for name in ("corrupt", "length"):
         task = _task(summary, f"{name}.arc{'.gz' if name == 'corrupt' else ''}")
         assert task.errors == {"corrupt_record": 1} and task.counts["written"] == 19, name
+        assert task.counts["records"] == 21, name  # the damaged record counted once (and the filedesc record)
         docs = read_records(out / "documents" / f"{name}.jsonl.gz")
         assert [d["metadata"]["warc_url"] for d in docs] == kept, name  # every record after the damage is read again
 
