@@ -221,6 +221,9 @@ class Extraction:
 
     def _check(self, record: Record) -> None:
         """Skip by what the record's headers say, before its payload is looked at."""
+        length = record.headers.get("content-length", "0").strip()
+        if not length.isdigit():  # fastwarc reads no block for it: the record's bytes are lost
+            raise Bad("corrupt_record", f"its Content-Length {length[:40]!r} is not a number")
         if record.type == "revisit":
             raise Skip("revisit")
         if record.type not in CONTENT_RECORDS:

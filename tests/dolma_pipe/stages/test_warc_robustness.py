@@ -178,3 +178,19 @@ def test_bytes_that_are_not_text_are_not_html_whatever_the_header(tmp_path):
     assert task.counts["written"] == 2 and task.counts["skipped_content_type"] == 2  # they were written: text of noise
     docs = {d["metadata"]["warc_url"]: d for d in read_records(tmp_path / "out" / "documents" / "b.jsonl.gz")}
     assert all(paras[0] in docs[r.url]["text"] for r in records[2:])
+
+
+def test_a_content_length_that_is_no_number_is_a_corrupt_record(tmp_path):
+    rng = random.Random(9)
+    pages = [
+        response(f"https://c.example.org/{i}", html_page(f"C{i}", ps), text=ps) for i, ps in enumerate(paragraphs(rng, 2) for _ in range(6))
+    ]
+    write_warc(tmp_path / "in" / "cl.warc", pages, compress=False)
+    raw = (tmp_path / "in" / "cl.warc").read_bytes()
+    at = raw.index(b"Content-Length: ", raw.index(b"WARC-Target-URI: " + pages[2].url.encode())) + len(b"Content-Length: ")
+    (tmp_path / "in" / "cl.warc").write_bytes(raw[:at] + b"many" + raw[raw.index(b"\r\n", at) :])
+    summary = run({"documents": [str(tmp_path / "in" / "*")], "destination": str(tmp_path / "out"), "processes": 1, "isolate": False})
+    task = _task(summary, "cl.warc")
+    assert (
+        task.errors == {"corrupt_record": 1} and task.counts["written"] == 5 and task.counts["records"] == 7
+    )  # it was skipped as http_status
