@@ -197,6 +197,13 @@ def _next_record(path: str, after: int, marker: bytes, tries: int = 64) -> int |
     return None
 
 
+def _holds_a_record(rec: Record) -> bool:
+    """Whether a payload with no digest to check holds the start of a WARC record, as when its
+    Content-Length is too long and it ran over the next one (a page quoting a whole record, blank
+    line before it, would be read as two)."""
+    return rec.digest_ok is None and rec.body is not None and b"\r\n\r\nWARC/1." in rec.body
+
+
 def _read(path: str, size: int, marker: bytes, max_bytes: int, ranged: bool = True) -> Iterator[Record | Damage]:
     index = 0
     pending: Record | None = None  # the last record read, waiting for the next start (its length)
@@ -216,11 +223,16 @@ def _read(path: str, size: int, marker: bytes, max_bytes: int, ranged: bool = Tr
                         pending.length = rec.offset - pending.offset
                         yield pending
                     pending, last_start = rec, rec.offset
-                    if ranged and (rec.digest_ok is False or rec.too_large):
+                    overran = _holds_a_record(rec)
+                    if ranged and (rec.digest_ok is False or rec.too_large or overran):
                         # A wrong Content-Length too long runs over the records after it (one of
                         # 999999999 would swallow the rest of the file): go on from the first record
                         # start after this one's, not from where its length says it ends.
                         jump, jumped = _next_record(path, rec.offset, marker), True
+                        if overran and jump is not None and rec.body is not None:
+                            # With no digest to fail, its payload ends where the next record begins.
+                            rec.body = rec.body[: rec.body.find(b"\r\n\r\nWARC/1.")]
+                            rec.payload_size = len(rec.body)
                         break
             if not jumped:
                 break

@@ -194,3 +194,25 @@ def test_a_content_length_that_is_no_number_is_a_corrupt_record(tmp_path):
     assert (
         task.errors == {"corrupt_record": 1} and task.counts["written"] == 5 and task.counts["records"] == 7
     )  # it was skipped as http_status
+
+
+def test_a_content_length_too_long_without_a_digest_costs_one_record(tmp_path):
+    rng = random.Random(10)
+    pages = [
+        response(f"https://d.example.org/{i}", html_page(f"D{i}", ps), text=ps)
+        for i, ps in enumerate(paragraphs(rng, 2) for _ in range(12))
+    ]
+    write_warc(tmp_path / "in" / "nodigest.warc", pages, compress=False)
+    raw = (tmp_path / "in" / "nodigest.warc").read_bytes()
+    head = raw.index(b"WARC-Target-URI: " + pages[3].url.encode())
+    digest = raw.index(b"WARC-Payload-Digest: ", head)
+    raw = raw[:digest] + raw[raw.index(b"\r\n", digest) + 2 :]  # no digest to check
+    at = raw.index(b"Content-Length: ", head) + len(b"Content-Length: ")
+    end = raw.index(b"\r\n", at)
+    (tmp_path / "in" / "nodigest.warc").write_bytes(raw[:at] + str(int(raw[at:end]) + 3000).encode() + raw[end:])
+    summary = run({"documents": [str(tmp_path / "in" / "*")], "destination": str(tmp_path / "out"), "processes": 1, "isolate": False})
+    task = _task(summary, "nodigest.warc")
+    assert task.counts["records"] == 13 and task.counts["written"] == 12
+    docs = read_records(tmp_path / "out" / "documents" / "nodigest.jsonl.gz")
+    assert [d["metadata"]["warc_url"] for d in docs] == [p.url for p in pages]
+    assert pages[3].text[-1] in docs[3]["text"] and pages[4].text[0] not in docs[3]["text"]  # its own text, not the next page's
