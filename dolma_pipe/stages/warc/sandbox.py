@@ -38,7 +38,7 @@ import time
 
 from .config import WarcError
 from .extract import Extractor, TooSlow
-from .pdf import PdfText
+from .pdf import PdfOnly, PdfText
 
 _COUNT = struct.Struct(">I")
 HTML, DEEP, PDF = 0, 1, 2  # a page's kind byte: HTML, HTML with deep markup, a PDF
@@ -213,6 +213,10 @@ def serve(spec: str) -> None:
     except Exception:
         pass  # a page that fails says so when it comes
     pdf: PdfText | None = None
+    if isinstance(extractor, PdfOnly):  # a child for PDFs alone: pdfium loaded before it is ready
+        import pypdfium2  # noqa: F401
+
+        pdf = PdfText()
     out.write(READY)
     out.flush()
     while True:
