@@ -12,6 +12,10 @@ fastwarc (Rust, Dolma's own choice) parses the records. What it does not do, thi
   a :class:`Damage` with its byte range, so nothing is lost silently.
 - **Integrity.** A record's payload is checked against its ``WARC-Payload-Digest`` (sha1, base32)
   when it has one: a truncated record, or one whose Content-Length is wrong, fails the check.
+  Such a record (or one past the size cap, or one with no digest whose payload holds ``WARC/1.``)
+  is followed by the next record start after its own only when its Content-Length does not end it
+  where it ends (the file's end or a record start after it; its gzip member's end): a page about
+  WARC quoting a record is one record, not two.
 
 Payloads larger than ``max_bytes`` are not read whole (``body`` is None, ``too_large`` set).
 """
@@ -199,9 +203,68 @@ def _next_record(path: str, after: int, marker: bytes, tries: int = 64) -> int |
 
 def _holds_a_record(rec: Record) -> bool:
     """Whether a payload with no digest to check holds the start of a WARC record, as when its
-    Content-Length is too long and it ran over the next one (a page quoting a whole record, blank
-    line before it, would be read as two)."""
+    Content-Length is too long and it ran over the next one (or a page quotes a whole record: told
+    apart by :func:`_ends_where_declared`)."""
     return rec.digest_ok is None and rec.body is not None and b"\r\n\r\nWARC/1." in rec.body
+
+
+def _block_end(data: bytes, length: int) -> int | None:
+    """Where a record's block ends in ``data`` (the record's bytes from its first), by its header's
+    Content-Length ``length``; None when ``data`` holds no end of the header."""
+    head = data.find(b"\r\n\r\n")
+    return None if head < 0 else head + 4 + length
+
+
+def _ends_where_declared(path: str, rec: Record, gz: bool, size: int) -> bool:
+    """Whether ``rec``'s Content-Length ends its block where the record itself ends: only line ends
+    after it, then the file's end or another record (``.warc``), or the end of its own gzip member
+    (``.warc.gz``, a member per record). Then the length is right, and a payload that fails its digest
+    or holds ``WARC/1.`` (a page about WARC quoting a record) is the record's own: reading goes on after
+    it. A length too long runs past that end, into the records after it."""
+    try:
+        length = int(rec.headers.get("content-length", "").strip())
+    except ValueError:
+        return False
+    if length < 0:
+        return False
+    with open(path, "rb") as fh:
+        fh.seek(rec.offset)
+        if gz:
+            inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            head, end = b"", None  # the member's first bytes (to its header's end); where the block ends
+            seen, last = 0, b""  # the member's size so far (once ``end`` is known) and its last bytes
+            while not inflate.eof:
+                chunk = fh.read(64 << 10)
+                if not chunk:
+                    return False  # the member is cut short
+                try:
+                    data = inflate.decompress(chunk)
+                except zlib.error:
+                    return False
+                if end is None:
+                    head += data
+                    end = _block_end(head, length)
+                    if end is None:
+                        if len(head) > 1 << 20:
+                            return False
+                        continue
+                    data = head
+                seen += len(data)
+                if seen > end + 8:
+                    return False  # the member holds more than the record: its length is too short
+                last = (last + data)[-8:]
+            if end is None or seen < end:
+                return False  # the block runs past its member: its length is too long
+            return not last[len(last) - (seen - end) :].strip(b"\r\n")
+        data = fh.read(min(size - rec.offset, 1 << 20))
+        block = _block_end(data, 0)
+        if block is None:
+            return False
+        at = rec.offset + block + length
+        fh.seek(at)
+        tail = fh.read(8)
+    after = at + len(tail) - len(tail.lstrip(b"\r\n"))
+    return at <= size and (after >= size or _starts_record(path, after))
 
 
 def _read(path: str, size: int, marker: bytes, max_bytes: int, ranged: bool = True) -> Iterator[Record | Damage]:
@@ -224,7 +287,11 @@ def _read(path: str, size: int, marker: bytes, max_bytes: int, ranged: bool = Tr
                         yield pending
                     pending, last_start = rec, rec.offset
                     overran = _holds_a_record(rec)
-                    if ranged and (rec.digest_ok is False or rec.too_large or overran):
+                    if (
+                        ranged
+                        and (rec.digest_ok is False or rec.too_large or overran)
+                        and not _ends_where_declared(path, rec, marker == GZIP_MAGIC, size)
+                    ):
                         # A wrong Content-Length too long runs over the records after it (one of
                         # 999999999 would swallow the rest of the file): go on from the first record
                         # start after this one's, not from where its length says it ends.

@@ -216,3 +216,38 @@ def test_a_content_length_too_long_without_a_digest_costs_one_record(tmp_path):
     docs = read_records(tmp_path / "out" / "documents" / "nodigest.jsonl.gz")
     assert [d["metadata"]["warc_url"] for d in docs] == [p.url for p in pages]
     assert pages[3].text[-1] in docs[3]["text"] and pages[4].text[0] not in docs[3]["text"]  # its own text, not the next page's
+
+
+def test_a_page_quoting_a_warc_record_is_one_record(tmp_path):
+    import gzip
+    import re
+
+    rng = random.Random(11)
+    quoted = (
+        "WARC/1.0\r\nWARC-Type: response\r\nWARC-Record-ID: <urn:uuid:11111111-1111-1111-1111-111111111111>\r\n"
+        "WARC-Date: 2024-01-01T00:00:00Z\r\nWARC-Target-URI: http://quoted.example/\r\n"
+        "Content-Type: application/http; msgtype=response\r\nContent-Length: 10\r\n\r\n0123456789"
+    )
+    paras = [paragraphs(rng, 2) for _ in range(5)]
+    about = "<html><body><p>A record:</p><pre>\r\n\r\n" + quoted + "\r\n\r\n</pre><p>" + paras[1][0] + "</p></body></html>"
+    pages = [response(f"https://q.example.org/{i}", about if i in (1, 3) else html_page(f"Q{i}", ps)) for i, ps in enumerate(paras)]
+    write_warc(tmp_path / "q.warc", pages, compress=False)
+    raw = (tmp_path / "q.warc").read_bytes()
+    starts = [0] + [raw.rindex(b"WARC/1.0", 0, raw.index(p.record_id.encode())) for p in pages] + [len(raw)]
+    members = [raw[a:b] for a, b in zip(starts, starts[1:])]  # the warcinfo record, then each page's
+    # Page 1 has no digest to check; page 3's digest is wrong (as a crawler's over the dechunked payload).
+    members[2] = re.sub(rb"WARC-Payload-Digest: [^\r]*\r\n", b"", members[2])
+    members[4] = re.sub(rb"(WARC-Payload-Digest: sha1:)[A-Z2-7]", rb"\g<1>Q", members[4])
+    src = tmp_path / "in"
+    src.mkdir()
+    (src / "about.warc").write_bytes(b"".join(members))
+    (src / "about-gz.warc.gz").write_bytes(b"".join(gzip.compress(m, mtime=0) for m in members))
+    out = tmp_path / "out"
+    summary = run({"documents": [str(src / "*")], "destination": str(out), "processes": 1, "isolate": False})
+    for name in ("about.warc", "about-gz.warc.gz"):
+        task = _task(summary, name)
+        assert task.counts["records"] == 6, name  # no record read out of the quote (it was 7: a phantom)
+        docs = read_records(out / "documents" / f"{name.split('.')[0]}.jsonl.gz")
+        assert "http://quoted.example/" not in [d["metadata"]["warc_url"] for d in docs], name
+        (page,) = [d for d in docs if d["metadata"]["warc_url"] == pages[1].url]
+        assert paras[1][0] in page["text"], name  # the page's text after the quote (cut at the quote before)
