@@ -14,6 +14,7 @@ over non-ASCII bytes that are valid UTF-8 is not believed (``utf8`` decides): a 
 valid UTF-8 by chance almost never, while servers that send ``iso-8859-1`` for UTF-8 pages are
 common. So are servers that send ``iso-8859-1`` whatever the page is: that label (windows-1252)
 gives way to the page's meta tag, or to the detector when it reads the bytes as another charset.
+ISO-2022-JP is 7-bit: bytes holding its escape sequences are not taken for ASCII.
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ _SUPERSET = {
     "utf-16-le": "utf-16-le",
 }
 WEAK = "cp1252"
+# An ISO-2022 escape into a double-byte set (ESC $ @, ESC $ B, ESC $ ( D, ESC $ ) C, ESC $ A...).
+_ISO2022 = re.compile(rb"\x1b\$[@AB]|\x1b\$[()][A-Z]")
 # What a detector says of Latin text: no reason to doubt a windows-1252 header.
 LATIN = frozenset({"cp1252", "iso8859-15", "latin-1", "iso8859-1"})
 _BOMS = ((codecs.BOM_UTF8, "utf-8"), (codecs.BOM_UTF16_LE, "utf-16-le"), (codecs.BOM_UTF16_BE, "utf-16-be"))
@@ -104,6 +107,10 @@ def decode(body: bytes, header_charset: str | None) -> Decoded:
             return Decoded(body[len(bom) :].decode(bom_codec, "replace"), bom_codec, "bom")
     ascii_only = body.isascii()
     utf8 = body.decode("ascii") if ascii_only else _strict(body, "utf-8")
+    if ascii_only and _ISO2022.search(body):
+        # ISO-2022-JP (e-mail's and old Japanese pages' charset) is 7-bit: its escape sequences make
+        # it ASCII bytes, but not ASCII text. Decided as a legacy charset is (header, tag, detector).
+        ascii_only, utf8 = False, None
     meta = meta_charset(body)
     for source, label in (("http", header_charset), ("meta", meta)):
         codec = codec_for(label)
