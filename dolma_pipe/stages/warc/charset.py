@@ -1,6 +1,8 @@
 """A payload's bytes into text, by one fixed order, recording what decided.
 
 1. ``bom``: a byte-order mark (UTF-8, UTF-16) wins.
+   A page in UTF-16 with no mark (NULs beside its markup) is told by its bytes next, as by a mark
+   (``detector``; ``http`` where the header named that byte order).
 2. ``http``: the HTTP header's charset, if the bytes decode with it.
 3. ``meta``: the page's own ``<meta charset>`` / ``http-equiv`` tag (first 4 KiB), if they decode.
 4. ``utf8``: bytes that are valid UTF-8.
@@ -39,6 +41,7 @@ _SUPERSET = {
     "utf-16-le": "utf-16-le",
 }
 WEAK = "cp1252"
+_CONTROLS = re.compile("[\x00-\x08\x0b\x0e-\x1f]")
 # An ISO-2022 escape into a double-byte set (ESC $ @, ESC $ B, ESC $ ( D, ESC $ ) C, ESC $ A...).
 _ISO2022 = re.compile(rb"\x1b\$[@AB]|\x1b\$[()][A-Z]")
 # What a detector says of Latin text: no reason to doubt a windows-1252 header.
@@ -96,6 +99,23 @@ def _strict(body: bytes, codec: str) -> str | None:
         return None
 
 
+def _utf16(body: bytes) -> str | None:
+    """The UTF-16 byte order of a page with no byte-order mark (uchardet answers windows-1252 for
+    it, and its ASCII markup is ASCII bytes): its markup's ``<`` beside a NUL, and the whole of it
+    decodes with no control character. It goes before a header that names another charset (which
+    decodes it, NULs and all) as a byte-order mark does."""
+    for codec, lt in (("utf-16-le", b"<\x00"), ("utf-16-be", b"\x00<")):
+        at = body.find(lt)
+        while at >= 0 and at % 2:
+            at = body.find(lt, at + 1)
+        if at < 0:
+            continue
+        text = _strict(body[: len(body) & ~1], codec)
+        if text is not None and not _CONTROLS.search(text):
+            return codec
+    return None
+
+
 def _detected(body: bytes) -> str:
     return codec_for(detect_encoding(body, html5_compatible=False, from_html_meta=False)) or "cp1252"
 
@@ -105,6 +125,9 @@ def decode(body: bytes, header_charset: str | None) -> Decoded:
     for bom, bom_codec in _BOMS:
         if body.startswith(bom):
             return Decoded(body[len(bom) :].decode(bom_codec, "replace"), bom_codec, "bom")
+    utf16 = _utf16(body) if b"\x00" in body else None  # no text in an 8-bit charset holds a NUL
+    if utf16 is not None:
+        return Decoded(body[: len(body) & ~1].decode(utf16), utf16, "http" if codec_for(header_charset) == utf16 else "detector")
     ascii_only = body.isascii()
     utf8 = body.decode("ascii") if ascii_only else _strict(body, "utf-8")
     if ascii_only and _ISO2022.search(body):

@@ -12,6 +12,7 @@ an image is not believed, nor a missing or generic header (``application/octet-s
 
 from __future__ import annotations
 
+import codecs
 import re
 import zlib
 from dataclasses import dataclass
@@ -146,16 +147,34 @@ def _unbrotli(data: bytes, cap: int) -> tuple[bytes, str | None]:
     return bytes(out), None if inflate.is_finished() else "cut short"
 
 
-def looks_binary(head: bytes) -> bool:
+def _utf16_markup(head: bytes) -> bool:
+    """Whether ``head`` reads as UTF-16 (either byte order, no byte-order mark) holding markup: CJK
+    text in UTF-16 has C0 bytes in a tenth of its low bytes, but random bytes almost never decode
+    (a lone surrogate in 512 code units, all but surely)."""
+    for codec in ("utf-16-le", "utf-16-be"):
+        try:
+            text = codecs.getincrementaldecoder(codec)().decode(head, final=False)
+        except UnicodeDecodeError:
+            continue
+        if "<" in text and ">" in text:
+            return True
+    return False
+
+
+def looks_binary(head: bytes, charset: str | None = None) -> bool:
     """Whether ``head`` (a payload's first bytes) holds control bytes no text has, as random or
-    compressed bytes do. UTF-16 is text (a byte-order mark, or the NUL beside every ASCII character
-    of its markup), whose other bytes may be anything."""
+    compressed bytes do. UTF-16 is text (a byte-order mark, a ``charset`` naming it, the NUL beside
+    every ASCII character of its markup, or bytes that read as UTF-16 markup), whose other bytes may
+    be anything."""
     if head[:2] in (b"\xff\xfe", b"\xfe\xff") or head.count(0) > len(head) // 8:
         return False
-    return len(head) - len(head.translate(None, _CONTROL)) > _BINARY_SHARE * len(head)
+    if len(head) - len(head.translate(None, _CONTROL)) <= _BINARY_SHARE * len(head):
+        return False
+    label = (charset or "").strip().strip("\"'").lower().replace("_", "-")
+    return not label.startswith(("utf-16", "utf16", "ucs-2", "unicode")) and not _utf16_markup(head)
 
 
-def sniff(body: bytes, declared: str) -> str:
+def sniff(body: bytes, declared: str, charset: str | None = None) -> str:
     """The type to believe: a binary signature beats any header, and so do bytes that are not text
     (``application/octet-stream``: a compressed payload whose Content-Encoding would not undo,
     binary sent as HTML); HTML bytes beat a generic header."""
@@ -163,7 +182,7 @@ def sniff(body: bytes, declared: str) -> str:
     for magic, kind in _MAGIC:
         if head.startswith(magic):
             return kind
-    if looks_binary(body[:1024]):
+    if looks_binary(body[:1024], charset):
         return "application/octet-stream"
     if declared in GENERIC_TYPES and _HTML_START.match(head):
         return "text/html"
@@ -188,4 +207,4 @@ def open_payload(body: bytes, http_headers: dict[str, str], declared_header: str
                 problem = f"bad {coding} content encoding ({broken})"
         except (zlib.error, brotli.error, ValueError) as exc:
             problem = f"bad {coding} content encoding ({exc})"
-    return Payload(body=body, content_type=sniff(body, declared), declared_type=declared, charset=charset, problem=problem)
+    return Payload(body=body, content_type=sniff(body, declared, charset), declared_type=declared, charset=charset, problem=problem)

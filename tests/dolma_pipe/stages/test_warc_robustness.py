@@ -180,6 +180,22 @@ def test_bytes_that_are_not_text_are_not_html_whatever_the_header(tmp_path):
     assert all(paras[0] in docs[r.url]["text"] for r in records[2:])
 
 
+def test_utf16_cjk_pages_without_a_mark_are_text(tmp_path):
+    rng = random.Random(12)
+    zh = "".join(chr(rng.randrange(0x4E00, 0x9FA5)) for _ in range(600))  # a tenth of its low bytes are C0
+    paras = [zh[:300], zh[300:]]
+    records = [
+        response(f"https://c.example.org/{codec}/{header}", html_page("U", paras, nav=False).encode(codec), ctype, text=paras)
+        for codec in ("utf-16-le", "utf-16-be")
+        for header, ctype in (("named", f"text/html; charset={codec.replace('-le', 'le').replace('-be', 'be')}"), ("none", "text/html"))
+    ]
+    write_warc(tmp_path / "in" / "c.warc.gz", records)
+    summary = run({"documents": [str(tmp_path / "in" / "*")], "destination": str(tmp_path / "out"), "processes": 1, "isolate": False})
+    assert _task(summary, "c.warc.gz").counts["written"] == 4  # skipped as content_type (not text), all 4
+    docs = {d["metadata"]["warc_url"]: d for d in read_records(tmp_path / "out" / "documents" / "c.jsonl.gz")}
+    assert all(p in docs[r.url]["text"] for r in records for p in paras)  # with no header: read as windows-1252
+
+
 def test_a_content_length_that_is_no_number_is_a_corrupt_record(tmp_path):
     rng = random.Random(9)
     pages = [
