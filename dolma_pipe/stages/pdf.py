@@ -172,7 +172,9 @@ class PdfStage(Stage[PdfConfig]):
             result = answer if isinstance(answer, Exception) else answer[0]
         else:
             try:
-                result = reader.extract(data)
+                result = reader.extract(data, cfg.max_seconds)
+            except TooSlow as exc:
+                result = exc
             except Exception as exc:  # a PDF pdfium cannot read: counted, never a dead task
                 result = ExtractorFailed(f"{type(exc).__name__}: {exc}")
         if isinstance(result, TooSlow):

@@ -297,7 +297,7 @@ class Extraction:
     def _in_process(self, page: Page) -> tuple[str, str] | Exception:
         try:
             if page.pdf is not None:
-                return self.pdf.extract(page.pdf), self.pdf.name
+                return self.pdf.extract(page.pdf, self.config.max_seconds), self.pdf.name
             return extract_capped(self.extractor, page.html, self.config.max_seconds, page.deep, page.record.target_uri)
         except Exception as exc:  # a page the extractor cannot read: counted, never a dead task
             return exc

@@ -14,7 +14,10 @@ where a crash in pdfium costs that page only.
 from __future__ import annotations
 
 import re
+import time
 from datetime import datetime, timedelta, timezone
+
+from .extract import TooSlow
 
 PDF_TYPE = "application/pdf"
 # pdfium writes a hyphen that breaks a word at a line's end as U+0002: the word is joined again
@@ -27,19 +30,27 @@ class PdfText:
 
     name = "pypdfium2"
 
-    def extract(self, data: bytes) -> str:
+    def extract(self, data: bytes, max_seconds: float | None = None) -> str:
+        """The text; :class:`~.extract.TooSlow` once ``max_seconds`` have passed (checked between
+        pages: in the worker's own process, where no child is killed for it, a PDF of thousands of
+        pages stops there)."""
         import pypdfium2 as pdfium  # on the first PDF: a run of HTML only never loads pdfium
 
+        deadline = None if max_seconds is None else time.perf_counter() + max_seconds
         doc = pdfium.PdfDocument(data)
         try:
             pages = []
             for index in range(len(doc)):
+                if deadline is not None and time.perf_counter() > deadline:
+                    raise TooSlow()
                 page = doc[index]
                 textpage = page.get_textpage()
                 text = textpage.get_text_bounded().replace("\r\n", "\n").replace("\r", "\n")
                 pages.append(_LINE_END_HYPHEN.sub("", text).strip())
                 textpage.close()
                 page.close()
+            if deadline is not None and time.perf_counter() > deadline:
+                raise TooSlow()
             return "\n\n".join(p for p in pages if p)
         finally:
             doc.close()

@@ -82,3 +82,17 @@ def test_pdf_files_become_documents_every_file_counted(pdfs, tmp_path):
     for name in ("reports/rivers.jsonl.gz", "plain.jsonl.gz"):
         assert (inline / "documents" / name).read_bytes() == (out / "documents" / name).read_bytes()
         assert (forked / "documents" / name).read_bytes() == (out / "documents" / name).read_bytes()
+
+
+def test_a_pdf_past_max_seconds_is_too_slow_in_the_worker_too(tmp_path):
+    # Without a child process (isolate: false) nothing stopped pdfium: a PDF of many pages ran on
+    # past max_seconds and was written. The time is checked between pages.
+    root = tmp_path / "in"
+    root.mkdir()
+    (root / "long.pdf").write_bytes(make_pdf([[f"Page {i} of a long report."] for i in range(300)]))
+    (root / "short.pdf").write_bytes(make_pdf([["One page."]]))
+    run = {"documents": [str(root / "*.pdf")], "isolate": False, "added": "2026-01-02T03:04:05Z"}
+    tasks = _run({**run, "destination": str(tmp_path / "fast"), "max_seconds": 1e-4}).manifest.phases[0].tasks
+    assert tasks["long.pdf"].counts.get("skipped_too_slow") == 1 and not (tmp_path / "fast" / "documents" / "long.jsonl.gz").exists()
+    tasks = _run({**run, "destination": str(tmp_path / "slow")}).manifest.phases[0].tasks
+    assert tasks["long.pdf"].counts["written"] == 1 and tasks["short.pdf"].counts["written"] == 1
