@@ -225,7 +225,9 @@ def _ends_where_declared(path: str, rec: Record, gz: bool, size: int) -> bool:
         length = int(rec.headers.get("content-length", "").strip())
     except ValueError:
         return False
-    if length < 0:
+    if length < 0 or (gz and rec.too_large):
+        # (past the size cap in a .warc.gz: the next gzip member that starts a record is where
+        # this one's member ends, found without inflating it all again)
         return False
     with open(path, "rb") as fh:
         fh.seek(rec.offset)
