@@ -128,7 +128,11 @@ def _convert(rec: FastRecord, index: int, base: int, max_bytes: int) -> Record:
 
 
 def _next_start(path: str, after: int, marker: bytes) -> int | None:
-    """The first place after byte ``after`` where ``marker`` (a record's first bytes) is, or None."""
+    """The first place after byte ``after`` where ``marker`` (a record's first bytes) is, or None.
+    ``WARC/1.`` only at a line's start: a page that names WARC/1.1 in its prose starts no record."""
+    if marker == WARC_LINE:
+        found = _next_start(path, after - 1, b"\n" + marker)
+        return None if found is None else found + 1
     chunk = 1 << 20
     with open(path, "rb") as fh:
         pos = after + 1
@@ -191,7 +195,7 @@ def _starts_record(path: str, at: int) -> bool:
     return first is not None and (first.stream_pos if first.stream_pos >= at else at + first.stream_pos) == at
 
 
-def _next_record(path: str, after: int, marker: bytes, tries: int = 64) -> int | None:
+def _next_record(path: str, after: int, marker: bytes, tries: int = 4096) -> int | None:
     """The first place after byte ``after`` where a record starts (a marker that begins one), or None."""
     for _ in range(tries):
         found = _next_start(path, after, marker)

@@ -267,3 +267,25 @@ def test_a_page_quoting_a_warc_record_is_one_record(tmp_path):
         assert "http://quoted.example/" not in [d["metadata"]["warc_url"] for d in docs], name
         (page,) = [d for d in docs if d["metadata"]["warc_url"] == pages[1].url]
         assert paras[1][0] in page["text"], name  # the page's text after the quote (cut at the quote before)
+
+
+def test_a_record_start_is_found_past_many_mentions_of_warc(tmp_path):
+    # A page about WARC (the standard's own text names WARC/1.1 on every other line) whose
+    # Content-Length runs past the next records: the next record start lay behind more than 64
+    # mentions, and every record after the page was lost, uncounted.
+    rng = random.Random(13)
+    spec = " ".join(f"A WARC/1.1 record, note {i}." for i in range(100))
+    pages = [response(f"https://s.example.org/{i}", html_page(f"S{i}", [spec] if i == 2 else paragraphs(rng, 2))) for i in range(8)]
+    write_warc(tmp_path / "in" / "spec.warc", pages, compress=False)
+    raw = (tmp_path / "in" / "spec.warc").read_bytes()
+    head = raw.index(b"WARC-Target-URI: " + pages[2].url.encode())
+    digest = raw.index(b"WARC-Payload-Digest: ", head)
+    raw = raw[:digest] + raw[raw.index(b"\r\n", digest) + 2 :]  # no digest to check
+    at = raw.index(b"Content-Length: ", head) + len(b"Content-Length: ")
+    end = raw.index(b"\r\n", at)
+    (tmp_path / "in" / "spec.warc").write_bytes(raw[:at] + str(int(raw[at:end]) + 3000).encode() + raw[end:])
+    summary = run({"documents": [str(tmp_path / "in" / "*")], "destination": str(tmp_path / "out"), "processes": 1, "isolate": False})
+    task = _task(summary, "spec.warc")
+    docs = read_records(tmp_path / "out" / "documents" / "spec.jsonl.gz")
+    assert [d["metadata"]["warc_url"] for d in docs] == [p.url for p in pages]
+    assert task.counts["records"] == 9
