@@ -13,6 +13,7 @@ from dolma_pipe.stage import Resolved
 
 from .config import WarcConfig
 from .provenance import dolma_time, parse_time
+from .urls import bundled_psl
 
 _WARC_SUFFIX = re.compile(r"\.(w?arc)(\.gz)?$", re.IGNORECASE)
 
@@ -20,14 +21,20 @@ _WARC_SUFFIX = re.compile(r"\.(w?arc)(\.gz)?$", re.IGNORECASE)
 class WarcResolved(Resolved):
     """``added``: the config's, else the time the destination's first run started (read back from
     its manifest by every rerun), in Dolma's form; ``blocklists``: each URL list's sha256 (a
-    changed list redoes the files)."""
+    changed list redoes the files); ``public_suffix_list``: the sha256 of the list that gives each
+    document's ``registered_domain`` (an edited one, or another ``tld`` release's, redoes them)."""
 
     added: str
     blocklists: dict[str, str] = {}
+    public_suffix_list: str = ""
 
 
 def blocklist_digests(config: WarcConfig) -> dict[str, str]:
     return {path: hashlib.sha256(storage.read_bytes(path)).hexdigest() for path in config.urls.blocklists}
+
+
+def public_suffix_digest(config: WarcConfig) -> str:
+    return hashlib.sha256(storage.read_bytes(config.urls.public_suffix_list or bundled_psl())).hexdigest()
 
 
 def resolve_added(config: WarcConfig, root: str) -> str:

@@ -8,7 +8,7 @@ from dolma_pipe.stage import Phase, Stage
 
 from .config import WarcConfig, WarcError
 from .files import WarcFiles
-from .run import WarcResolved, WarcRun, blocklist_digests, documents_name, resolve_added
+from .run import WarcResolved, WarcRun, blocklist_digests, documents_name, public_suffix_digest, resolve_added
 from .tagging import check
 from .urls import public_suffixes
 
@@ -38,7 +38,11 @@ class WarcStage(Stage[WarcConfig]):
         return documents_name(rel)
 
     def resolve(self, inputs: list[InputFile]) -> WarcResolved:
-        return WarcResolved(added=resolve_added(self.config, self.output_root), blocklists=blocklist_digests(self.config))
+        return WarcResolved(
+            added=resolve_added(self.config, self.output_root),
+            blocklists=blocklist_digests(self.config),
+            public_suffix_list=public_suffix_digest(self.config),
+        )
 
     def phases(self) -> list[Phase]:
         assert isinstance(self.resolved, WarcResolved)

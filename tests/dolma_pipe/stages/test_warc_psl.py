@@ -105,3 +105,22 @@ def test_documents_record_their_registered_domain(tmp_path):
                 "urls": {"public_suffix_list": str(tmp_path / "no.dat")},
             }
         )
+
+
+def test_a_changed_public_suffix_list_redoes_the_files(tmp_path):
+    # The list's content shapes every document (registered_domain): a rerun under an edited list
+    # (or another tld release's snapshot) kept the files done under the old one.
+    page = (
+        "<html><body><article>" + "<p>A page about rivers and the stones in them, long enough to keep.</p>" * 3 + "</article></body></html>"
+    )
+    write_warc(tmp_path / "in" / "psl.warc.gz", [response("https://a.b.example.co.uk/", page)])
+    psl = tmp_path / "psl.dat"
+    psl.write_text("uk\n")
+    config = {"documents": [str(tmp_path / "in" / "*.warc.gz")], "destination": str(tmp_path / "out"), "processes": 1, "isolate": False}
+    config["urls"] = {"public_suffix_list": str(psl)}
+    run(config)
+    psl.write_text("uk\nco.uk\n")
+    public_suffixes.cache_clear()  # a new process would read the file again
+    run(config)
+    (doc,) = read_records(tmp_path / "out" / "documents" / "psl.jsonl.gz")
+    assert doc["metadata"]["registered_domain"] == "example.co.uk"  # co.uk before
