@@ -200,11 +200,16 @@ def open_payload(body: bytes, http_headers: dict[str, str], declared_header: str
         if broken is not None:
             problem = f"bad chunked framing ({broken})"
     coding = http_headers.get("content-encoding", "").strip().lower()
-    if coding and coding != "identity" and problem is None:
+    if coding and coding != "identity":
+        # after broken framing too: a record cut short (a crawler's size limit) of a chunked,
+        # compressed page keeps what inflates of what was framed
+        failed = None
         try:
             body, broken = _decompress(body, coding, max_bytes)
             if broken is not None:
-                problem = f"bad {coding} content encoding ({broken})"
+                failed = f"bad {coding} content encoding ({broken})"
         except (zlib.error, brotli.error, ValueError) as exc:
-            problem = f"bad {coding} content encoding ({exc})"
+            failed = f"bad {coding} content encoding ({exc})"
+        if failed is not None:
+            problem = failed if problem is None else f"{problem}; {failed}"
     return Payload(body=body, content_type=sniff(body, declared, charset), declared_type=declared, charset=charset, problem=problem)

@@ -289,3 +289,21 @@ def test_a_record_start_is_found_past_many_mentions_of_warc(tmp_path):
     docs = read_records(tmp_path / "out" / "documents" / "spec.jsonl.gz")
     assert [d["metadata"]["warc_url"] for d in docs] == [p.url for p in pages]
     assert task.counts["records"] == 9
+
+
+def test_a_chunked_compressed_payload_cut_short_keeps_what_inflates(tmp_path):
+    # A record cut short (a crawler's size limit, WARC-Truncated) of a chunked, gzip-encoded
+    # page: the broken framing left it compressed, sniffed as application/gzip, skipped.
+    import gzip
+
+    paras = paragraphs(random.Random(14), 30)
+    packed = gzip.compress(html_page("Cut", paras).encode())
+    framed = b"%x\r\n%s\r\n0\r\n\r\n" % (len(packed), packed)
+    rec = response("https://t.example.org/cut", framed[: len(framed) * 2 // 3], text=paras[:2])
+    rec.headers += [("Transfer-Encoding", "chunked"), ("Content-Encoding", "gzip")]
+    write_warc(tmp_path / "in" / "t.warc.gz", [rec])
+    summary = run({"documents": [str(tmp_path / "in" / "*")], "destination": str(tmp_path / "out"), "processes": 1, "isolate": False})
+    task = _task(summary, "t.warc.gz")
+    assert task.counts["written"] == 1 and task.counts["payload_damaged"] == 1
+    (doc,) = read_records(tmp_path / "out" / "documents" / "t.jsonl.gz")
+    assert all(p in doc["text"] for p in paras[:2])
