@@ -111,8 +111,8 @@ def _utf16(body: bytes) -> str | None:
         if at < 0:
             continue
         text = _strict(body[: len(body) & ~1], codec)
-        if text is not None and not _CONTROLS.search(text):
-            return codec
+        if text is not None and text.count("<") >= 4 and not _CONTROLS.search(text):
+            return codec  # (markup: not a stray NUL in a UTF-8 page that reads as UTF-16 by chance)
     return None
 
 

@@ -194,6 +194,10 @@ def test_utf16_cjk_pages_without_a_mark_are_text(tmp_path):
     assert _task(summary, "c.warc.gz").counts["written"] == 4  # skipped as content_type (not text), all 4
     docs = {d["metadata"]["warc_url"]: d for d in read_records(tmp_path / "out" / "documents" / "c.jsonl.gz")}
     assert all(p in docs[r.url]["text"] for r in records for p in paras)  # with no header: read as windows-1252
+    from dolma_pipe.stages.warc.charset import decode
+
+    stray = b"<html><body><p>Hello there, a page with a stray <\x00 in it</p></body></html>"  # "<\0" at an even place
+    assert stray.index(b"<\x00") % 2 == 0 and decode(stray, None).charset == "utf-8"  # not read as UTF-16 by chance
 
 
 def test_a_content_length_that_is_no_number_is_a_corrupt_record(tmp_path):
