@@ -130,7 +130,7 @@ def decode(body: bytes, header_charset: str | None) -> Decoded:
         return Decoded(body[: len(body) & ~1].decode(utf16), utf16, "http" if codec_for(header_charset) == utf16 else "detector")
     ascii_only = body.isascii()
     utf8 = body.decode("ascii") if ascii_only else _strict(body, "utf-8")
-    if ascii_only and _ISO2022.search(body):
+    if ascii_only and b"\x1b" in body and _ISO2022.search(body):
         # ISO-2022-JP (e-mail's and old Japanese pages' charset) is 7-bit: its escape sequences make
         # it ASCII bytes, but not ASCII text. Decided as a legacy charset is (header, tag, detector).
         ascii_only, utf8 = False, None
