@@ -1,0 +1,264 @@
+"""resiliparse, refined: its text of the whole page, each line kept or dropped by a small model.
+
+resiliparse's main-content rules (Dolma's ``resiliparse`` linearizer) keep navigation, share
+buttons, cookie notes and comment threads on many pages and drop real paragraphs on others. This
+extractor linearizes the page twice from one parse, with and without the main-content rules
+(Dolma's other settings), and keeps each line of the whole page's text that a boosted-tree model
+calls content. The model reads cheap facts of the line and its neighbours: whether
+resiliparse's main content has the same line, its words, word length, punctuation, digits and
+capitals, list bullets and indentation, whether it is the text of a link (the page's ``<a>``
+elements, read with a regular expression), the title (``<h1>``/``<title>``), boilerplate words
+(share, cookies, copyright, sign in, related, ...), repeats, its place against the main
+content's first and last lines, and the same facts averaged over nearby lines.
+
+The model (``refine_model.json``) is fitted on WCXB's dev split alone (``bench/warc_refine.py
+--fit``: a line is content when most of its word trigrams are in the page's ground truth; each
+line weighs its share of the page's words, so that every page weighs the same, as in the metric),
+with its threshold chosen on dev by cross-validation; WCXB's test split and ScrapingHub are held
+out (``bench/warc_refine.py --measure``).
+
+Deep markup (``deep``): the main-content rules are quadratic in the nesting depth, so such a page
+gets the whole page's text, unfiltered, as the ``resiliparse`` linearizer gives it.
+"""
+
+from __future__ import annotations
+
+import html as htmllib
+import json
+import math
+import os
+import re
+from typing import Any
+
+import numpy as np
+from resiliparse.extract.html2text import extract_plain_text
+from resiliparse.parse.html import HTMLTree
+
+from .extract import Extractor, _linearize
+
+_ANCHOR = re.compile(r"<a\b[^>]*>([^<]*)</a\s*>", re.IGNORECASE)
+_HEADING = re.compile(r"<(h1|title)\b[^>]*>(.*?)</\1\s*>", re.IGNORECASE | re.DOTALL)
+_TAGS = re.compile(r"<[^>]*>")
+_SPACE = re.compile(r"\s+")
+_BOILERPLATE = re.compile(
+    r"\b(share|tweet|facebook|twitter|linkedin|pinterest|whatsapp|instagram|youtube|e-?mail|print|cookies?|"
+    r"privacy|terms|copyright|rights reserved|sign ?(?:in|up)|log ?(?:in|out)|register|subscribe|newsletter|"
+    r"follow us|menu|home|search|related|read more|more from|recommended|trending|popular|advertisement|"
+    r"sponsored|comments?|reply|replies|posted|tags?|categor(?:y|ies)|previous|next|skip to|contact us|"
+    r"about us|accept|download|click here|powered by|loading)\b",
+    re.IGNORECASE,
+)
+_TERMINAL = frozenset(".!?:;\"'\u201d\u2019)")
+
+FEATURES = [
+    "in_main",
+    "log_words",
+    "chars_per_word",
+    "terminal_punct",
+    "bullet",
+    "indent",
+    "anchor",
+    "title",
+    "boilerplate",
+    "repeated",
+    "position",
+    "before_main",
+    "after_main",
+    "main_near",
+    "main_wide",
+    "anchor_near",
+    "anchor_wide",
+    "log_words_near",
+    "punct_near",
+    "bullet_near",
+    "prev_in_main",
+    "next_in_main",
+    "blank_before",
+    "page_main_share",
+    "page_log_main_words",
+    "page_log_lines",
+    "page_anchor_share",
+    "outside_boilerplate",
+    "outside_boilerplate_wide",
+]
+
+# extract._linearize's settings (Dolma's) but main_content and skip_elements.
+_SETTINGS: dict[str, Any] = dict(
+    preserve_formatting=True, list_bullets=True, alt_texts=False, links=False, form_fields=False, noscript=False, comments=True
+)
+
+# Elements whose text is boilerplate more often than not: by tag, and by a class or id holding a word.
+_BOILERPLATE_TAGS = ["nav", "header", "footer", "aside", "form", "button", "select"]
+_BOILERPLATE_CLASSES = ("comment share social related sidebar menu nav footer cookie widget breadcrumb banner").split()
+_SKIP = _BOILERPLATE_TAGS + [f'[{attr}*="{word}"]' for word in _BOILERPLATE_CLASSES for attr in ("class", "id")]
+
+
+def _norm(text: str) -> str:
+    if "&" in text:
+        text = htmllib.unescape(text)
+    return _SPACE.sub(" ", text).strip()
+
+
+def _strip_bullet(line: str) -> str:
+    return line[1:].lstrip() if line.startswith("\u2022") else line
+
+
+def _window_mean(values: np.ndarray, radius: int) -> np.ndarray:
+    """Mean of ``values`` over each position's neighbours within ``radius`` (itself included)."""
+    n = len(values)
+    csum = np.concatenate(([0.0], np.cumsum(values)))
+    idx = np.arange(n)
+    lo, hi = np.maximum(idx - radius, 0), np.minimum(idx + radius + 1, n)
+    return (csum[hi] - csum[lo]) / (hi - lo)
+
+
+def page_lines(html: str, tree: HTMLTree | None = None) -> tuple[list[str], list[str], list[bool], np.ndarray]:
+    """The page's non-empty lines (resiliparse's text of the whole page): stripped, as written
+    (right-stripped), whether a blank line comes before each, and their features (rows in
+    :data:`FEATURES`' order)."""
+    tree = tree if tree is not None else HTMLTree.parse(html)
+    full = _linearize(tree, main_content=False)
+    main = _linearize(tree, main_content=True)
+    main_lines = {line.strip() for line in main.split("\n")}
+    main_lines.discard("")
+    outside = _line_set(extract_plain_text(tree, main_content=False, skip_elements=_SKIP, **_SETTINGS))
+    anchors = {_norm(m) for m in _ANCHOR.findall(html)}
+    anchors.discard("")
+    titles = {_norm(_TAGS.sub(" ", m[1])) for m in _HEADING.findall(html)}
+    titles.discard("")
+    lines: list[str] = []  # stripped
+    raws: list[str] = []  # as resiliparse wrote them (list items indented), right-stripped
+    blanks: list[bool] = []  # an empty line before it (a new block)
+    blank = True
+    for raw in full.split("\n"):
+        line = raw.strip()
+        if not line:
+            blank = True
+            continue
+        lines.append(line)
+        raws.append(raw.rstrip())
+        blanks.append(blank)
+        blank = False
+    n = len(lines)
+    if not n:
+        return lines, raws, blanks, np.zeros((0, len(FEATURES)))
+    bodies = [_strip_bullet(line) for line in lines]
+    words = np.array([len(b.split()) for b in bodies], dtype=np.float64)
+    w = np.maximum(words, 1.0)
+    chars = np.array([len(b) for b in bodies], dtype=np.float64)
+    seen: dict[str, int] = {}
+    for b in bodies:
+        seen[b] = seen.get(b, 0) + 1
+    x = np.zeros((n, len(FEATURES)))
+    col = {name: i for i, name in enumerate(FEATURES)}
+
+    def put(name: str, values: Any) -> None:
+        x[:, col[name]] = values
+
+    in_main = np.array([line in main_lines for line in lines], dtype=np.float64)
+    put("in_main", in_main)
+    put("log_words", np.log1p(words))
+    put("chars_per_word", chars / w)
+    put("terminal_punct", [b[-1:] in _TERMINAL for b in bodies])
+    put("bullet", [line is not b for line, b in zip(lines, bodies)])
+    put("indent", [min(len(raw) - len(raw.lstrip(" ")), 16) / 16 for raw in raws])
+    put("anchor", [b in anchors for b in bodies])
+    put("title", [b in titles for b in bodies])
+    put("boilerplate", [len(b) <= 120 and _BOILERPLATE.search(b) is not None for b in bodies])
+    put("repeated", [seen[b] > 1 for b in bodies])
+    put("blank_before", blanks)
+    put("outside_boilerplate", [line in outside for line in lines])
+    put("position", np.arange(n) / n)
+    hits = np.flatnonzero(in_main)
+    first, last = (hits[0], hits[-1]) if len(hits) else (n, -1)
+    put("before_main", np.arange(n) < first)
+    put("after_main", np.arange(n) > last)
+    put("main_near", _window_mean(in_main, 2))
+    put("main_wide", _window_mean(in_main, 8))
+    put("anchor_near", _window_mean(x[:, col["anchor"]], 2))
+    put("anchor_wide", _window_mean(x[:, col["anchor"]], 8))
+    put("log_words_near", _window_mean(x[:, col["log_words"]], 2))
+    put("punct_near", _window_mean(x[:, col["terminal_punct"]], 2))
+    put("bullet_near", _window_mean(x[:, col["bullet"]], 2))
+    x[1:, col["prev_in_main"]] = in_main[:-1]
+    x[:-1, col["next_in_main"]] = in_main[1:]
+    put("page_main_share", in_main.mean())
+    put("page_log_main_words", math.log1p(len(main.split())))
+    put("page_log_lines", math.log1p(n))
+    put("page_anchor_share", x[:, col["anchor"]].mean())
+    x[:, col["outside_boilerplate_wide"]] = _window_mean(x[:, col["outside_boilerplate"]], 8)
+    return lines, raws, blanks, x
+
+
+def _line_set(text: str) -> set[str]:
+    lines = {line.strip() for line in text.split("\n")}
+    lines.discard("")
+    return lines
+
+
+class LineModel:
+    """Boosted trees over :data:`FEATURES` (``refine_model.json``, written by ``bench/warc_refine.py
+    --fit``), each a complete tree of ``depth`` levels (a leaf above the last level is a split
+    whose sides both hold its value; leaves hold their share of the log-odds, the learning rate
+    applied), evaluated for every line and tree at once; a line goes left where its feature is at
+    most the split's threshold. A line is kept when its log-odds reach ``threshold``."""
+
+    PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "refine_model.json")
+    _cached: LineModel | None = None
+
+    def __init__(self, spec: dict[str, Any], source: str = "<spec>"):
+        if spec.get("features") != FEATURES:
+            raise ValueError(f"{source}: 'features' differ from refine.FEATURES (refit with bench/warc_refine.py --fit)")
+        self.depth: int = spec["depth"]
+        self.base: float = spec["base"]
+        self.threshold: float = spec["threshold"]
+        self.split_feature = np.array(spec["split_feature"], dtype=np.intp)
+        self.split_threshold = np.array(spec["split_threshold"], dtype=np.float64)
+        self.leaf = np.array(spec["leaf"], dtype=np.float64)
+        n = len(self.split_feature)
+        if self.split_feature.shape != (n, 2**self.depth - 1) or self.leaf.shape != (n, 2**self.depth):
+            raise ValueError(f"{source}: 'split_feature'/'leaf' are not complete trees of depth {self.depth}")
+
+    @classmethod
+    def load(cls) -> LineModel:
+        if cls._cached is None:
+            with open(cls.PATH, encoding="utf-8") as f:
+                cls._cached = cls(json.load(f), cls.PATH)
+        return cls._cached
+
+    def log_odds(self, x: np.ndarray) -> np.ndarray:
+        """Each row's log-odds of being content."""
+        trees = np.arange(len(self.split_feature))
+        node = np.zeros((len(x), len(trees)), dtype=np.intp)
+        rows = np.arange(len(x))[:, None]
+        for _ in range(self.depth):
+            feature = self.split_feature[trees, node]
+            right = x[rows, feature] > self.split_threshold[trees, node]
+            node = 2 * node + 1 + right
+        leaves = self.leaf[trees, node - (2**self.depth - 1)]
+        return self.base + leaves.sum(axis=1)
+
+
+class ResiliparseRefined(Extractor):
+    """resiliparse's text of the whole page, filtered line by line (:func:`page_lines`,
+    :class:`LineModel`); Dolma's resiliparse settings otherwise."""
+
+    name = "resiliparse_refined"
+    depth_quadratic = True
+
+    def __init__(self) -> None:
+        self.model = LineModel.load()
+
+    def extract(self, html: str, deep: bool = False, url: str | None = None) -> str:
+        tree = HTMLTree.parse(html)
+        if deep:
+            return _linearize(tree, main_content=False)
+        lines, raws, blanks, x = page_lines(html, tree)
+        if not lines:
+            return ""
+        keep = self.model.log_odds(x) >= self.model.threshold
+        out: list[str] = []
+        for raw, blank, k in zip(raws, blanks, keep):
+            if k:
+                out.append(("\n\n" if blank else "\n") + raw if out else raw)
+        return "".join(out)

@@ -1,0 +1,89 @@
+"""The ``resiliparse_refined`` extractor (``dolma_pipe.stages.warc.refine``): resiliparse's text of
+the whole page, each line kept or dropped by the line model fitted on WCXB dev."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from dolma_pipe.stages.warc.extract import Extractor
+from dolma_pipe.stages.warc.refine import FEATURES, LineModel, ResiliparseRefined, page_lines
+
+ARTICLE = [
+    "The river authority said on Tuesday that the new flood barrier, built over three winters at a cost of "
+    "forty million pounds, had held back the highest tide recorded in the estuary since records began.",
+    "Engineers had warned for a decade that the old embankment, raised after the storms of 1953, would not "
+    "survive another surge of that size, and the council had twice delayed the work for lack of money.",
+    "Residents of the low streets near the harbour, who were moved to the school hall as a precaution, were "
+    "allowed to return home by the evening once the water had fallen below the level of the quay.",
+    "The authority will publish a full report on the barrier's performance in the spring, and it expects to "
+    "extend the same design along the northern shore, where the gardens flooded last year.",
+]
+
+PAGE = (
+    "<html><head><title>Flood barrier holds back record tide | The Estuary News</title></head><body>"
+    "<div id='cookie-banner'><p>We use cookies to improve your experience. By continuing to browse you accept "
+    "our use of cookies.</p><button>Accept all cookies</button><button>Manage settings</button></div>"
+    "<header><nav class='menu'><ul>"
+    + "".join(f"<li><a href='/{s.lower()}'>{s}</a></li>" for s in ("Home", "News", "Sport", "Weather", "Business", "Contact"))
+    + "</ul></nav></header>"
+    "<main><article><h1>Flood barrier holds back record tide</h1>"
+    + "".join(f"<p>{p}</p>" for p in ARTICLE)
+    + "<div class='share-buttons'><ul>"
+    + "".join(f"<li><a href='https://{s.lower()}.com/share'>Share on {s}</a></li>" for s in ("Facebook", "Twitter", "LinkedIn", "Email"))
+    + "</ul></div></article></main>"
+    "<aside class='related'><h3>Related stories</h3><ul>"
+    + "".join(f"<li><a href='/news/{i}'>Harbour wall repairs delayed again, part {i}</a></li>" for i in range(5))
+    + "</ul></aside>"
+    "<footer><ul><li><a href='/privacy'>Privacy policy</a></li><li><a href='/terms'>Terms of use</a></li>"
+    "<li><a href='/about'>About us</a></li></ul><p>Copyright 2024 The Estuary News. All rights reserved.</p></footer>"
+    "</body></html>"
+)
+
+BOILERPLATE = ["cookies", "Sport", "Weather", "Share on", "Related stories", "Harbour wall", "Privacy policy", "Copyright"]
+
+
+@pytest.fixture(scope="module")
+def refined() -> ResiliparseRefined:
+    return ResiliparseRefined()
+
+
+def test_keeps_the_article_and_drops_the_boilerplate(refined):
+    text = refined.extract(PAGE)
+    assert all(p in text for p in ARTICLE)
+    assert [b for b in BOILERPLATE if b in text] == []
+    # the lines the model judges are the whole page's: it is the model that drops the boilerplate
+    assert all(b in refined.extract(PAGE, deep=True) for b in BOILERPLATE)
+    assert refined.extract(PAGE) == text  # deterministic
+
+
+def test_paragraphs_stay_apart_and_empty_pages_give_nothing(refined):
+    text = refined.extract(PAGE)
+    assert "\n\n".join(ARTICLE) in text
+    assert refined.extract("") == "" and refined.extract("<html><body></body></html>") == ""
+    assert isinstance(refined, Extractor) and refined.name == "resiliparse_refined" and refined.depth_quadratic
+
+
+def test_deep_pages_get_the_whole_text_unfiltered(refined):
+    text = refined.extract(PAGE, deep=True)
+    assert all(p in text for p in ARTICLE) and "Privacy policy" in text
+
+
+def test_features_line_up_with_the_lines():
+    lines, raws, blanks, x = page_lines(PAGE)
+    assert x.shape == (len(lines), len(FEATURES)) and len(raws) == len(blanks) == len(lines)
+    col = FEATURES.index("in_main")
+    assert x[lines.index(ARTICLE[0]), col] == 1.0
+    assert x[[i for i, line in enumerate(lines) if "Privacy policy" in line][0], FEATURES.index("outside_boilerplate")] == 0.0
+    assert np.isfinite(x).all()
+
+
+def test_a_model_with_other_features_is_refused(tmp_path):
+    with open(LineModel.PATH, encoding="utf-8") as f:
+        spec = json.load(f)
+    with pytest.raises(ValueError, match="features"):
+        LineModel({**spec, "features": FEATURES[:-1]}, "m.json")
+    with pytest.raises(ValueError, match="complete trees"):
+        LineModel({**spec, "leaf": [row[:-1] for row in spec["leaf"]]}, "m.json")
