@@ -25,6 +25,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
+import re
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -35,6 +36,7 @@ from fastwarc import WarcRecord as FastRecord
 
 GZIP_MAGIC = b"\x1f\x8b\x08"
 WARC_LINE = b"WARC/1."
+_LENGTH = re.compile(rb"\r\nContent-Length:[ \t]*(\d{1,18})[ \t]*\r\n", re.IGNORECASE)
 
 
 @dataclass
@@ -196,13 +198,45 @@ def _starts_record(path: str, at: int) -> bool:
 
 
 def _next_record(path: str, after: int, marker: bytes, tries: int = 4096) -> int | None:
-    """The first place after byte ``after`` where a record starts (a marker that begins one), or None."""
+    """The first place after byte ``after`` where a record starts (a marker that begins one), or None.
+
+    In a ``.warc``, a record whose own Content-Length ends it cleanly (:func:`_plain_ends_at`)
+    comes first: a damaged record's page that quotes a WARC record (a page about WARC) holds a
+    start fastwarc reads, whose length ends inside the page, not at a record; the first start
+    that reads at all is taken where no clean one follows."""
+    first: int | None = None
+    size = os.path.getsize(path)
     for _ in range(tries):
         found = _next_start(path, after, marker)
-        if found is None or _starts_record(path, found):
-            return found
+        if found is None:
+            break
+        if _starts_record(path, found):
+            if marker != WARC_LINE or _plain_ends_at(path, found, None, size):
+                return found
+            first = found if first is None else first
         after = found
-    return None
+    return first
+
+
+def _plain_ends_at(path: str, offset: int, length: int | None, size: int) -> bool:
+    """Whether the record at ``offset`` of a ``.warc`` ends where its Content-Length (``length``,
+    else its header's) says: only line ends after its block, then the file's end or a record."""
+    with open(path, "rb") as fh:
+        fh.seek(offset)
+        data = fh.read(min(size - offset, 1 << 20))
+        block = _block_end(data, 0)
+        if block is None:
+            return False
+        if length is None:
+            found = _LENGTH.search(data, 0, block)
+            if found is None:
+                return False
+            length = int(found.group(1))
+        at = offset + block + length
+        fh.seek(at)
+        tail = fh.read(8)
+    after = at + len(tail) - len(tail.lstrip(b"\r\n"))
+    return at <= size and (after >= size or _starts_record(path, after))
 
 
 def _holds_a_record(rec: Record) -> bool:
@@ -233,44 +267,36 @@ def _ends_where_declared(path: str, rec: Record, gz: bool, size: int) -> bool:
         # (past the size cap in a .warc.gz: the next gzip member that starts a record is where
         # this one's member ends, found without inflating it all again)
         return False
+    if not gz:
+        return _plain_ends_at(path, rec.offset, length, size)
     with open(path, "rb") as fh:
         fh.seek(rec.offset)
-        if gz:
-            inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
-            head, end = b"", None  # the member's first bytes (to its header's end); where the block ends
-            seen, last = 0, b""  # the member's size so far (once ``end`` is known) and its last bytes
-            while not inflate.eof:
-                chunk = fh.read(64 << 10)
-                if not chunk:
-                    return False  # the member is cut short
-                try:
-                    data = inflate.decompress(chunk)
-                except zlib.error:
-                    return False
+        inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        head, end = b"", None  # the member's first bytes (to its header's end); where the block ends
+        seen, last = 0, b""  # the member's size so far (once ``end`` is known) and its last bytes
+        while not inflate.eof:
+            chunk = fh.read(64 << 10)
+            if not chunk:
+                return False  # the member is cut short
+            try:
+                data = inflate.decompress(chunk)
+            except zlib.error:
+                return False
+            if end is None:
+                head += data
+                end = _block_end(head, length)
                 if end is None:
-                    head += data
-                    end = _block_end(head, length)
-                    if end is None:
-                        if len(head) > 1 << 20:
-                            return False
-                        continue
-                    data = head
-                seen += len(data)
-                if seen > end + 8:
-                    return False  # the member holds more than the record: its length is too short
-                last = (last + data)[-8:]
-            if end is None or seen < end:
-                return False  # the block runs past its member: its length is too long
-            return not last[len(last) - (seen - end) :].strip(b"\r\n")
-        data = fh.read(min(size - rec.offset, 1 << 20))
-        block = _block_end(data, 0)
-        if block is None:
-            return False
-        at = rec.offset + block + length
-        fh.seek(at)
-        tail = fh.read(8)
-    after = at + len(tail) - len(tail.lstrip(b"\r\n"))
-    return at <= size and (after >= size or _starts_record(path, after))
+                    if len(head) > 1 << 20:
+                        return False
+                    continue
+                data = head
+            seen += len(data)
+            if seen > end + 8:
+                return False  # the member holds more than the record: its length is too short
+            last = (last + data)[-8:]
+        if end is None or seen < end:
+            return False  # the block runs past its member: its length is too long
+        return not last[len(last) - (seen - end) :].strip(b"\r\n")
 
 
 def _read(path: str, size: int, marker: bytes, max_bytes: int, ranged: bool = True) -> Iterator[Record | Damage]:

@@ -262,15 +262,25 @@ def test_a_page_quoting_a_warc_record_is_one_record(tmp_path):
     src.mkdir()
     (src / "about.warc").write_bytes(b"".join(members))
     (src / "about-gz.warc.gz").write_bytes(b"".join(gzip.compress(m, mtime=0) for m in members))
+    # The quoting pages with a Content-Length too long too: the next record start is looked for
+    # past their quote (a start fastwarc reads, whose own length ends inside the page).
+    for i in (2, 4):  # pages 1 and 3
+        at = members[i].index(b"Content-Length: ") + len(b"Content-Length: ")
+        end = members[i].index(b"\r\n", at)
+        members[i] = members[i][:at] + str(int(members[i][at:end]) + 1500).encode() + members[i][end:]
+    (src / "about-long.warc").write_bytes(b"".join(members))
     out = tmp_path / "out"
     summary = run({"documents": [str(src / "*")], "destination": str(out), "processes": 1, "isolate": False})
-    for name in ("about.warc", "about-gz.warc.gz"):
+    for name in ("about.warc", "about-gz.warc.gz", "about-long.warc"):
         task = _task(summary, name)
         assert task.counts["records"] == 6, name  # no record read out of the quote (it was 7: a phantom)
         docs = read_records(out / "documents" / f"{name.split('.')[0]}.jsonl.gz")
         assert "http://quoted.example/" not in [d["metadata"]["warc_url"] for d in docs], name
-        (page,) = [d for d in docs if d["metadata"]["warc_url"] == pages[1].url]
-        assert paras[1][0] in page["text"], name  # the page's text after the quote (cut at the quote before)
+        if name != "about-long.warc":
+            (page,) = [d for d in docs if d["metadata"]["warc_url"] == pages[1].url]
+            assert paras[1][0] in page["text"], name  # the page's text after the quote (cut at the quote before)
+    long_docs = read_records(out / "documents" / "about-long.jsonl.gz")
+    assert [d["metadata"]["warc_url"] for d in long_docs][-2:] == [pages[2].url, pages[4].url]  # page 3 quarantined (its digest)
 
 
 def test_a_record_start_is_found_past_many_mentions_of_warc(tmp_path):
