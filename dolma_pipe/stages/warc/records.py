@@ -154,9 +154,15 @@ def _next_start(path: str, after: int, marker: bytes) -> int | None:
 def member_per_record(path: str, probe: int = 1 << 20) -> bool:
     """Whether a gzip file holds a member per record (the WARC standard's advice, Common Crawl's
     layout) rather than one stream of several records: its first member (read as far as the first
-    ``probe`` compressed bytes) holds no second record."""
+    ``probe`` compressed bytes) holds no second record, a ``WARC/1.`` line after a blank line at or
+    past the end of the first record's block (its header's Content-Length; one inside the block is
+    a page quoting a record)."""
     inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    head = b""  # the member's first bytes, to the first record's header end
+    end: int | None = None  # where the first record's block ends
     tail = b""
+    seen = 0  # bytes inflated before ``tail``'s end
+    marker = b"\r\n\r\n" + WARC_LINE
     with open(path, "rb") as fh:
         read = 0
         while read < probe and not inflate.eof:
@@ -165,12 +171,23 @@ def member_per_record(path: str, probe: int = 1 << 20) -> bool:
                 break
             read += len(chunk)
             try:
-                data = tail + inflate.decompress(chunk)
+                data = inflate.decompress(chunk)
             except zlib.error:
                 return True  # damage: the reader's business, not this probe's
-            if b"\r\n\r\n" + WARC_LINE in data:
-                return False
-            tail = data[-16:]
+            if end is None and len(head) < 1 << 20:
+                head += data[: (1 << 20) - len(head)]
+                header = head.find(b"\r\n\r\n")
+                if header >= 0:
+                    length = _LENGTH.search(head, 0, header + 2)
+                    end = header + 4 + int(length.group(1)) if length is not None else 0
+            scan, base = tail + data, seen - len(tail)
+            at = scan.find(marker)
+            while at >= 0:
+                if end is None or base + at + 4 >= end:
+                    return False  # a record after the first one's block (or no block to tell by)
+                at = scan.find(marker, at + 1)
+            seen += len(data)
+            tail = scan[-(len(marker) - 1) :]
     return True
 
 

@@ -321,3 +321,29 @@ def test_a_chunked_compressed_payload_cut_short_keeps_what_inflates(tmp_path):
     assert task.counts["written"] == 1 and task.counts["payload_damaged"] == 1
     (doc,) = read_records(tmp_path / "out" / "documents" / "t.jsonl.gz")
     assert all(p in doc["text"] for p in paras[:2])
+
+
+def test_a_member_per_record_file_opening_with_a_page_about_warc_keeps_its_byte_ranges(tmp_path):
+    # Its first gzip member holds a blank line and WARC/1.0 (a quoted record): it was taken for a
+    # .warc.gz of one gzip stream, every document without warc_offset and warc_length.
+    import gzip
+
+    from dolma_pipe.stages.warc.records import member_per_record
+    from dolma_pipe.stages.warc.records import read_records as read_warc
+
+    quoted = "WARC/1.0\r\nWARC-Type: resource\r\nWARC-Target-URI: http://quoted.example/\r\nContent-Length: 2\r\n\r\nhi"
+    paras = paragraphs(random.Random(15), 2)
+    about = "<html><body><pre>\r\n\r\n" + quoted + "\r\n\r\n</pre><p>" + paras[0] + "</p></body></html>"
+    pages = [response("https://m.example.org/0", about), response("https://m.example.org/1", html_page("M", paras))]
+    write_warc(tmp_path / "q.warc", pages, compress=False)
+    raw = (tmp_path / "q.warc").read_bytes()
+    # the warcinfo record left out: the quoting page comes first
+    first, second = (raw.rindex(b"WARC/1.0", 0, raw.index(p.record_id.encode())) for p in pages)
+    path = tmp_path / "q.warc.gz"
+    path.write_bytes(gzip.compress(raw[first:second], mtime=0) + gzip.compress(raw[second:], mtime=0))
+    assert member_per_record(str(path))
+    one_stream = tmp_path / "one.warc.gz"
+    one_stream.write_bytes(gzip.compress(raw[first:], mtime=0))
+    assert not member_per_record(str(one_stream))
+    records = list(read_warc(str(path), 1 << 20))
+    assert [(r.offset, r.ranged) for r in records] == [(0, True), (len(gzip.compress(raw[first:second], mtime=0)), True)]
