@@ -316,6 +316,32 @@ def _ends_where_declared(path: str, rec: Record, gz: bool, size: int) -> bool:
         return not last[len(last) - (seen - end) :].strip(b"\r\n")
 
 
+def _payload_end(path: str, rec: Record, jump: int, marker: bytes, size: int) -> int:
+    """Where the payload of ``rec``, a record that ran over the next one (at byte ``jump``) ends in
+    its ``body``: in a ``.warc``, at the blank line before ``jump`` (the payload's place in the
+    file is its block's end less its length), so a quote of a record in the page is kept; else at
+    the first blank line and ``WARC/1.`` in it."""
+    assert rec.body is not None
+    first = rec.body.find(b"\r\n\r\nWARC/1.")
+    if marker != WARC_LINE:
+        return first
+    with open(path, "rb") as fh:
+        fh.seek(rec.offset)
+        header = _block_end(fh.read(min(size - rec.offset, 1 << 20)), 0)
+    try:
+        length = int(rec.headers.get("content-length", "").strip())
+    except ValueError:
+        return first
+    if header is None:
+        return first
+    block = rec.offset + header
+    start = block + min(length, size - block) - len(rec.body)  # the payload's first byte in the file
+    cut = jump - start
+    if cut < 4 or cut > len(rec.body) or rec.body[cut - 4 : cut] != b"\r\n\r\n":
+        return first
+    return cut - 4
+
+
 def _read(path: str, size: int, marker: bytes, max_bytes: int, ranged: bool = True) -> Iterator[Record | Damage]:
     index = 0
     pending: Record | None = None  # the last record read, waiting for the next start (its length)
@@ -347,7 +373,7 @@ def _read(path: str, size: int, marker: bytes, max_bytes: int, ranged: bool = Tr
                         jump, jumped = _next_record(path, rec.offset, marker), True
                         if overran and jump is not None and rec.body is not None:
                             # With no digest to fail, its payload ends where the next record begins.
-                            rec.body = rec.body[: rec.body.find(b"\r\n\r\nWARC/1.")]
+                            rec.body = rec.body[: _payload_end(path, rec, jump, marker, size)]
                             rec.payload_size = len(rec.body)
                         break
             if not jumped:
