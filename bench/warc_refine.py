@@ -7,7 +7,7 @@
 page (``refine.page_lines``) is labelled content when at least half of its word trigrams (its
 words, for a line of under 3 words) are in the page's ground truth (lower-cased ``\\w+`` words,
 WCXB's tokens); a line weighs its share of the page's words, so every page weighs the same, as
-in WCXB's mean of per-page F1. A scikit-learn ``HistGradientBoostingClassifier`` (150 trees of depth 3)
+in WCXB's mean of per-page F1. A scikit-learn ``HistGradientBoostingClassifier`` (60 trees of depth 3)
 is fitted on the lines; its log-odds threshold is the one with the best mean word F1 on dev pages held out of the
 fit (5 folds by page), and the shipped model is refitted on every dev page with that threshold.
 
@@ -37,8 +37,8 @@ from dolma_pipe.stages.warc.refine import FEATURES, LineModel, ResiliparseRefine
 
 _WORD = re.compile(r"\w+")
 DEPTH = 3
-TREES = 150
-RATE = 0.1
+TREES = 60
+RATE = 0.25
 
 
 def _words(text: str) -> list[str]:

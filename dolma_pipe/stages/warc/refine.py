@@ -1,15 +1,17 @@
 """resiliparse, refined: its text of the whole page, each line kept or dropped by a small model.
 
 resiliparse's main-content rules (Dolma's ``resiliparse`` linearizer) keep navigation, share
-buttons, cookie notes and comment threads on many pages and drop real paragraphs on others. This
-extractor linearizes the page twice from one parse, with and without the main-content rules
-(Dolma's other settings), and keeps each line of the whole page's text that a boosted-tree model
-calls content. The model reads cheap facts of the line and its neighbours: whether
-resiliparse's main content has the same line, its words, word length, punctuation, digits and
-capitals, list bullets and indentation, whether it is the text of a link (the page's ``<a>``
-elements, read with a regular expression), the title (``<h1>``/``<title>``), boilerplate words
-(share, cookies, copyright, sign in, related, ...), repeats, its place against the main
-content's first and last lines, and the same facts averaged over nearby lines.
+buttons, cookie notes and comment threads on some pages and drop real paragraphs on others. This
+extractor (``resiliparse_refined``) parses the page once and linearizes it three times with
+Dolma's settings: the whole page, its main content, and the whole page less the elements that
+hold boilerplate more often than not (``nav``, ``header``, ``footer``, ``aside``, forms, and
+elements whose class names comments, sharing, related items, sidebars, menus, cookies or
+breadcrumbs). Each line of the whole page's text is kept when a boosted-tree model calls it
+content. The model reads cheap facts of the line and its neighbours: whether the main content and
+the boilerplate-less text have the same line, its words, word length, final punctuation, list
+bullet and indentation, whether it is the page's title (``<h1>``/``<title>``), boilerplate words
+(share, cookies, copyright, sign in, related, ...), repeats in the page, its place against the
+main content's first and last lines, and some of these averaged over nearby lines.
 
 The model (``refine_model.json``) is fitted on WCXB's dev split alone (``bench/warc_refine.py
 --fit``: a line is content when most of its word trigrams are in the page's ground truth; each
@@ -36,18 +38,18 @@ from resiliparse.parse.html import HTMLTree
 
 from .extract import Extractor, _linearize
 
-_ANCHOR = re.compile(r"<a\b[^>]*>([^<]*)</a\s*>", re.IGNORECASE)
-_HEADING = re.compile(r"<(h1|title)\b[^>]*>(.*?)</\1\s*>", re.IGNORECASE | re.DOTALL)
-_TAGS = re.compile(r"<[^>]*>")
+_HEADING = re.compile(r"<(?:h1|title)\b[^>]*>([^<]*)<", re.IGNORECASE)
 _SPACE = re.compile(r"\s+")
-_BOILERPLATE = re.compile(
-    r"\b(share|tweet|facebook|twitter|linkedin|pinterest|whatsapp|instagram|youtube|e-?mail|print|cookies?|"
-    r"privacy|terms|copyright|rights reserved|sign ?(?:in|up)|log ?(?:in|out)|register|subscribe|newsletter|"
-    r"follow us|menu|home|search|related|read more|more from|recommended|trending|popular|advertisement|"
-    r"sponsored|comments?|reply|replies|posted|tags?|categor(?:y|ies)|previous|next|skip to|contact us|"
-    r"about us|accept|download|click here|powered by|loading)\b",
-    re.IGNORECASE,
+# Words of boilerplate lines (share buttons, cookie notes, footers, menus, comment threads), matched
+# as whole lower-cased words of lines of up to 80 characters.
+_BOILERPLATE_WORDS = frozenset(
+    "share shares tweet facebook twitter linkedin pinterest whatsapp instagram youtube email e-mail print "
+    "cookie cookies privacy terms copyright reserved sign login logout log register subscribe newsletter "
+    "follow menu home search related recommended trending popular advertisement sponsored comment comments "
+    "reply replies posted tag tags category categories previous next skip contact accept download click "
+    "powered loading".split()
 )
+_PUNCT_TO_SPACE = str.maketrans({c: " " for c in "!\"#$%&'()*+,./:;<=>?@[\\]^_`{|}~\u00a9\u00b7\u00bb\u2022\u2013\u2014\u2019\u201c\u201d"})
 _TERMINAL = frozenset(".!?:;\"'\u201d\u2019)")
 
 FEATURES = [
@@ -57,7 +59,6 @@ FEATURES = [
     "terminal_punct",
     "bullet",
     "indent",
-    "anchor",
     "title",
     "boilerplate",
     "repeated",
@@ -66,8 +67,6 @@ FEATURES = [
     "after_main",
     "main_near",
     "main_wide",
-    "anchor_near",
-    "anchor_wide",
     "log_words_near",
     "punct_near",
     "bullet_near",
@@ -77,7 +76,6 @@ FEATURES = [
     "page_main_share",
     "page_log_main_words",
     "page_log_lines",
-    "page_anchor_share",
     "outside_boilerplate",
     "outside_boilerplate_wide",
 ]
@@ -87,10 +85,10 @@ _SETTINGS: dict[str, Any] = dict(
     preserve_formatting=True, list_bullets=True, alt_texts=False, links=False, form_fields=False, noscript=False, comments=True
 )
 
-# Elements whose text is boilerplate more often than not: by tag, and by a class or id holding a word.
+# Elements whose text is boilerplate more often than not: by tag, and by a class holding a word.
 _BOILERPLATE_TAGS = ["nav", "header", "footer", "aside", "form", "button", "select"]
-_BOILERPLATE_CLASSES = ("comment share social related sidebar menu nav footer cookie widget breadcrumb banner").split()
-_SKIP = _BOILERPLATE_TAGS + [f'[{attr}*="{word}"]' for word in _BOILERPLATE_CLASSES for attr in ("class", "id")]
+_BOILERPLATE_CLASSES = "comment share social related sidebar menu cookie breadcrumb".split()
+_SKIP = _BOILERPLATE_TAGS + [f'[class*="{word}"]' for word in _BOILERPLATE_CLASSES]
 
 
 def _norm(text: str) -> str:
@@ -122,9 +120,7 @@ def page_lines(html: str, tree: HTMLTree | None = None) -> tuple[list[str], list
     main_lines = {line.strip() for line in main.split("\n")}
     main_lines.discard("")
     outside = _line_set(extract_plain_text(tree, main_content=False, skip_elements=_SKIP, **_SETTINGS))
-    anchors = {_norm(m) for m in _ANCHOR.findall(html)}
-    anchors.discard("")
-    titles = {_norm(_TAGS.sub(" ", m[1])) for m in _HEADING.findall(html)}
+    titles = {_norm(m) for m in _HEADING.findall(html)}
     titles.discard("")
     lines: list[str] = []  # stripped
     raws: list[str] = []  # as resiliparse wrote them (list items indented), right-stripped
@@ -162,9 +158,8 @@ def page_lines(html: str, tree: HTMLTree | None = None) -> tuple[list[str], list
     put("terminal_punct", [b[-1:] in _TERMINAL for b in bodies])
     put("bullet", [line is not b for line, b in zip(lines, bodies)])
     put("indent", [min(len(raw) - len(raw.lstrip(" ")), 16) / 16 for raw in raws])
-    put("anchor", [b in anchors for b in bodies])
     put("title", [b in titles for b in bodies])
-    put("boilerplate", [len(b) <= 120 and _BOILERPLATE.search(b) is not None for b in bodies])
+    put("boilerplate", [len(b) <= 80 and not _BOILERPLATE_WORDS.isdisjoint(b.lower().translate(_PUNCT_TO_SPACE).split()) for b in bodies])
     put("repeated", [seen[b] > 1 for b in bodies])
     put("blank_before", blanks)
     put("outside_boilerplate", [line in outside for line in lines])
@@ -175,8 +170,6 @@ def page_lines(html: str, tree: HTMLTree | None = None) -> tuple[list[str], list
     put("after_main", np.arange(n) > last)
     put("main_near", _window_mean(in_main, 2))
     put("main_wide", _window_mean(in_main, 8))
-    put("anchor_near", _window_mean(x[:, col["anchor"]], 2))
-    put("anchor_wide", _window_mean(x[:, col["anchor"]], 8))
     put("log_words_near", _window_mean(x[:, col["log_words"]], 2))
     put("punct_near", _window_mean(x[:, col["terminal_punct"]], 2))
     put("bullet_near", _window_mean(x[:, col["bullet"]], 2))
@@ -185,7 +178,6 @@ def page_lines(html: str, tree: HTMLTree | None = None) -> tuple[list[str], list
     put("page_main_share", in_main.mean())
     put("page_log_main_words", math.log1p(len(main.split())))
     put("page_log_lines", math.log1p(n))
-    put("page_anchor_share", x[:, col["anchor"]].mean())
     x[:, col["outside_boilerplate_wide"]] = _window_mean(x[:, col["outside_boilerplate"]], 8)
     return lines, raws, blanks, x
 
@@ -228,14 +220,15 @@ class LineModel:
 
     def log_odds(self, x: np.ndarray) -> np.ndarray:
         """Each row's log-odds of being content."""
-        trees = np.arange(len(self.split_feature))
-        node = np.zeros((len(x), len(trees)), dtype=np.intp)
-        rows = np.arange(len(x))[:, None]
+        trees, splits = self.split_feature.shape
+        # every split of every tree compared at once (rows x (trees * splits)), then each row walks
+        # down each tree through its comparisons
+        right = (x[:, self.split_feature] > self.split_threshold).reshape(len(x), trees * splits)
+        rows, first = np.arange(len(x))[:, None], (np.arange(trees) * splits)[None, :]
+        node = np.zeros((len(x), trees), dtype=np.intp)
         for _ in range(self.depth):
-            feature = self.split_feature[trees, node]
-            right = x[rows, feature] > self.split_threshold[trees, node]
-            node = 2 * node + 1 + right
-        leaves = self.leaf[trees, node - (2**self.depth - 1)]
+            node = 2 * node + 1 + right[rows, first + node]
+        leaves = self.leaf.ravel()[(np.arange(trees) * (splits + 1))[None, :] + node - splits]
         return self.base + leaves.sum(axis=1)
 
 
