@@ -9,7 +9,9 @@ words, for a line of under 3 words) are in the page's ground truth (lower-cased 
 WCXB's tokens); a line weighs its share of the page's words, so every page weighs the same, as
 in WCXB's mean of per-page F1. A scikit-learn ``HistGradientBoostingClassifier`` (60 trees of depth 3)
 is fitted on the lines; its log-odds threshold is the one with the best mean word F1 on dev pages held out of the
-fit (5 folds by page), and the shipped model is refitted on every dev page with that threshold.
+fit (5 folds by page), then the share of resiliparse's main-content words under which the page
+gets that main content instead (the model dropped most of it) is chosen the same way; the
+shipped model is refitted on every dev page with those two.
 
 ``--measure`` scores the shipped model once on ScrapingHub (shingle F1) and WCXB test and dev (word
 F1) with the benchmarks' own metrics (``bench/warc_quality.py``), next to ``resiliparse`` and,
@@ -54,11 +56,12 @@ def label(line: str, trigrams: set[tuple[str, ...]], words: set[str]) -> float:
     return float(sum(g in trigrams for g in grams) >= len(grams) / 2)
 
 
-def dev_lines(pages: list[wq.Page]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[list[str]]]:
-    """Features, labels, weights and page index of every line of the dev pages, and each page's lines."""
-    xs, ys, ws, groups, texts = [], [], [], [], []
+def dev_lines(pages: list[wq.Page]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[list[str]], list[str]]:
+    """Features, labels, weights and page index of every line of the dev pages, each page's lines
+    and its main content (resiliparse's)."""
+    xs, ys, ws, groups, texts, mains = [], [], [], [], [], []
     for i, page in enumerate(pages):
-        lines, _, _, x = page_lines(page.html.decode("utf-8", "replace"))
+        lines, _, _, x, main = page_lines(page.html.decode("utf-8", "replace"))
         truth = _words(page.truth)
         trigrams = {tuple(truth[j : j + 3]) for j in range(len(truth) - 2)}
         vocab = set(truth)
@@ -68,7 +71,8 @@ def dev_lines(pages: list[wq.Page]) -> tuple[np.ndarray, np.ndarray, np.ndarray,
         ws.append(n_words / max(n_words.sum(), 1.0))
         groups.append(np.full(len(lines), i))
         texts.append(lines)
-    return np.vstack(xs), np.concatenate(ys), np.concatenate(ws), np.concatenate(groups), texts
+        mains.append(main)
+    return np.vstack(xs), np.concatenate(ys), np.concatenate(ws), np.concatenate(groups), texts, mains
 
 
 def _complete_tree(nodes: np.ndarray, depth: int) -> tuple[list[int], list[float], list[float]]:
@@ -97,13 +101,14 @@ def _classifier():
     return HistGradientBoostingClassifier(max_iter=TREES, max_depth=DEPTH, learning_rate=RATE, early_stopping=False, random_state=0)
 
 
-def _spec(model, threshold: float) -> dict:
+def _spec(model, threshold: float, fallback: float) -> dict:
     trees = [_complete_tree(predictors[0].nodes, DEPTH) for predictors in model._predictors]
     return {
         "features": FEATURES,
         "depth": DEPTH,
         "base": float(np.ravel(model._baseline_prediction)[0]),
         "threshold": threshold,
+        "fallback_share": fallback,
         "split_feature": [t[0] for t in trees],
         "split_threshold": [t[1] for t in trees],
         "leaf": [t[2] for t in trees],
@@ -113,32 +118,41 @@ def _spec(model, threshold: float) -> dict:
 
 def fit(wcxb: str, folds: int = 5) -> dict:
     pages = wq.load("wcxb-dev", wcxb=wcxb)
-    x, y, w, groups, texts = dev_lines(pages)
+    x, y, w, groups, texts, mains = dev_lines(pages)
     print(f"WCXB dev: {len(pages)} pages, {len(y)} lines, {y.mean():.1%} content", flush=True)
-    thresholds = np.round(np.arange(-2.0, 2.01, 0.25), 2)
-    held_out = np.zeros((len(thresholds), len(pages)))
-    by_page = [np.flatnonzero(groups == i) for i in range(len(pages))]
+    odds = np.zeros(len(y))  # each line's log-odds from the model fitted without its page's fold
     for fold in range(folds):
-        test_pages = [i for i in range(len(pages)) if i % folds == fold]
         train = groups % folds != fold
         model = _classifier().fit(x[train], y[train], sample_weight=w[train])
-        odds = model.decision_function(x)
-        for t, threshold in enumerate(thresholds):
-            keep = odds >= threshold
-            for i in test_pages:
-                mask = keep[by_page[i]]
-                held_out[t, i] = wq.word_prf("\n".join(line for line, k in zip(texts[i], mask) if k), pages[i].truth)[2]
+        odds[~train] = model.decision_function(x[~train])
         print(f"  fold {fold + 1}/{folds} fitted", flush=True)
-    means = held_out.mean(axis=1)
-    for threshold, f1 in zip(thresholds, means):
+    by_page = [np.flatnonzero(groups == i) for i in range(len(pages))]
+    main_words = [len(m.split()) for m in mains]
+
+    def held_out(threshold: float, fallback: float) -> float:
+        f1 = []
+        for i, page in enumerate(pages):
+            kept = [line for line, k in zip(texts[i], odds[by_page[i]] >= threshold) if k]
+            text = "\n".join(kept)
+            if len(text.split()) < fallback * main_words[i]:
+                text = mains[i]
+            f1.append(wq.word_prf(text, page.truth)[2])
+        return float(np.mean(f1))
+
+    scores = {float(t): held_out(float(t), 0.0) for t in np.round(np.arange(-1.5, 1.51, 0.25), 2)}
+    for threshold, f1 in scores.items():
         print(f"  threshold {threshold:+.2f}: held-out dev F1 {f1:.4f}")
-    best = float(thresholds[int(np.argmax(means))])
+    best = max(scores, key=lambda t: scores[t])
+    shares = {share: held_out(best, share) for share in (0.0, 0.25, 0.5, 0.75)}
+    for share, f1 in shares.items():
+        print(f"  threshold {best:+.2f}, main content when under {share:.0%} of its words: held-out dev F1 {f1:.4f}")
+    fallback = max(shares, key=lambda s: shares[s])
     model = _classifier().fit(x, y, sample_weight=w)
-    spec = _spec(model, best)
+    spec = _spec(model, best, fallback)
     # the exported trees must give scikit-learn's own log-odds
     ours = LineModel(spec).log_odds(x)
     assert np.allclose(ours, model.decision_function(x), atol=1e-6), "exported trees differ from the fitted model"
-    print(f"threshold {best:+.2f}: held-out dev F1 {means.max():.4f}")
+    print(f"threshold {best:+.2f}, fallback share {fallback}: held-out dev F1 {shares[fallback]:.4f}")
     with open(LineModel.PATH, "w", encoding="utf-8") as f:
         json.dump(spec, f, separators=(",", ":"))
         f.write("\n")

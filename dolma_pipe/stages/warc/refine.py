@@ -30,7 +30,7 @@ import json
 import math
 import os
 import re
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from resiliparse.extract.html2text import extract_plain_text
@@ -110,10 +110,18 @@ def _window_mean(values: np.ndarray, radius: int) -> np.ndarray:
     return (csum[hi] - csum[lo]) / (hi - lo)
 
 
-def page_lines(html: str, tree: HTMLTree | None = None) -> tuple[list[str], list[str], list[bool], np.ndarray]:
-    """The page's non-empty lines (resiliparse's text of the whole page): stripped, as written
-    (right-stripped), whether a blank line comes before each, and their features (rows in
-    :data:`FEATURES`' order)."""
+class PageLines(NamedTuple):
+    """A page's non-empty lines (resiliparse's text of the whole page) and their features."""
+
+    lines: list[str]  # stripped
+    raws: list[str]  # as resiliparse wrote them (list items indented), right-stripped
+    blanks: list[bool]  # whether an empty line comes before (a new block)
+    x: np.ndarray  # one row a line, in FEATURES' order
+    main: str  # resiliparse's main content (the ``resiliparse`` linearizer's text)
+
+
+def page_lines(html: str, tree: HTMLTree | None = None) -> PageLines:
+    """The page's lines and their features (:class:`PageLines`)."""
     tree = tree if tree is not None else HTMLTree.parse(html)
     full = _linearize(tree, main_content=False)
     main = _linearize(tree, main_content=True)
@@ -122,9 +130,9 @@ def page_lines(html: str, tree: HTMLTree | None = None) -> tuple[list[str], list
     outside = _line_set(extract_plain_text(tree, main_content=False, skip_elements=_SKIP, **_SETTINGS))
     titles = {_norm(m) for m in _HEADING.findall(html)}
     titles.discard("")
-    lines: list[str] = []  # stripped
-    raws: list[str] = []  # as resiliparse wrote them (list items indented), right-stripped
-    blanks: list[bool] = []  # an empty line before it (a new block)
+    lines: list[str] = []
+    raws: list[str] = []
+    blanks: list[bool] = []
     blank = True
     for raw in full.split("\n"):
         line = raw.strip()
@@ -137,7 +145,7 @@ def page_lines(html: str, tree: HTMLTree | None = None) -> tuple[list[str], list
         blank = False
     n = len(lines)
     if not n:
-        return lines, raws, blanks, np.zeros((0, len(FEATURES)))
+        return PageLines(lines, raws, blanks, np.zeros((0, len(FEATURES))), main)
     bodies = [_strip_bullet(line) for line in lines]
     words = np.array([len(b.split()) for b in bodies], dtype=np.float64)
     w = np.maximum(words, 1.0)
@@ -179,7 +187,7 @@ def page_lines(html: str, tree: HTMLTree | None = None) -> tuple[list[str], list
     put("page_log_main_words", math.log1p(len(main.split())))
     put("page_log_lines", math.log1p(n))
     x[:, col["outside_boilerplate_wide"]] = _window_mean(x[:, col["outside_boilerplate"]], 8)
-    return lines, raws, blanks, x
+    return PageLines(lines, raws, blanks, x, main)
 
 
 def _line_set(text: str) -> set[str]:
@@ -193,7 +201,9 @@ class LineModel:
     --fit``), each a complete tree of ``depth`` levels (a leaf above the last level is a split
     whose sides both hold its value; leaves hold their share of the log-odds, the learning rate
     applied), evaluated for every line and tree at once; a line goes left where its feature is at
-    most the split's threshold. A line is kept when its log-odds reach ``threshold``."""
+    most the split's threshold. A line is kept when its log-odds reach ``threshold``; when the kept
+    lines have fewer words than ``fallback_share`` of resiliparse's main content, the main content
+    is the page's text instead."""
 
     PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "refine_model.json")
     _cached: LineModel | None = None
@@ -204,6 +214,7 @@ class LineModel:
         self.depth: int = spec["depth"]
         self.base: float = spec["base"]
         self.threshold: float = spec["threshold"]
+        self.fallback_share: float = spec["fallback_share"]
         self.split_feature = np.array(spec["split_feature"], dtype=np.intp)
         self.split_threshold = np.array(spec["split_threshold"], dtype=np.float64)
         self.leaf = np.array(spec["leaf"], dtype=np.float64)
@@ -246,12 +257,15 @@ class ResiliparseRefined(Extractor):
         tree = HTMLTree.parse(html)
         if deep:
             return _linearize(tree, main_content=False)
-        lines, raws, blanks, x = page_lines(html, tree)
-        if not lines:
+        page = page_lines(html, tree)
+        if not page.lines:
             return ""
-        keep = self.model.log_odds(x) >= self.model.threshold
+        keep = self.model.log_odds(page.x) >= self.model.threshold
         out: list[str] = []
-        for raw, blank, k in zip(raws, blanks, keep):
+        for raw, blank, k in zip(page.raws, page.blanks, keep):
             if k:
                 out.append(("\n\n" if blank else "\n") + raw if out else raw)
-        return "".join(out)
+        text = "".join(out)
+        if len(text.split()) < self.model.fallback_share * len(page.main.split()):
+            return page.main  # the model dropped most of what resiliparse calls main content
+        return text

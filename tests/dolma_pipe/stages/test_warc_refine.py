@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from dolma_pipe.stages.warc.extract import Extractor
+from dolma_pipe.stages.warc.extract import Extractor, Resiliparse
 from dolma_pipe.stages.warc.refine import FEATURES, LineModel, ResiliparseRefined, page_lines
 
 ARTICLE = [
@@ -72,12 +72,12 @@ def test_deep_pages_get_the_whole_text_unfiltered(refined):
 
 
 def test_features_line_up_with_the_lines():
-    lines, raws, blanks, x = page_lines(PAGE)
+    lines, raws, blanks, x, main = page_lines(PAGE)
     assert x.shape == (len(lines), len(FEATURES)) and len(raws) == len(blanks) == len(lines)
     col = FEATURES.index("in_main")
     assert x[lines.index(ARTICLE[0]), col] == 1.0
     assert x[[i for i, line in enumerate(lines) if "Privacy policy" in line][0], FEATURES.index("outside_boilerplate")] == 0.0
-    assert np.isfinite(x).all()
+    assert np.isfinite(x).all() and ARTICLE[0] in main
 
 
 def test_a_model_with_other_features_is_refused(tmp_path):
@@ -87,3 +87,14 @@ def test_a_model_with_other_features_is_refused(tmp_path):
         LineModel({**spec, "features": FEATURES[:-1]}, "m.json")
     with pytest.raises(ValueError, match="complete trees"):
         LineModel({**spec, "leaf": [row[:-1] for row in spec["leaf"]]}, "m.json")
+
+
+def test_a_page_whose_lines_are_mostly_dropped_gets_resiliparses_main_content():
+    with open(LineModel.PATH, encoding="utf-8") as f:
+        spec = json.load(f)
+    assert 0.0 <= spec["fallback_share"] <= 1.0
+    none_kept = ResiliparseRefined()
+    none_kept.model = LineModel({**spec, "threshold": 1e9, "fallback_share": 0.5}, "m.json")
+    assert none_kept.extract(PAGE) == Resiliparse().extract(PAGE)
+    none_kept.model = LineModel({**spec, "threshold": 1e9, "fallback_share": 0.0}, "m.json")
+    assert none_kept.extract(PAGE) == ""
