@@ -30,6 +30,7 @@ import json
 import math
 import os
 import re
+from collections import Counter
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -80,6 +81,8 @@ FEATURES = [
     "outside_boilerplate_wide",
 ]
 
+_COLUMN = {name: i for i, name in enumerate(FEATURES)}
+
 # extract._linearize's settings (Dolma's) but main_content and skip_elements.
 _SETTINGS: dict[str, Any] = dict(
     preserve_formatting=True, list_bullets=True, alt_texts=False, links=False, form_fields=False, noscript=False, comments=True
@@ -95,10 +98,6 @@ def _norm(text: str) -> str:
     if "&" in text:
         text = htmllib.unescape(text)
     return _SPACE.sub(" ", text).strip()
-
-
-def _strip_bullet(line: str) -> str:
-    return line[1:].lstrip() if line.startswith("\u2022") else line
 
 
 def _window_mean(values: np.ndarray, radius: int) -> np.ndarray:
@@ -146,15 +145,13 @@ def page_lines(html: str, tree: HTMLTree | None = None) -> PageLines:
     n = len(lines)
     if not n:
         return PageLines(lines, raws, blanks, np.zeros((0, len(FEATURES))), main)
-    bodies = [_strip_bullet(line) for line in lines]
+    bodies = [line[1:].lstrip() if line[0] == "\u2022" else line for line in lines]
     words = np.array([len(b.split()) for b in bodies], dtype=np.float64)
     w = np.maximum(words, 1.0)
     chars = np.array([len(b) for b in bodies], dtype=np.float64)
-    seen: dict[str, int] = {}
-    for b in bodies:
-        seen[b] = seen.get(b, 0) + 1
+    seen = Counter(bodies)
     x = np.zeros((n, len(FEATURES)))
-    col = {name: i for i, name in enumerate(FEATURES)}
+    col = _COLUMN
 
     def put(name: str, values: Any) -> None:
         x[:, col[name]] = values
@@ -232,15 +229,29 @@ class LineModel:
     def log_odds(self, x: np.ndarray) -> np.ndarray:
         """Each row's log-odds of being content."""
         trees, splits = self.split_feature.shape
-        # every split of every tree compared at once (rows x (trees * splits)), then each row walks
-        # down each tree through its comparisons
-        right = (x[:, self.split_feature] > self.split_threshold).reshape(len(x), trees * splits)
-        rows, first = np.arange(len(x))[:, None], (np.arange(trees) * splits)[None, :]
-        node = np.zeros((len(x), trees), dtype=np.intp)
-        for _ in range(self.depth):
-            node = 2 * node + 1 + right[rows, first + node]
-        leaves = self.leaf.ravel()[(np.arange(trees) * (splits + 1))[None, :] + node - splits]
+        # every split of every tree compared at once (rows x trees x splits), then each row's leaf
+        right = x[:, self.split_feature] > self.split_threshold
+        leaf = self._leaf_depth3(right) if self.depth == 3 else self._leaf_walk(right)
+        leaves = self.leaf.ravel()[(np.arange(trees) * (splits + 1))[None, :] + leaf]
         return self.base + leaves.sum(axis=1)
+
+    @staticmethod
+    def _leaf_depth3(right: np.ndarray) -> np.ndarray:
+        """Each row's leaf in each tree of depth 3 (the shipped model's), by selection."""
+        r0 = right[:, :, 0]
+        r1 = np.where(r0, right[:, :, 2], right[:, :, 1])
+        r2 = np.where(r0, np.where(r1, right[:, :, 6], right[:, :, 5]), np.where(r1, right[:, :, 4], right[:, :, 3]))
+        return 4 * r0.astype(np.intp) + 2 * r1 + r2
+
+    def _leaf_walk(self, right: np.ndarray) -> np.ndarray:
+        """Each row's leaf in each tree, any depth: the row walks down through its comparisons."""
+        n, trees, splits = right.shape
+        flat = right.reshape(n, trees * splits)
+        rows, first = np.arange(n)[:, None], (np.arange(trees) * splits)[None, :]
+        node = np.zeros((n, trees), dtype=np.intp)
+        for _ in range(self.depth):
+            node = 2 * node + 1 + flat[rows, first + node]
+        return node - splits
 
 
 class ResiliparseRefined(Extractor):

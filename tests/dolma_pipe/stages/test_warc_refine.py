@@ -98,3 +98,10 @@ def test_a_page_whose_lines_are_mostly_dropped_gets_resiliparses_main_content():
     assert none_kept.extract(PAGE) == Resiliparse().extract(PAGE)
     none_kept.model = LineModel({**spec, "threshold": 1e9, "fallback_share": 0.0}, "m.json")
     assert none_kept.extract(PAGE) == ""
+
+
+def test_both_ways_down_the_trees_agree():
+    model = LineModel.load()
+    x = np.random.default_rng(0).uniform(-0.5, 4.0, size=(200, len(FEATURES)))
+    right = x[:, model.split_feature] > model.split_threshold
+    assert model.depth == 3 and np.array_equal(model._leaf_depth3(right), model._leaf_walk(right))
