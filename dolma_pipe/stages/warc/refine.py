@@ -164,7 +164,11 @@ def page_lines(html: str, tree: HTMLTree | None = None) -> PageLines:
     put("bullet", [line is not b for line, b in zip(lines, bodies)])
     put("indent", [min(len(raw) - len(raw.lstrip(" ")), 16) / 16 for raw in raws])
     put("title", [b in titles for b in bodies])
-    put("boilerplate", [len(b) <= 80 and not _BOILERPLATE_WORDS.isdisjoint(b.lower().translate(_PUNCT_TO_SPACE).split()) for b in bodies])
+    short = [i for i, b in enumerate(bodies) if len(b) <= 80]
+    # lower-cased and punctuation made spaces in one call for all short lines (no line holds "\n")
+    if short:
+        folded = "\n".join([bodies[i] for i in short]).lower().translate(_PUNCT_TO_SPACE).split("\n")
+        x[short, col["boilerplate"]] = [not _BOILERPLATE_WORDS.isdisjoint(f.split()) for f in folded]
     put("repeated", [seen[b] > 1 for b in bodies])
     put("blank_before", blanks)
     put("outside_boilerplate", [line in outside for line in lines])

@@ -105,3 +105,8 @@ def test_both_ways_down_the_trees_agree():
     x = np.random.default_rng(0).uniform(-0.5, 4.0, size=(200, len(FEATURES)))
     right = x[:, model.split_feature] > model.split_threshold
     assert model.depth == 3 and np.array_equal(model._leaf_depth3(right), model._leaf_walk(right))
+
+
+def test_a_page_of_long_lines_only(refined):
+    paragraph = " ".join(ARTICLE)  # over 80 characters: no line is looked at for boilerplate words
+    assert refined.extract(f"<html><body><article><p>{paragraph}</p></article></body></html>") == paragraph
