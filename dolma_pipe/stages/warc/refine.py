@@ -83,6 +83,12 @@ FEATURES = [
 
 _COLUMN = {name: i for i, name in enumerate(FEATURES)}
 
+# Features that are other features' means over the 2 (near) or 8 (wide) lines either side.
+_NEAR = {"main_near": "in_main", "log_words_near": "log_words", "punct_near": "terminal_punct", "bullet_near": "bullet"}
+_WIDE = {"main_wide": "in_main", "outside_boilerplate_wide": "outside_boilerplate"}
+_NEAR_TO, _NEAR_FROM = [_COLUMN[k] for k in _NEAR], [_COLUMN[v] for v in _NEAR.values()]
+_WIDE_TO, _WIDE_FROM = [_COLUMN[k] for k in _WIDE], [_COLUMN[v] for v in _WIDE.values()]
+
 # extract._linearize's settings (Dolma's) but main_content and skip_elements.
 _SETTINGS: dict[str, Any] = dict(
     preserve_formatting=True, list_bullets=True, alt_texts=False, links=False, form_fields=False, noscript=False, comments=True
@@ -101,12 +107,12 @@ def _norm(text: str) -> str:
 
 
 def _window_mean(values: np.ndarray, radius: int) -> np.ndarray:
-    """Mean of ``values`` over each position's neighbours within ``radius`` (itself included)."""
+    """Mean of each column of ``values`` over each row's neighbours within ``radius`` (itself included)."""
     n = len(values)
-    csum = np.concatenate(([0.0], np.cumsum(values)))
+    csum = np.concatenate((np.zeros((1, values.shape[1])), np.cumsum(values, axis=0)))
     idx = np.arange(n)
     lo, hi = np.maximum(idx - radius, 0), np.minimum(idx + radius + 1, n)
-    return (csum[hi] - csum[lo]) / (hi - lo)
+    return (csum[hi] - csum[lo]) / (hi - lo)[:, None]
 
 
 class PageLines(NamedTuple):
@@ -177,17 +183,13 @@ def page_lines(html: str, tree: HTMLTree | None = None) -> PageLines:
     first, last = (hits[0], hits[-1]) if len(hits) else (n, -1)
     put("before_main", np.arange(n) < first)
     put("after_main", np.arange(n) > last)
-    put("main_near", _window_mean(in_main, 2))
-    put("main_wide", _window_mean(in_main, 8))
-    put("log_words_near", _window_mean(x[:, col["log_words"]], 2))
-    put("punct_near", _window_mean(x[:, col["terminal_punct"]], 2))
-    put("bullet_near", _window_mean(x[:, col["bullet"]], 2))
     x[1:, col["prev_in_main"]] = in_main[:-1]
     x[:-1, col["next_in_main"]] = in_main[1:]
     put("page_main_share", in_main.mean())
     put("page_log_main_words", math.log1p(len(main.split())))
     put("page_log_lines", math.log1p(n))
-    x[:, col["outside_boilerplate_wide"]] = _window_mean(x[:, col["outside_boilerplate"]], 8)
+    x[:, _NEAR_TO] = _window_mean(x[:, _NEAR_FROM], 2)
+    x[:, _WIDE_TO] = _window_mean(x[:, _WIDE_FROM], 8)
     return PageLines(lines, raws, blanks, x, main)
 
 
