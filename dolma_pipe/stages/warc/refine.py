@@ -15,9 +15,11 @@ main content's first and last lines, and some of these averaged over nearby line
 
 The model (``refine_model.json``) is fitted on WCXB's dev split alone (``bench/warc_refine.py
 --fit``: a line is content when most of its word trigrams are in the page's ground truth; each
-line weighs its share of the page's words, so that every page weighs the same, as in the metric),
-with its threshold chosen on dev by cross-validation; WCXB's test split and ScrapingHub are held
-out (``bench/warc_refine.py --measure``).
+line weighs its share of the page's words, so that every page weighs the same, as in the metric).
+Two numbers are chosen on dev pages held out of the fit (5 folds by page): the log-odds threshold,
+and the share of resiliparse's main-content words under which a page gets that main content
+instead of the kept lines (the model dropped most of it; 0.5). WCXB's test split and ScrapingHub
+are held out (``bench/warc_refine.py --measure``).
 
 Deep markup (``deep``): the main-content rules are quadratic in the nesting depth, so such a page
 gets the whole page's text, unfiltered, as the ``resiliparse`` linearizer gives it.
