@@ -55,9 +55,12 @@ class WarcConfig(RunOptions):
     documents: list[PathStr] = Field(..., min_length=1, description="WARC files or globs (.warc, .warc.gz; local or s3://)")
     destination: PathStr = Field(..., description="output root: <destination>/documents/... and <destination>/attributes/<tagger>/...")
     source_name: str = Field(..., min_length=1, description="the documents' source field")
-    linearizer: Literal["resiliparse", "trafilatura", "rs_trafilatura", "combined"] = Field(
+    linearizer: Literal["resiliparse", "trafilatura", "rs_trafilatura", "combined", "resiliparse_refined"] = Field(
         "resiliparse",
-        description="HTML to text extractor: Dolma's two, rs_trafilatura (Rust), or combined (resiliparse, hard pages to rs_trafilatura)",
+        description=(
+            "HTML to text extractor: Dolma's two, rs_trafilatura (Rust), combined (resiliparse, hard pages to rs_trafilatura),"
+            " or resiliparse_refined (resiliparse's lines kept or dropped by a model)"
+        ),
     )
     pre: TaggerSet = Field(
         default_factory=lambda: TaggerSet(taggers=[], skip=False),

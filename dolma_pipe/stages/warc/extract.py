@@ -6,7 +6,8 @@ for the same HTML string; ``trafilatura`` is Dolma's other linearizer, with its 
 ``rs_trafilatura`` is trafilatura ported to Rust with a page-type classifier (the crate
 rs-trafilatura in our Rust core, its defaults, given the page's URL); ``combined`` runs
 resiliparse on every page and sends the pages that cheap signals call hard to rs-trafilatura
-(:class:`Combined`).
+(:class:`Combined`); ``resiliparse_refined`` keeps or drops each line of resiliparse's text of
+the whole page by a small model (:mod:`.refine`).
 
 Deep markup: resiliparse's main-content rules take time quadratic in the nesting depth (measured:
 5,000 nested elements 1.5 s, 10,000 7.5 s, 100,000 never ends), in C where no timer can stop
@@ -34,7 +35,7 @@ import signal
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
 from typing import Any
@@ -284,11 +285,21 @@ class Router:
         return math.exp(self.time_intercept + self.time_slope * log_tags)
 
 
-EXTRACTORS: dict[str, type[Extractor]] = {
+def _resiliparse_refined() -> Extractor:
+    # Imported when chosen: its module subclasses Extractor (so it imports this one) and loads
+    # numpy and its model, which the other linearizers' processes start without.
+    from .refine import ResiliparseRefined
+
+    return ResiliparseRefined()
+
+
+# The linearizers by name: each entry makes one (a class, or a function that imports its module).
+EXTRACTORS: dict[str, Callable[[], Extractor]] = {
     "resiliparse": Resiliparse,
     "trafilatura": Trafilatura,
     "rs_trafilatura": RsTrafilatura,
     "combined": Combined,
+    "resiliparse_refined": _resiliparse_refined,
 }
 
 _TAG = re.compile(r"<(/?)([A-Za-z][A-Za-z0-9]*)[^>]*>")

@@ -4,6 +4,8 @@ the whole page, each line kept or dropped by the line model fitted on WCXB dev."
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -110,3 +112,24 @@ def test_both_ways_down_the_trees_agree():
 def test_a_page_of_long_lines_only(refined):
     paragraph = " ".join(ARTICLE)  # over 80 characters: no line is looked at for boilerplate words
     assert refined.extract(f"<html><body><article><p>{paragraph}</p></article></body></html>") == paragraph
+
+
+def test_a_linearizer_choice_of_the_stage_through_its_sandbox(tmp_path):
+    """``linearizer: resiliparse_refined`` in a run: the extraction child imports :mod:`.refine`
+    before :mod:`.extract` (the class's path), the documents name it, and a page's paragraphs are
+    kept; :mod:`.extract` alone does not load it (nor numpy's model) until it is chosen."""
+    import random
+
+    from tests.support.warc import html_page, paragraphs, read_records, response, run, write_warc
+
+    pages = [paragraphs(random.Random(seed), 6) for seed in (1, 2)]
+    records = [response(f"https://r.example.org/{i}", html_page(f"Page {i}", paras), text=paras) for i, paras in enumerate(pages)]
+    write_warc(tmp_path / "in" / "pages.warc.gz", records)
+    out = tmp_path / "out"
+    run({"documents": [str(tmp_path / "in" / "*")], "destination": str(out), "processes": 1, "linearizer": "resiliparse_refined"})
+    docs = {d["metadata"]["warc_url"]: d for d in read_records(out / "documents" / "pages.jsonl.gz")}
+    for rec in records:
+        assert docs[rec.url]["metadata"]["extractor"] == "resiliparse_refined"
+        assert all(p in docs[rec.url]["text"] for p in rec.text), rec.url
+    code = "import sys; import dolma_pipe.stages.warc.extract as e; assert 'dolma_pipe.stages.warc.refine' not in sys.modules; print(type(e.EXTRACTORS['resiliparse_refined']()).__name__)"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "ResiliparseRefined"
