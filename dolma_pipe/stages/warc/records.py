@@ -215,24 +215,80 @@ def _starts_record(path: str, at: int) -> bool:
 
 
 def _next_record(path: str, after: int, marker: bytes, tries: int = 4096) -> int | None:
-    """The first place after byte ``after`` where a record starts (a marker that begins one), or None.
+    """The first place after byte ``after`` (the start of a record whose Content-Length is wrong)
+    where a record starts (a marker that begins one), or None: the record runs to the file's end.
 
     In a ``.warc``, a record whose own Content-Length ends it cleanly (:func:`_plain_ends_at`)
     comes first: a damaged record's page that quotes a WARC record (a page about WARC) holds a
-    start fastwarc reads, whose length ends inside the page, not at a record; the first start
-    that reads at all is taken where no clean one follows."""
-    first: int | None = None
+    start fastwarc reads, whose length ends inside the page, not at a record. A start before the
+    first clean one (or with none after it) is a record of its own too, damaged as well, when
+    something says so (:func:`_real_start`): else it is a quote, and the damaged record runs over it."""
     size = os.path.getsize(path)
+    origin, starts = after, []  # the starts fastwarc reads that do not end cleanly, in file order
+    clean: int | None = None
     for _ in range(tries):
         found = _next_start(path, after, marker)
         if found is None:
             break
         if _starts_record(path, found):
             if marker != WARC_LINE or _plain_ends_at(path, found, None, size):
-                return found
-            first = found if first is None else first
+                clean = found
+                break
+            starts.append(found)
         after = found
-    return first
+    if marker != WARC_LINE:
+        return clean
+    bound = size if clean is None else clean
+    for i, start in enumerate(starts):
+        if _real_start(path, origin, start, starts[i + 1] if i + 1 < len(starts) else bound, bound):
+            return start
+    return clean
+
+
+def _real_start(path: str, prev: int, start: int, nxt: int, bound: int) -> bool:
+    """Whether the record start at byte ``start`` (after the damaged record at ``prev``, before
+    the next start ``nxt`` and the first clean start or the file's end ``bound``) is a real record,
+    not a quote inside the damaged record's page: the damaged record's payload ending there matches
+    its digest, or its own payload ending at ``nxt`` matches its own, or its own Content-Length runs
+    to ``bound`` or past it (too long, as the damaged record's: a quote's ends inside its page).
+    Two damaged records in a row with no digest, the second's length too short, stay one: nothing
+    tells that from a quote."""
+    if _digest_fits(path, prev, start) or _digest_fits(path, start, nxt):
+        return True
+    with open(path, "rb") as fh:
+        fh.seek(start)
+        data = fh.read(min(bound - start, 1 << 20))
+    head = data.find(b"\r\n\r\n")
+    length = _LENGTH.search(data, 0, head + 2) if head >= 0 else None
+    return length is not None and start + head + 4 + int(length.group(1)) >= bound
+
+
+_DIGEST = re.compile(rb"\r\nWARC-Payload-Digest:[ \t]*([^\r\n]*?)[ \t]*\r\n", re.IGNORECASE)
+_HTTP_BLOCK = re.compile(rb"\r\nContent-Type:[ \t]*application/http", re.IGNORECASE)
+
+
+def _digest_fits(path: str, start: int, end: int, cap: int = 16 << 20) -> bool:
+    """Whether the record at byte ``start``, taken to end at byte ``end`` (where the next record
+    starts: its block, then the blank line that ends a record), has a payload digest its payload
+    matches (the block less its HTTP header for an ``application/http`` block)."""
+    if end - start > cap:
+        return False
+    with open(path, "rb") as fh:
+        fh.seek(start)
+        data = fh.read(end - start)
+    head = data.find(b"\r\n\r\n")
+    if head < 0:
+        return False
+    digest = _DIGEST.search(data, 0, head + 2)
+    if digest is None:
+        return False
+    block = data[head + 4 : len(data) - 4 if data.endswith(b"\r\n\r\n") else len(data)]
+    if _HTTP_BLOCK.search(data, 0, head + 2):
+        http = block.find(b"\r\n\r\n")
+        if http < 0:
+            return False
+        block = block[http + 4 :]
+    return digest_ok(digest.group(1).decode("latin-1"), block) is True
 
 
 def _plain_ends_at(path: str, offset: int, length: int | None, size: int) -> bool:

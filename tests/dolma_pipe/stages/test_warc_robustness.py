@@ -347,3 +347,70 @@ def test_a_member_per_record_file_opening_with_a_page_about_warc_keeps_its_byte_
     assert not member_per_record(str(one_stream))
     records = list(read_warc(str(path), 1 << 20))
     assert [(r.offset, r.ranged) for r in records] == [(0, True), (len(gzip.compress(raw[first:second], mtime=0)), True)]
+
+
+def _set_length(raw: bytes, url: str, delta: int, digest: bytes | None = b"") -> bytes:
+    """``raw`` with the Content-Length of ``url``'s record ``delta`` off, and its payload digest
+    left (``b""``), dropped (None) or replaced."""
+    head = raw.index(b"WARC-Target-URI: " + url.encode())
+    at = raw.index(b"WARC-Payload-Digest: ", head)
+    if digest is None:
+        raw = raw[:at] + raw[raw.index(b"\r\n", at) + 2 :]
+    elif digest:
+        at += len(b"WARC-Payload-Digest: ")
+        raw = raw[:at] + digest + raw[raw.index(b"\r\n", at) :]
+    at = raw.index(b"Content-Length: ", head) + len(b"Content-Length: ")
+    end = raw.index(b"\r\n", at)
+    return raw[:at] + str(int(raw[at:end]) + delta).encode() + raw[end:]
+
+
+def test_two_damaged_records_in_a_row_are_two(tmp_path):
+    # The record start after a damaged record went to the first start whose Content-Length ends it
+    # cleanly: a second damaged record right after the first was stepped over, one count for two.
+    rng = random.Random(16)
+    pages = [response(f"https://w.example.org/{i}", html_page(f"W{i}", paragraphs(rng, 2))) for i in range(8)]
+    write_warc(tmp_path / "w.warc", pages, compress=False)
+    raw = (tmp_path / "w.warc").read_bytes()
+    wrong = b"sha1:" + b"A" * 32  # a digest no payload here has
+    src = tmp_path / "in"
+    src.mkdir()
+    damaged = {  # pages 3 and 4: (Content-Length off by, digest) each
+        "long-long": ((3000, b""), (3000, b"")),  # both fail their digests
+        "long-short": ((3000, b""), (-30, b"")),  # page 3's payload up to page 4 matches its digest
+        "short-long": ((-30, b""), (200, b"")),
+        "nodigest": ((3000, None), (200, None)),  # page 4's length runs past page 5 too
+        "wrongdigest": ((500, wrong), (900, wrong)),
+    }
+    for name, ((d3, g3), (d4, g4)) in damaged.items():
+        (src / f"{name}.warc").write_bytes(_set_length(_set_length(raw, pages[3].url, d3, g3), pages[4].url, d4, g4))
+    out = tmp_path / "out"
+    summary = run({"documents": [str(src / "*")], "destination": str(out), "processes": 1, "isolate": False})
+    for name in damaged:
+        task = _task(summary, f"{name}.warc")
+        assert task.counts["records"] == 9, name  # 8 before: page 4 lost from the counts
+        urls = [d["metadata"]["warc_url"] for d in read_records(out / "documents" / f"{name}.jsonl.gz")]
+        assert [u for u in urls if u not in (pages[3].url, pages[4].url)] == [p.url for i, p in enumerate(pages) if i not in (3, 4)], name
+    (page3,) = [d for d in read_records(out / "documents" / "nodigest.jsonl.gz") if d["metadata"]["warc_url"] == pages[3].url]
+    assert pages[4].url not in page3["text"]  # cut where page 4 starts
+
+
+def test_a_last_record_quoting_a_warc_record_with_a_length_too_long_is_one_record(tmp_path):
+    # No digest, a Content-Length past the file's end, and a quoted record in its page: the quote
+    # was the only record start after it, taken as a record: a phantom, and the page cut there.
+    quoted = (
+        "WARC/1.0\r\nWARC-Type: response\r\nWARC-Record-ID: <urn:uuid:22222222-2222-2222-2222-222222222222>\r\n"
+        "WARC-Target-URI: http://quoted.example/\r\nContent-Length: 10\r\n\r\n0123456789"
+    )
+    paras = paragraphs(random.Random(17), 3)
+    about = "<html><body><p>A record:</p><pre>\r\n\r\n" + quoted + "\r\n\r\n</pre><p>" + paras[2] + "</p></body></html>"
+    pages = [response(f"https://z.example.org/{i}", about if i == 2 else html_page(f"Z{i}", paras[:2])) for i in range(3)]
+    write_warc(tmp_path / "z.warc", pages, compress=False)
+    src = tmp_path / "in"
+    src.mkdir()
+    (src / "last.warc").write_bytes(_set_length((tmp_path / "z.warc").read_bytes(), pages[2].url, 1500, None))
+    out = tmp_path / "out"
+    summary = run({"documents": [str(src / "*")], "destination": str(out), "processes": 1, "isolate": False})
+    assert _task(summary, "last.warc").counts["records"] == 4  # 5 before: the quote read as a record
+    docs = read_records(out / "documents" / "last.jsonl.gz")
+    assert [d["metadata"]["warc_url"] for d in docs] == [p.url for p in pages]
+    assert paras[2] in docs[2]["text"]  # the page's text after the quote
