@@ -46,27 +46,75 @@ def _date(value: str | None) -> datetime | None:
 
 
 # An ARC record's header line: URL, IP address, 14-digit date, content type, length (ARC v1).
-_ARC_HEADER = re.compile(rb"\n(?:https?|ftp|dns|filedesc)://\S* \S+ \d{14} \S* \d+\n")
+_ARC_LINE = re.compile(rb"(?:https?|ftp|dns|filedesc)://\S* \S+ \d{14} \S* (\d{1,18})\n")
+_ARC_HEADER = re.compile(rb"\n" + _ARC_LINE.pattern)
 _SCAN = 1 << 20
+_OVERLAP = 8192  # a header line longer than this across a window's end is not found
 
 
-def _next_start(path: str, after: int, gz: bool) -> int | None:
-    """Where the first record after byte ``after`` starts (a gzip member, or an ARC header line), or None."""
+def _next_start(path: str, after: int, gz: bool, tries: int = 4096) -> int | None:
+    """Where the first record after byte ``after`` starts (a gzip member, or an ARC header line), or None.
+
+    In an ``.arc``, a header line whose own length ends its record cleanly (a line end, then the
+    file's end or another header line) comes first: a damaged record's page that quotes an ARC
+    header line (``http://... 1.2.3.4 20240101000000 text/html 123``) holds a line that looks like
+    a record start, whose length ends inside the page. One before the first clean one (or with
+    none after it) is taken only when its length runs to that start or the file's end (too long,
+    as a damaged record's) and its block starts as a record's (an HTTP status line for an HTTP URL),
+    else it is a quote inside the damaged record."""
+    size = os.path.getsize(path)
+    if gz:
+        with open(path, "rb") as fh:
+            pos = after + 1
+            while True:
+                fh.seek(pos)
+                data = fh.read(_SCAN + 256)
+                found = data.find(GZIP_MAGIC)
+                if found >= 0:
+                    return pos + found
+                if len(data) < _SCAN + 256:
+                    return None
+                pos += _SCAN
+    loose: list[tuple[int, int, bool]] = []  # (start, where its length ends it, whether it reads as HTTP) of the rest
+    clean: int | None = None
+    for _, (start, end, http) in zip(range(tries), _header_lines(path, after)):
+        if _ends_cleanly(path, end, size):
+            clean = start
+            break
+        loose.append((start, end, http))
+    bound = size if clean is None else clean
+    return next((start for start, end, http in loose if end >= bound and http), clean)
+
+
+def _header_lines(path: str, after: int) -> Iterator[tuple[int, int, bool]]:
+    """Every ARC header line after byte ``after``: where it starts, where its length ends its
+    record, and whether its block starts as its URL's says (an HTTP response's status line for
+    an ``http(s)://`` URL; a quoted header line in a page is followed by more of the page)."""
     with open(path, "rb") as fh:
-        pos = after + 1
+        pos = after
         while True:
             fh.seek(pos)
-            data = fh.read(_SCAN + 256)
-            if gz:
-                found = data.find(GZIP_MAGIC)
-            else:
-                match = _ARC_HEADER.search(data)
-                found = -1 if match is None else match.start() + 1
-            if found >= 0:
-                return pos + found
-            if len(data) < _SCAN + 256:
-                return None
+            data = fh.read(_SCAN + _OVERLAP)
+            for match in _ARC_HEADER.finditer(data):
+                if match.start() >= _SCAN:
+                    break  # found again in the next window
+                http = not match.group(0)[1:].startswith((b"http://", b"https://"))
+                http = http or data.startswith(b"HTTP/", match.end())
+                yield pos + match.start() + 1, pos + match.end() + int(match.group(1)), http
+            if len(data) < _SCAN + _OVERLAP:
+                return
             pos += _SCAN
+
+
+def _ends_cleanly(path: str, end: int, size: int) -> bool:
+    """Whether only line ends follow byte ``end``, then the file's end or an ARC header line."""
+    if end > size:
+        return False
+    with open(path, "rb") as fh:
+        fh.seek(end)
+        data = fh.read(_OVERLAP)
+    rest = data.lstrip(b"\r\n")
+    return end + len(data) - len(rest) >= size or _ARC_LINE.match(rest) is not None
 
 
 def read_arc(path: str, max_bytes: int) -> Iterator[Record | Damage]:

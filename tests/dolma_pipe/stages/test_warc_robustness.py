@@ -414,3 +414,29 @@ def test_a_last_record_quoting_a_warc_record_with_a_length_too_long_is_one_recor
     docs = read_records(out / "documents" / "last.jsonl.gz")
     assert [d["metadata"]["warc_url"] for d in docs] == [p.url for p in pages]
     assert paras[2] in docs[2]["text"]  # the page's text after the quote
+
+
+def test_an_arc_file_does_not_resynchronise_on_a_quoted_header_line(tmp_path):
+    # After damage, the next record start was the first line that looks like an ARC header: in a
+    # page that quotes one, a phantom record (its URL, a document) and the record after it lost
+    # in a second damage.
+    from tests.support.warc import write_arc
+
+    rng = random.Random(18)
+    quote = "<pre>\nhttp://quoted.example/page 1.2.3.4 20240101000000 text/html 123\n</pre>"
+    pages = [
+        response(f"https://aq.example.org/{i}", html_page(f"AQ{i}", paragraphs(rng, 2) + ([quote] if i == 4 else [])), text=[])
+        for i in range(8)
+    ]
+    src = tmp_path / "in"
+    write_arc(src / "quote.arc", pages, compress=False)
+    raw = (src / "quote.arc").read_bytes()
+    head = raw.index(pages[4].url.encode() + b" ")
+    end = raw.index(b"\n", head)
+    (src / "quote.arc").write_bytes(raw[:head] + raw[head:end].rsplit(b" ", 1)[0] + b" many" + raw[end:])  # page 4 damaged
+    out = tmp_path / "out"
+    summary = run({"documents": [str(src / "*")], "destination": str(out), "processes": 1, "isolate": False})
+    task = _task(summary, "quote.arc")
+    assert task.errors == {"corrupt_record": 1} and task.counts["records"] == 9  # 10 before: the quote, and page 5 as damage
+    docs = read_records(out / "documents" / "quote.jsonl.gz")
+    assert [d["metadata"]["warc_url"] for d in docs] == [p.url for i, p in enumerate(pages) if i != 4]
