@@ -249,18 +249,24 @@ def _real_start(path: str, prev: int, start: int, nxt: int, bound: int) -> bool:
     """Whether the record start at byte ``start`` (after the damaged record at ``prev``, before
     the next start ``nxt`` and the first clean start or the file's end ``bound``) is a real record,
     not a quote inside the damaged record's page: the damaged record's payload ending there matches
-    its digest, or its own payload ending at ``nxt`` matches its own, or its own Content-Length runs
-    to ``bound`` or past it (too long, as the damaged record's: a quote's ends inside its page).
-    Two damaged records in a row with no digest, the second's length too short, stay one: nothing
-    tells that from a quote."""
+    its digest, or its own payload ending at ``nxt`` matches its own, or, with no clean start after
+    it, its own Content-Length runs past the file's end (too long, as the damaged record's, or cut
+    short) and an ``application/http`` block of its starts with a status line. A quote's length
+    may run past the next record as well (a page shows a header, not the payload it names): with
+    no digest to tell, two damaged records before a clean one stay one count."""
     if _digest_fits(path, prev, start) or _digest_fits(path, start, nxt):
         return True
+    size = os.path.getsize(path)
+    if bound < size:
+        return False
     with open(path, "rb") as fh:
         fh.seek(start)
-        data = fh.read(min(bound - start, 1 << 20))
+        data = fh.read(min(size - start, 1 << 20))
     head = data.find(b"\r\n\r\n")
     length = _LENGTH.search(data, 0, head + 2) if head >= 0 else None
-    return length is not None and start + head + 4 + int(length.group(1)) >= bound
+    if length is None or start + head + 4 + int(length.group(1)) <= size:
+        return False
+    return not _HTTP_BLOCK.search(data, 0, head + 2) or data.startswith(b"HTTP/", head + 4)
 
 
 _DIGEST = re.compile(rb"\r\nWARC-Payload-Digest:[ \t]*([^\r\n]*?)[ \t]*\r\n", re.IGNORECASE)

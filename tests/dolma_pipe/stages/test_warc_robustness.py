@@ -374,24 +374,57 @@ def test_two_damaged_records_in_a_row_are_two(tmp_path):
     wrong = b"sha1:" + b"A" * 32  # a digest no payload here has
     src = tmp_path / "in"
     src.mkdir()
-    damaged = {  # pages 3 and 4: (Content-Length off by, digest) each
-        "long-long": ((3000, b""), (3000, b"")),  # both fail their digests
-        "long-short": ((3000, b""), (-30, b"")),  # page 3's payload up to page 4 matches its digest
-        "short-long": ((-30, b""), (200, b"")),
-        "nodigest": ((3000, None), (200, None)),  # page 4's length runs past page 5 too
-        "wrongdigest": ((500, wrong), (900, wrong)),
+    damaged = {  # two pages in a row: {page: (Content-Length off by, digest)}
+        "long-long": {3: (3000, b""), 4: (3000, b"")},  # both fail their digests
+        "long-short": {3: (3000, b""), 4: (-30, b"")},  # page 3's payload up to page 4 matches its digest
+        "short-long": {3: (-30, b""), 4: (200, b"")},
+        "wrong-long": {3: (500, wrong), 4: (900, b"")},  # page 4's payload up to page 5 matches its digest
+        # (counted before too; kept by the rule that keeps the last quoting page one record)
+        "nodigest-last": {6: (3000, None), 7: (200, None)},  # page 7's length runs past the file's end
+        "wrongdigest-last": {6: (500, wrong), 7: (900, wrong)},
     }
-    for name, ((d3, g3), (d4, g4)) in damaged.items():
-        (src / f"{name}.warc").write_bytes(_set_length(_set_length(raw, pages[3].url, d3, g3), pages[4].url, d4, g4))
+    for name, pair in damaged.items():
+        data = raw
+        for i, (delta, digest) in pair.items():
+            data = _set_length(data, pages[i].url, delta, digest)
+        (src / f"{name}.warc").write_bytes(data)
     out = tmp_path / "out"
     summary = run({"documents": [str(src / "*")], "destination": str(out), "processes": 1, "isolate": False})
-    for name in damaged:
+    for name, pair in damaged.items():
         task = _task(summary, f"{name}.warc")
-        assert task.counts["records"] == 9, name  # 8 before: page 4 lost from the counts
+        assert task.counts["records"] == 9, name  # 8 before (the first four): the second damaged page lost from the counts
+        docs = read_records(out / "documents" / f"{name}.jsonl.gz")
+        assert [d["metadata"]["warc_url"] for d in docs if d["metadata"]["warc_url"] not in {pages[i].url for i in pair}] == [
+            p.url for i, p in enumerate(pages) if i not in pair
+        ], name
+    (page6,) = [d for d in read_records(out / "documents" / "nodigest-last.jsonl.gz") if d["metadata"]["warc_url"] == pages[6].url]
+    assert pages[7].url not in page6["text"]  # cut where page 7 starts
+
+
+def test_a_quote_whose_length_runs_past_the_next_record_is_no_record(tmp_path):
+    # A page about WARC shows a header whose Content-Length names a payload it does not show: the
+    # quote's length runs past the next record, as a real damaged record's would. With no digest
+    # to tell them apart, the quote stays in its page (the record after the page is clean).
+    quoted = (
+        "WARC/1.0\r\nWARC-Type: response\r\nWARC-Record-ID: <urn:uuid:33333333-3333-3333-3333-333333333333>\r\n"
+        "WARC-Target-URI: http://quoted.example/\r\nContent-Type: application/http; msgtype=response\r\n"
+        "Content-Length: 2000\r\n\r\nHTTP/1.1 200 OK\r\n\r\n[the payload, 1980 bytes]"
+    )
+    rng = random.Random(19)
+    about = "<html><body><pre>\r\n\r\n" + quoted + "\r\n\r\n</pre><p>The end.</p></body></html>"
+    pages = [response(f"https://y.example.org/{i}", about if i == 2 else html_page(f"Y{i}", paragraphs(rng, 2))) for i in range(5)]
+    write_warc(tmp_path / "y.warc", pages, compress=False)
+    raw = (tmp_path / "y.warc").read_bytes()
+    src = tmp_path / "in"
+    src.mkdir()
+    (src / "nodigest.warc").write_bytes(_set_length(raw, pages[2].url, 1500, None))
+    (src / "wrongdigest.warc").write_bytes(_set_length(raw, pages[2].url, 1500, b"sha1:" + b"A" * 32))
+    out = tmp_path / "out"
+    summary = run({"documents": [str(src / "*")], "destination": str(out), "processes": 1, "isolate": False})
+    for name in ("nodigest", "wrongdigest"):
+        assert _task(summary, f"{name}.warc").counts["records"] == 6, name
         urls = [d["metadata"]["warc_url"] for d in read_records(out / "documents" / f"{name}.jsonl.gz")]
-        assert [u for u in urls if u not in (pages[3].url, pages[4].url)] == [p.url for i, p in enumerate(pages) if i not in (3, 4)], name
-    (page3,) = [d for d in read_records(out / "documents" / "nodigest.jsonl.gz") if d["metadata"]["warc_url"] == pages[3].url]
-    assert pages[4].url not in page3["text"]  # cut where page 4 starts
+        assert "http://quoted.example/" not in urls and pages[3].url in urls, name
 
 
 def test_a_last_record_quoting_a_warc_record_with_a_length_too_long_is_one_record(tmp_path):
