@@ -129,15 +129,23 @@ def read_arc(path: str, max_bytes: int) -> Iterator[Record | Damage]:
     pos = 0
     while pos < size:
         good_end = pos  # where the last record read whole ends (warcio's offsets are the file's)
+        jump: int | None = None
         try:
             for record in _records(path, pos, max_bytes):
                 index += 1
                 record.index = index
                 good_end = record.offset + record.length
+                jump = None if gz else _overrun(path, record, size, max_bytes)
                 yield record
-            return
+                if jump is not None:
+                    break
+            else:
+                return
         except (ArchiveLoadFailed, StatusAndHeadersParserException, OSError, EOFError, ValueError, zlib.error) as exc:
             problem = f"{type(exc).__name__}: {exc}"
+        if jump is not None:
+            pos = jump
+            continue
         nxt = _next_start(path, good_end, gz)
         end = size if nxt is None else nxt
         index += 1
@@ -145,6 +153,36 @@ def read_arc(path: str, max_bytes: int) -> Iterator[Record | Damage]:
         if nxt is None:
             return
         pos = nxt
+
+
+def _overrun(path: str, record: Record, size: int, max_bytes: int) -> int | None:
+    """Where the next record starts when ``record``'s length (in an ``.arc``) runs over it, or None.
+
+    warcio reads a record by its header line's length: one too long swallows the records after it
+    (and warcio, finding no line end there, skips on to the next line it can read: those records
+    lost, uncounted). Such a record is cut where the next record start after it is (:func:`_next_start`),
+    its payload with it, and reading goes on there."""
+    with open(path, "rb") as fh:
+        fh.seek(record.offset)
+        match = _ARC_LINE.match(fh.read(_OVERLAP))
+    if match is None:
+        return None
+    end = record.offset + match.end() + int(match.group(1))
+    if _ends_cleanly(path, end, size):
+        return None
+    nxt = _next_start(path, record.offset, False)
+    if nxt is None or nxt >= end:
+        return None
+    start = min(end, size) - record.payload_size  # the payload's first byte in the file
+    keep = max(0, nxt - 1 - start)  # up to the line end before the next record
+    record.length, record.payload_size = nxt - record.offset, keep
+    if keep > max_bytes:
+        record.body = None
+    else:
+        with open(path, "rb") as fh:
+            fh.seek(start)
+            record.body = fh.read(keep)
+    return nxt
 
 
 def _records(path: str, pos: int, max_bytes: int) -> Iterator[Record]:

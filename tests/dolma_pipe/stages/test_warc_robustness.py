@@ -473,3 +473,31 @@ def test_an_arc_file_does_not_resynchronise_on_a_quoted_header_line(tmp_path):
     assert task.errors == {"corrupt_record": 1} and task.counts["records"] == 9  # 10 before: the quote, and page 5 as damage
     docs = read_records(out / "documents" / "quote.jsonl.gz")
     assert [d["metadata"]["warc_url"] for d in docs] == [p.url for i, p in enumerate(pages) if i != 4]
+
+
+def test_an_arc_length_too_long_loses_no_record_after_it(tmp_path):
+    # warcio read the record by its length, swallowing the next one, then skipped on to the next
+    # line it could read: the swallowed record lost, uncounted.
+    from tests.support.warc import write_arc
+
+    rng = random.Random(20)
+    pages = [
+        response(f"https://al.example.org/{i}", html_page(f"AL{i}", ps), text=ps)
+        for i, ps in enumerate(paragraphs(rng, 2) for _ in range(8))
+    ]
+    src = tmp_path / "in"
+    write_arc(src / "valid.arc", pages, compress=False)
+    raw = (src / "valid.arc").read_bytes()
+    head = raw.index(pages[4].url.encode() + b" ")
+    end = raw.index(b"\n", head)
+    line, length = raw[head:end].rsplit(b" ", 1)
+    for name, wrong in (("long", int(length) + 900), ("huge", 999999999)):
+        (src / f"{name}.arc").write_bytes(raw[:head] + line + b" %d" % wrong + raw[end:])
+    out = tmp_path / "out"
+    summary = run({"documents": [str(src / "*")], "destination": str(out), "processes": 1, "isolate": False})
+    valid = read_records(out / "documents" / "valid.jsonl.gz")
+    for name in ("long", "huge"):
+        assert _task(summary, f"{name}.arc").counts["records"] == 9, name  # 8 before: page 5 lost
+        docs = read_records(out / "documents" / f"{name}.jsonl.gz")
+        assert [d["metadata"]["warc_url"] for d in docs] == [p.url for p in pages], name
+        assert docs[4]["text"] == valid[4]["text"], name  # page 4's own text, none of page 5's
