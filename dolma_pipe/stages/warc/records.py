@@ -404,25 +404,84 @@ def _payload_end(path: str, rec: Record, jump: int, marker: bytes, size: int) ->
     return cut - 4
 
 
+_SKIPPED = "a record header whose first line is no WARC version line (skipped by fastwarc)"
+_HEADER_NAME = re.compile(rb"\r\n(?:WARC-Type|WARC-Record-ID):", re.IGNORECASE)
+
+
+def _declared_end(path: str, rec: Record) -> int | None:
+    """Where the record ``rec`` of a ``.warc`` ends by its Content-Length (its block's end), or None."""
+    try:
+        length = int(rec.headers.get("content-length", "").strip())
+    except ValueError:
+        return None
+    with open(path, "rb") as fh:
+        fh.seek(rec.offset)
+        head = _block_end(fh.read(8 << 10), length)
+        if head is None:
+            fh.seek(rec.offset)
+            head = _block_end(fh.read(1 << 20), length)
+    return None if head is None or length < 0 else rec.offset + head
+
+
+def _skipped_records(path: str, start: int, end: int) -> list[int]:
+    """Where records start between bytes ``start`` and ``end`` of a ``.warc``, where fastwarc read
+    none: a header (WARC-Type or WARC-Record-ID among its lines) whose first line is no WARC
+    version line, as fastwarc skips over without a word. Bytes that hold no header (the rest of a
+    record whose Content-Length is too short) are none."""
+    with open(path, "rb") as fh:
+        fh.seek(start)
+        data = fh.read(min(end - start, 1 << 20))
+    found: list[int] = []
+    at = 0
+    while at < len(data):
+        at = len(data) - len(data[at:].lstrip(b"\r\n"))
+        head = data.find(b"\r\n\r\n", at)
+        if head < 0 or not _HEADER_NAME.search(data, at, head + 2):
+            break
+        found.append(start + at)
+        length = _LENGTH.search(data, at, head + 2)
+        if length is None:
+            break
+        at = head + 4 + int(length.group(1))
+    return found
+
+
 def _read(path: str, size: int, marker: bytes, max_bytes: int, ranged: bool = True) -> Iterator[Record | Damage]:
     index = 0
     pending: Record | None = None  # the last record read, waiting for the next start (its length)
     pos = 0
+    plain = marker == WARC_LINE
+    expect: int | None = None  # in a .warc, where the next record should start (fastwarc skips what it cannot read)
     while pos < size:
         last_start: int | None = None
         problem = ""
         jump: int | None = None
         jumped = False
+        if plain and pending is None:
+            expect = pos
         try:
             with open(path, "rb") as fh:
                 fh.seek(pos)
                 for fast in ArchiveIterator(fh, parse_http=True, strict_mode=False):
+                    at = fast.stream_pos if fast.stream_pos >= pos else pos + fast.stream_pos
+                    # (a record's block, then 4 bytes of line ends, then the next record: no gap to look at)
+                    skipped = _skipped_records(path, expect, at) if expect is not None and at - expect > 4 else []
+                    if skipped:
+                        if pending is not None:
+                            pending.length = skipped[0] - pending.offset
+                            yield pending
+                            pending = None
+                        for i, start in enumerate(skipped):
+                            index += 1
+                            end = skipped[i + 1] if i + 1 < len(skipped) else at
+                            yield Damage(index=index, offset=start, length=end - start, problem=_SKIPPED)
                     index += 1
                     rec = _convert(fast, index, pos, max_bytes)
                     if pending is not None:
                         pending.length = rec.offset - pending.offset
                         yield pending
                     pending, last_start = rec, rec.offset
+                    expect = _declared_end(path, rec) if plain else None
                     overran = _holds_a_record(rec)
                     if (
                         ranged
@@ -433,6 +492,7 @@ def _read(path: str, size: int, marker: bytes, max_bytes: int, ranged: bool = Tr
                         # 999999999 would swallow the rest of the file): go on from the first record
                         # start after this one's, not from where its length says it ends.
                         jump, jumped = _next_record(path, rec.offset, marker), True
+                        expect = None  # (the jump's target is a start fastwarc reads)
                         if overran and jump is not None and rec.body is not None:
                             # With no digest to fail, its payload ends where the next record begins.
                             rec.body = rec.body[: _payload_end(path, rec, jump, marker, size)]
@@ -456,6 +516,7 @@ def _read(path: str, size: int, marker: bytes, max_bytes: int, ranged: bool = Tr
                 pending = None
             index += 1
             yield Damage(index=index, offset=pos, length=end - pos, problem=problem)
+            expect = None  # (counted: the next pass starts from its end)
             if nxt is None:
                 return
             pos = nxt
@@ -464,6 +525,11 @@ def _read(path: str, size: int, marker: bytes, max_bytes: int, ranged: bool = Tr
             if nxt is None:
                 break
             pos = nxt
+    skipped = _skipped_records(path, expect, size) if expect is not None and pending is not None and size - expect > 4 else []
     if pending is not None:
-        pending.length = size - pending.offset
+        pending.length = (skipped[0] if skipped else size) - pending.offset
         yield pending
+    for i, start in enumerate(skipped):
+        index += 1
+        end = skipped[i + 1] if i + 1 < len(skipped) else size
+        yield Damage(index=index, offset=start, length=end - start, problem=_SKIPPED)

@@ -501,3 +501,37 @@ def test_an_arc_length_too_long_loses_no_record_after_it(tmp_path):
         docs = read_records(out / "documents" / f"{name}.jsonl.gz")
         assert [d["metadata"]["warc_url"] for d in docs] == [p.url for p in pages], name
         assert docs[4]["text"] == valid[4]["text"], name  # page 4's own text, none of page 5's
+
+
+def test_a_record_whose_version_line_is_damaged_is_counted(tmp_path):
+    # fastwarc stops on a header that does not start with WARC/1.x; the reader went on from the next
+    # WARC/1. line and the record in between was lost, uncounted (in a .warc.gz it is a damaged member).
+    rng = random.Random(21)
+    pages = [
+        response(f"https://v.example.org/{i}", html_page(f"V{i}", ps), text=ps) for i, ps in enumerate(paragraphs(rng, 2) for _ in range(8))
+    ]
+    write_warc(tmp_path / "v.warc", pages, compress=False)
+    raw = (tmp_path / "v.warc").read_bytes()
+
+    def mangle(data: bytes, *which: int) -> bytes:
+        for i in which:
+            at = data.rindex(b"WARC/1.0", 0, data.index(b"WARC-Target-URI: " + pages[i].url.encode()))
+            data = data[:at] + b"XARC/1.0" + data[at + 8 :]
+        return data
+
+    src = tmp_path / "in"
+    src.mkdir()
+    cases = {"one": (3,), "two": (3, 4), "last": (7,)}
+    for name, which in cases.items():
+        (src / f"{name}.warc").write_bytes(mangle(raw, *which))
+    # A Content-Length too short with no digest: the rest of its payload is no record (counted once).
+    (src / "short.warc").write_bytes(_set_length(raw, pages[3].url, -300, None))
+    out = tmp_path / "out"
+    summary = run({"documents": [str(src / "*")], "destination": str(out), "processes": 1, "isolate": False})
+    for name, which in cases.items():
+        task = _task(summary, f"{name}.warc")
+        assert task.counts["records"] == 9 and task.errors == {"corrupt_record": len(which)}, name  # (8, 7, 8 before)
+        docs = read_records(out / "documents" / f"{name}.jsonl.gz")
+        assert [d["metadata"]["warc_url"] for d in docs] == [p.url for i, p in enumerate(pages) if i not in which], name
+    task = _task(summary, "short.warc")
+    assert task.counts["records"] == 9 and not task.errors
