@@ -47,7 +47,8 @@ def _date(value: str | None) -> datetime | None:
 
 # An ARC record's header line: URL, IP address, 14-digit date, content type, length (ARC v1).
 _ARC_LINE = re.compile(rb"(?:https?|ftp|dns|filedesc)://\S* \S+ \d{14} \S* (\d{1,18})\n")
-_ARC_HEADER = re.compile(rb"\n" + _ARC_LINE.pattern)
+# The same with any last field: a record whose length is no number is a (damaged) record start too.
+_ARC_HEADER = re.compile(rb"\n(?:https?|ftp|dns|filedesc)://\S* \S+ \d{14} \S* (\S{1,40})\n")
 _SCAN = 1 << 20
 _OVERLAP = 8192  # a header line longer than this across a window's end is not found
 
@@ -75,23 +76,23 @@ def _next_start(path: str, after: int, gz: bool, tries: int = 4096) -> int | Non
                 if len(data) < _SCAN + 256:
                     return None
                 pos += _SCAN
-    loose: list[tuple[int, int, bool]] = []  # (start, where its length ends it, whether it reads as HTTP) of the rest
+    loose: list[tuple[int, int | None, bool]] = []  # (start, where its length ends it, whether it reads as HTTP) of the rest
     clean: int | None = None
     for _, (start, end, http) in zip(range(tries), _header_lines(path, after)):
-        if _ends_cleanly(path, end, size):
+        if end is not None and _ends_cleanly(path, end, size):
             clean = start
             break
         loose.append((start, end, http))
     bound = size if clean is None else clean
-    return next((start for start, end, http in loose if end >= bound and http), clean)
+    return next((start for start, end, http in loose if http and (end is None or end >= bound)), clean)
 
 
-def _header_lines(path: str, after: int) -> Iterator[tuple[int, int, bool]]:
+def _header_lines(path: str, after: int) -> Iterator[tuple[int, int | None, bool]]:
     """Every ARC header line after byte ``after``: where it starts, where its length ends its
     record, and whether its block starts as its URL's says (an HTTP response's status line for
     an ``http(s)://`` URL; a quoted header line in a page is followed by more of the page)."""
     with open(path, "rb") as fh:
-        pos = after
+        pos = after + 1  # (a line end at ``after`` is the one before the record there: not after it)
         while True:
             fh.seek(pos)
             data = fh.read(_SCAN + _OVERLAP)
@@ -100,7 +101,8 @@ def _header_lines(path: str, after: int) -> Iterator[tuple[int, int, bool]]:
                     break  # found again in the next window
                 http = not match.group(0)[1:].startswith((b"http://", b"https://"))
                 http = http or data.startswith(b"HTTP/", match.end())
-                yield pos + match.start() + 1, pos + match.end() + int(match.group(1)), http
+                length = match.group(1)
+                yield pos + match.start() + 1, pos + match.end() + int(length) if length.isdigit() else None, http
             if len(data) < _SCAN + _OVERLAP:
                 return
             pos += _SCAN

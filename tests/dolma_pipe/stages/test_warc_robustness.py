@@ -535,3 +535,29 @@ def test_a_record_whose_version_line_is_damaged_is_counted(tmp_path):
         assert [d["metadata"]["warc_url"] for d in docs] == [p.url for i, p in enumerate(pages) if i not in which], name
     task = _task(summary, "short.warc")
     assert task.counts["records"] == 9 and not task.errors
+
+
+def test_two_arc_records_in_a_row_whose_lengths_are_no_numbers_are_two(tmp_path):
+    # The next record start after the first was looked for among header lines with a number for
+    # a length: the second damaged record was stepped over, one corrupt_record for two.
+    from tests.support.warc import write_arc
+
+    rng = random.Random(22)
+    pages = [
+        response(f"https://an.example.org/{i}", html_page(f"AN{i}", ps), text=ps)
+        for i, ps in enumerate(paragraphs(rng, 2) for _ in range(8))
+    ]
+    src = tmp_path / "in"
+    write_arc(src / "two.arc", pages, compress=False)
+    raw = (src / "two.arc").read_bytes()
+    for i in (4, 5):
+        head = raw.index(pages[i].url.encode() + b" ")
+        end = raw.index(b"\n", head)
+        raw = raw[:head] + raw[head:end].rsplit(b" ", 1)[0] + b" many" + raw[end:]
+    (src / "two.arc").write_bytes(raw)
+    out = tmp_path / "out"
+    summary = run({"documents": [str(src / "*")], "destination": str(out), "processes": 1, "isolate": False})
+    task = _task(summary, "two.arc")
+    assert task.errors == {"corrupt_record": 2} and task.counts["records"] == 9  # 8 before
+    docs = read_records(out / "documents" / "two.jsonl.gz")
+    assert [d["metadata"]["warc_url"] for d in docs] == [p.url for i, p in enumerate(pages) if i not in (4, 5)]
