@@ -271,12 +271,14 @@ def _real_start(path: str, prev: int, start: int, nxt: int, bound: int) -> bool:
 
 _DIGEST = re.compile(rb"\r\nWARC-Payload-Digest:[ \t]*([^\r\n]*?)[ \t]*\r\n", re.IGNORECASE)
 _HTTP_BLOCK = re.compile(rb"\r\nContent-Type:[ \t]*application/http", re.IGNORECASE)
+_CHUNKED = re.compile(rb"\r\nTransfer-Encoding:[^\r\n]*chunked", re.IGNORECASE)
 
 
 def _digest_fits(path: str, start: int, end: int, cap: int = 16 << 20) -> bool:
     """Whether the record at byte ``start``, taken to end at byte ``end`` (where the next record
-    starts: its block, then the blank line that ends a record), has a payload digest its payload
-    matches (the block less its HTTP header for an ``application/http`` block)."""
+    starts: its block, then the blank line that ends a record), has a payload that says so: its
+    payload digest matches it, or (an ``application/http`` block, its payload not chunked) its HTTP
+    header's Content-Length is its size."""
     if end - start > cap:
         return False
     with open(path, "rb") as fh:
@@ -285,16 +287,18 @@ def _digest_fits(path: str, start: int, end: int, cap: int = 16 << 20) -> bool:
     head = data.find(b"\r\n\r\n")
     if head < 0:
         return False
-    digest = _DIGEST.search(data, 0, head + 2)
-    if digest is None:
-        return False
     block = data[head + 4 : len(data) - 4 if data.endswith(b"\r\n\r\n") else len(data)]
     if _HTTP_BLOCK.search(data, 0, head + 2):
         http = block.find(b"\r\n\r\n")
         if http < 0:
             return False
+        header = b"\r\n" + block[: http + 2]
         block = block[http + 4 :]
-    return digest_ok(digest.group(1).decode("latin-1"), block) is True
+        length = _LENGTH.search(header)
+        if length is not None and not _CHUNKED.search(header) and int(length.group(1)) == len(block):
+            return True
+    digest = _DIGEST.search(data, 0, head + 2)
+    return digest is not None and digest_ok(digest.group(1).decode("latin-1"), block) is True
 
 
 def _plain_ends_at(path: str, offset: int, length: int | None, size: int) -> bool:

@@ -383,8 +383,14 @@ def test_two_damaged_records_in_a_row_are_two(tmp_path):
         "nodigest-last": {6: (3000, None), 7: (200, None)},  # page 7's length runs past the file's end
         "wrongdigest-last": {6: (500, wrong), 7: (900, wrong)},
     }
+    # No digests, but the pages' HTTP headers give their Content-Length (most servers' do).
+    for page in pages:
+        page.headers = [*page.headers[:1], ("Content-Length", str(len(page.body)))]
+    write_warc(tmp_path / "h.warc", pages, compress=False)
+    sized = (tmp_path / "h.warc").read_bytes()
+    damaged["http-length"] = {3: (3000, None), 4: (-30, None)}
     for name, pair in damaged.items():
-        data = raw
+        data = sized if name == "http-length" else raw
         for i, (delta, digest) in pair.items():
             data = _set_length(data, pages[i].url, delta, digest)
         (src / f"{name}.warc").write_bytes(data)
