@@ -9,13 +9,15 @@ fastwarc (Rust, Dolma's own choice) parses the records. What it does not do, thi
 - **Damage.** A corrupt gzip member (or bytes no parser reads) stops fastwarc; the reader then
   looks for the next record start after the last good one (the next gzip member, or the next
   ``WARC/1.`` line of an uncompressed file) and goes on from there. Every region it steps over is
-  a :class:`Damage` with its byte range, so nothing is lost silently.
+  a :class:`Damage` with its byte range, so nothing is lost silently; in a ``.warc``, so is each
+  record header there whose first line is no WARC version line (:func:`_skipped_records`).
 - **Integrity.** A record's payload is checked against its ``WARC-Payload-Digest`` (sha1, base32)
   when it has one: a truncated record, or one whose Content-Length is wrong, fails the check.
   Such a record (or one past the size cap, or one with no digest whose payload holds ``WARC/1.``)
   is followed by the next record start after its own only when its Content-Length does not end it
   where it ends (the file's end or a record start after it; its gzip member's end): a page about
-  WARC quoting a record is one record, not two.
+  WARC quoting a record is one record, not two. Where two such records follow each other, the
+  second counts as a record by its digest or HTTP Content-Length (:func:`_real_start`).
 
 Payloads larger than ``max_bytes`` are not read whole (``body`` is None, ``too_large`` set).
 """
