@@ -345,7 +345,8 @@ def fit_combined(wcxb: str, speedup: float = 3.3, out: str | None = None) -> dic
     from sklearn.ensemble import GradientBoostingRegressor
 
     from dolma_pipe._rust import rs_trafilatura_extract
-    from dolma_pipe.stages.warc.extract import Combined, Router, _linearize
+    from dolma_pipe.stages.warc.extract import Combined, Router
+    from dolma_pipe.stages.warc.extractor import resiliparse_text
 
     depth = 3
     pages = wcxb_pages("dev", wcxb)
@@ -354,7 +355,7 @@ def fit_combined(wcxb: str, speedup: float = 3.3, out: str | None = None) -> dic
     for page in pages:
         html = page.html.decode("utf-8", "replace")
         start = time.process_time()
-        main = _linearize(HTMLTree.parse(html), True)
+        main = resiliparse_text(HTMLTree.parse(html), True)
         signals = Combined.signals(html, main, page.url)
         mid = time.process_time()
         slow = rs_trafilatura_extract(html, page.url)[0]

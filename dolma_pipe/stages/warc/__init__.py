@@ -7,8 +7,9 @@ one task per WARC file on the runner (resume, manifest, quarantine, Ray, S3).
 Modules, in the order a record meets them: :mod:`.records` (fastwarc; byte ranges, damage,
 payload digests), :mod:`.payload` (transfer/content encodings, Content-Type sniffing),
 :mod:`.arc` (ARC files, through warcio), :mod:`.urls` (Dolma's URL normal form, the offline
-URL filter), :mod:`.charset` (the fixed decoding order), :mod:`.extract` (the linearizers, the
-depth and time caps), :mod:`.pdf` (PDF records' text layer), :mod:`.sandbox` (extraction in a
+URL filter), :mod:`.charset` (the fixed decoding order), :mod:`.extractor` (the linearizers'
+interface), :mod:`.extract` (the linearizers, the depth and time caps), :mod:`.refine` (the
+line model over resiliparse), :mod:`.pdf` (PDF records' text layer), :mod:`.sandbox` (extraction in a
 child process), :mod:`.tagging` (pre/post taggers), :mod:`.provenance` (ids, times, the
 record's coordinates), :mod:`.files` (the phase),
 :mod:`.config`, :mod:`.run` and :mod:`.stage`.

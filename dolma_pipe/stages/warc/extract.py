@@ -34,37 +34,21 @@ import re
 import signal
 import threading
 import time
-from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
 from typing import Any
 from urllib.parse import urlsplit
 
-from resiliparse.extract.html2text import extract_plain_text
 from resiliparse.parse.html import HTMLTree
 
 from dolma_pipe._rust import html_tag_counts, rs_trafilatura_extract
 
+from .extractor import Extractor, resiliparse_text
+
 
 class TooSlow(Exception):
     """An extraction ran past its time cap."""
-
-
-class Extractor(ABC):
-    name: str
-    # Whether its time grows with the square of the markup's depth (then deep pages get `deep`).
-    depth_quadratic: bool = False
-
-    @abstractmethod
-    def extract(self, html: str, deep: bool = False, url: str | None = None) -> str:
-        """The page's text ("" when it has none); ``deep``: markup nested past the depth cap;
-        ``url``: the page's address (the record's target URI), for extractors that look at it."""
-
-    def extract_by(self, html: str, deep: bool = False, url: str | None = None) -> tuple[str, str]:
-        """The page's text and what made it (the documents' ``extractor``): the linearizer's
-        name, or for :class:`Combined` the extractor whose text was kept."""
-        return self.extract(html, deep, url), self.name
 
 
 class Resiliparse(Extractor):
@@ -74,23 +58,7 @@ class Resiliparse(Extractor):
     depth_quadratic = True
 
     def extract(self, html: str, deep: bool = False, url: str | None = None) -> str:
-        return _linearize(HTMLTree.parse(html), main_content=not deep)
-
-
-def _linearize(tree: HTMLTree, main_content: bool) -> str:
-    """resiliparse's text of a parsed page with Dolma's settings."""
-    return extract_plain_text(
-        tree,
-        preserve_formatting=True,
-        main_content=main_content,
-        list_bullets=True,
-        alt_texts=False,
-        links=False,
-        form_fields=False,
-        noscript=False,
-        comments=True,
-        skip_elements=None,
-    )
+        return resiliparse_text(HTMLTree.parse(html), main_content=not deep)
 
 
 class Trafilatura(Extractor):
@@ -147,7 +115,7 @@ class RsTrafilatura(Extractor):
 
     def extract(self, html: str, deep: bool = False, url: str | None = None) -> str:
         if deep:
-            return _linearize(HTMLTree.parse(html), main_content=False)
+            return resiliparse_text(HTMLTree.parse(html), main_content=False)
         return rs_trafilatura_extract(html, url)[0]
 
 
@@ -222,7 +190,7 @@ class Combined(Extractor):
 
     def extract_by(self, html: str, deep: bool = False, url: str | None = None) -> tuple[str, str]:
         fast, slow = f"{self.name}:{self.fast.name}", f"{self.name}:{self.slow.name}"
-        main = _linearize(HTMLTree.parse(html), main_content=not deep)
+        main = resiliparse_text(HTMLTree.parse(html), main_content=not deep)
         if deep or self.score(html, main, url) < self.router.threshold:
             return main, fast
         self.routed += 1

@@ -39,7 +39,7 @@ import numpy as np
 from resiliparse.extract.html2text import extract_plain_text
 from resiliparse.parse.html import HTMLTree
 
-from .extract import Extractor, _linearize
+from .extractor import Extractor, resiliparse_text
 
 _HEADING = re.compile(r"<(?:h1|title)\b[^>]*>([^<]*)<", re.IGNORECASE)
 _SPACE = re.compile(r"\s+")
@@ -91,7 +91,7 @@ _WIDE = {"main_wide": "in_main", "outside_boilerplate_wide": "outside_boilerplat
 _NEAR_TO, _NEAR_FROM = [_COLUMN[k] for k in _NEAR], [_COLUMN[v] for v in _NEAR.values()]
 _WIDE_TO, _WIDE_FROM = [_COLUMN[k] for k in _WIDE], [_COLUMN[v] for v in _WIDE.values()]
 
-# extract._linearize's settings (Dolma's) but main_content and skip_elements.
+# extractor.resiliparse_text's settings (Dolma's) but main_content and skip_elements.
 _SETTINGS: dict[str, Any] = dict(
     preserve_formatting=True, list_bullets=True, alt_texts=False, links=False, form_fields=False, noscript=False, comments=True
 )
@@ -130,8 +130,8 @@ class PageLines(NamedTuple):
 def page_lines(html: str, tree: HTMLTree | None = None) -> PageLines:
     """The page's lines and their features (:class:`PageLines`)."""
     tree = tree if tree is not None else HTMLTree.parse(html)
-    full = _linearize(tree, main_content=False)
-    main = _linearize(tree, main_content=True)
+    full = resiliparse_text(tree, main_content=False)
+    main = resiliparse_text(tree, main_content=True)
     main_lines = {line.strip() for line in main.split("\n")}
     main_lines.discard("")
     outside = _line_set(extract_plain_text(tree, main_content=False, skip_elements=_SKIP, **_SETTINGS))
@@ -275,7 +275,7 @@ class ResiliparseRefined(Extractor):
     def extract(self, html: str, deep: bool = False, url: str | None = None) -> str:
         tree = HTMLTree.parse(html)
         if deep:
-            return _linearize(tree, main_content=False)
+            return resiliparse_text(tree, main_content=False)
         page = page_lines(html, tree)
         if not page.lines:
             return ""
