@@ -20,7 +20,6 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from datetime import datetime, timezone
 from multiprocessing.util import Finalize
 from typing import Any
 
@@ -29,13 +28,14 @@ from pydantic import Field, field_validator
 from dolma_pipe import storage
 from dolma_pipe.config import PathStr, RunOptions
 from dolma_pipe.documents import JsonlWriter
-from dolma_pipe.manifest import InputFile, ManifestError, read_manifest
+from dolma_pipe.manifest import InputFile
 from dolma_pipe.quarantine import Quarantine
 from dolma_pipe.stage import Resolved, Stage, Task, TaskOutput
 
 from .warc.extract import TooSlow
 from .warc.pdf import PDF_TYPE, PdfOnly, PdfText, creation_date
 from .warc.provenance import dolma_time, parse_time
+from .warc.run import resolve_added
 from .warc.sandbox import PDF, ExtractorCrash, ExtractorFailed, Sandbox, class_path
 
 _PDF_SUFFIX = re.compile(r"\.pdf$", re.IGNORECASE)
@@ -126,15 +126,7 @@ class PdfStage(Stage[PdfConfig]):
         return documents_name(rel)
 
     def resolve(self, inputs: list[InputFile]) -> PdfResolved:
-        if self.config.added is not None:
-            return PdfResolved(added=dolma_time(parse_time(self.config.added)))
-        try:
-            previous = read_manifest(self.output_root)
-        except (ManifestError, storage.StorageError):
-            previous = None
-        if previous is not None and previous.stage == self.name and isinstance(previous.resolved.get("added"), str):
-            return PdfResolved(added=previous.resolved["added"])
-        return PdfResolved(added=dolma_time(datetime.now(timezone.utc)))
+        return PdfResolved(added=resolve_added(self.config.added, self.output_root, self.name))
 
     def process(self, task: Task, quarantine: Quarantine) -> TaskOutput:
         out = self.output_path(task.rel)

@@ -37,14 +37,16 @@ def public_suffix_digest(config: WarcConfig) -> str:
     return hashlib.sha256(storage.read_bytes(config.urls.public_suffix_list or bundled_psl())).hexdigest()
 
 
-def resolve_added(config: WarcConfig, root: str) -> str:
-    if config.added is not None:
-        return dolma_time(parse_time(config.added))
+def resolve_added(added: str | None, root: str, stage: str) -> str:
+    """A run's ``added`` time, in Dolma's form: the config's (``added``), else the one the
+    destination's first run of ``stage`` recorded in its manifest, else now (a first run)."""
+    if added is not None:
+        return dolma_time(parse_time(added))
     try:
         previous = read_manifest(root)
     except (ManifestError, storage.StorageError):
         previous = None
-    if previous is not None and previous.stage == "warc" and isinstance(previous.resolved.get("added"), str):
+    if previous is not None and previous.stage == stage and isinstance(previous.resolved.get("added"), str):
         return previous.resolved["added"]
     return dolma_time(datetime.now(timezone.utc))
 

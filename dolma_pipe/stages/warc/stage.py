@@ -39,7 +39,7 @@ class WarcStage(Stage[WarcConfig]):
 
     def resolve(self, inputs: list[InputFile]) -> WarcResolved:
         return WarcResolved(
-            added=resolve_added(self.config, self.output_root),
+            added=resolve_added(self.config.added, self.output_root, self.name),
             blocklists=blocklist_digests(self.config),
             public_suffix_list=public_suffix_digest(self.config),
         )
