@@ -199,6 +199,8 @@ def test_slurm_template_gives_ranks_time_to_save():
     args = parser().parse_args(argv)
     assert args.slurm and args.shutdown_timeout == timeout
     run = torchrun_command(Launch("c.yaml", shutdown_timeout=args.shutdown_timeout, slurm=True), ["n0", "n1"], 1)
-    torchrun = run[run.index("torch.distributed.run") + 1 : run.index("-m", run.index("torch.distributed.run"))]
+    at = run.index("train.launch.torchrun")
+    assert run[at + 1] == "--restart-grace=5"  # ours, taken off before torchrun parses the rest
+    torchrun = run[at + 2 : run.index("-m", at)]
     args = get_args_parser().parse_args([*torchrun, "train"])
     assert args.shutdown_timeout == timeout

@@ -4,6 +4,7 @@ cordons, when it stops, and the trainer's refusal of torchrun restarts over a sh
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.repo import REPO_ROOT
 from train.errors import EXIT_CORDON, EXIT_FATAL, EXIT_HANG, ConfigError
 from train.launch.launcher import Launch, Launcher, _preflight_cordons, cordoned_hosts, torchrun_command
 from train.ledger import Ledger, read_ledger
@@ -24,7 +26,7 @@ def _launch(tmp_path: Path, **kw) -> Launch:
 
 def test_the_commands_of_an_attempt(tmp_path):
     local = torchrun_command(_launch(tmp_path, nproc_per_node=2, max_restarts=4), ["host"], 1)
-    assert local[1:5] == ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2"]
+    assert local[1:6] == ["-m", "train.launch.torchrun", "--restart-grace=5", "--standalone", "--nproc-per-node=2"]
     assert "--max-restarts=4" in local and local[-6:] == ["-m", "train", "--config", local[-3], "--set", "train.max_steps=3"]
     slurm = torchrun_command(_launch(tmp_path, slurm=True, rdzv_port=1234, module="tests.support.slow_rank --rank 1"), ["n2", "n3"], 7)
     assert slurm[:6] == ["srun", "--kill-on-bad-exit=1", "--nodes=2", "--ntasks=2", "--ntasks-per-node=1", "--nodelist=n2,n3"]
@@ -34,6 +36,41 @@ def test_the_commands_of_an_attempt(tmp_path):
 
 def _record(event: str, t: float, **fields) -> dict:
     return {"event": event, "time": t, "host": "h", **fields}
+
+
+STUCK_RANK = """
+import os, signal, sys, time
+if os.environ["RANK"] == "0":
+    time.sleep(0.5)
+    sys.exit(3)
+signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a hung rank: SIGTERM does not end it
+time.sleep(300)
+"""
+
+
+@pytest.mark.slow
+def test_torchrun_stops_a_stuck_rank_after_the_restart_grace(tmp_path):
+    """torch's agent stops the other ranks after a failure with a fixed 30 s grace (pytorch#192815):
+    a hung rank, which never exits on SIGTERM, held every recovery for 30 s. Through our torchrun
+    the rank that ignores SIGTERM is SIGKILLed after --restart-grace, at the failure and at the
+    one restart's failure alike (the job then fails, out of restarts)."""
+    pytest.importorskip("torch")
+    script = tmp_path / "stuck.py"
+    script.write_text(STUCK_RANK)
+    cmd = [sys.executable, "-m", "train.launch.torchrun", "--restart-grace=1", "--standalone", "--nproc-per-node=2"]
+    cmd += ["--max-restarts=1", "--monitor-interval=0.1", str(script)]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=240, cwd=REPO_ROOT)
+    assert out.returncode != 0
+    stamp = r"^[WE]\d{4} (\d\d):(\d\d):(\d\d\.\d+) .*"
+    sent = [m.groups() for m in re.finditer(stamp + r"closing signal SIGTERM", out.stderr, re.M)]
+    killed = [m.groups() for m in re.finditer(stamp + r"Unable to shutdown process \d+ via 15", out.stderr, re.M)]
+    assert len(sent) == len(killed) == 2, out.stderr[-3000:]
+
+    def seconds(hms: tuple[str, ...]) -> float:
+        return int(hms[0]) * 3600 + int(hms[1]) * 60 + float(hms[2])
+
+    waits = [(seconds(k) - seconds(s)) % 86400 for s, k in zip(sent, killed, strict=True)]
+    assert all(1 <= w < 10 for w in waits), waits  # torch's own stop waits 30 s
 
 
 def test_only_a_preflight_that_ended_the_attempt_cordons():

@@ -43,6 +43,7 @@ from pathlib import Path
 
 from train.config import load_config
 from train.errors import EXIT_CORDON, EXIT_FATAL, EXIT_HANG, EXIT_RETRY, ConfigError, TrainError, report
+from train.launch.torchrun import RESTART_GRACE_S
 from train.ledger import Ledger, read_ledger
 
 # the trainer's exit statuses after which another attempt cannot help: its user mistakes
@@ -66,6 +67,7 @@ class Launch:
     rdzv_port: int = 29500
     monitor_interval: float = 0.5
     shutdown_timeout: float = 110.0
+    restart_grace: float = RESTART_GRACE_S  # SIGTERM to SIGKILL when torchrun stops ranks to restart them
     module: str = "train"  # the entry point torchrun runs, with its own arguments (tests wrap the trainer)
     resubmit: int = 0  # sbatch the job again when it ends unfinished, up to this many times
     resubmit_argv: str = ""  # the batch script and its arguments, shell-quoted (slurm.sbatch gives them)
@@ -108,13 +110,14 @@ def torchrun_command(launch: Launch, nodes: list[str], attempt: int) -> list[str
         f"--monitor-interval={launch.monitor_interval}",
         f"--shutdown-timeout={launch.shutdown_timeout:g}",
     ]
+    torchrun = [sys.executable, "-m", "train.launch.torchrun", f"--restart-grace={launch.restart_grace:g}"]
     if not launch.slurm:
-        return [sys.executable, "-m", "torch.distributed.run", "--standalone", *common, *trainer]
+        return [*torchrun, "--standalone", *common, *trainer]
     job = os.environ.get("SLURM_JOB_ID", "local")
     return [
         "srun", "--kill-on-bad-exit=1", f"--nodes={len(nodes)}", f"--ntasks={len(nodes)}", "--ntasks-per-node=1",
         f"--nodelist={','.join(nodes)}",
-        sys.executable, "-m", "torch.distributed.run", f"--nnodes={len(nodes)}", *common,
+        *torchrun, f"--nnodes={len(nodes)}", *common,
         f"--rdzv-id={job}-{attempt}", "--rdzv-backend=c10d", f"--rdzv-endpoint={nodes[0]}:{launch.rdzv_port}",
         *trainer,
     ]  # fmt: skip
@@ -257,7 +260,11 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--slurm", action="store_true", help="run each attempt as an srun step over the allocation's healthy nodes")
     ap.add_argument("--rdzv-port", type=int, default=int(os.environ.get("MASTER_PORT", 29500)))
     ap.add_argument("--monitor-interval", type=float, default=0.5, help="torchrun's check of its ranks, seconds")
-    ap.add_argument("--shutdown-timeout", type=float, default=110.0)
+    ap.add_argument("--shutdown-timeout", type=float, default=110.0, help="torchrun's grace on a signal (SLURM's preemption), seconds")
+    ap.add_argument(
+        "--restart-grace", type=float, default=RESTART_GRACE_S,
+        help=f"SIGTERM to SIGKILL when torchrun stops ranks to restart them, seconds (default {RESTART_GRACE_S:g})",
+    )  # fmt: skip
     ap.add_argument("--resubmit", type=int, default=0, help="with --slurm: sbatch the job again when it ends unfinished, up to N times")
     ap.add_argument("--resubmit-argv", default="", help="the batch script and its arguments, shell-quoted (slurm.sbatch passes them)")
     ap.add_argument("--module", default="train", help=argparse.SUPPRESS)
@@ -268,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
     a = parser().parse_args(argv)
     launch = Launch(
         a.config, a.sets, a.nproc_per_node, a.max_restarts, a.attempts, a.backoff, a.slurm, a.rdzv_port,
-        a.monitor_interval, a.shutdown_timeout, a.module, a.resubmit, a.resubmit_argv,
+        a.monitor_interval, a.shutdown_timeout, a.restart_grace, a.module, a.resubmit, a.resubmit_argv,
     )  # fmt: skip
     try:
         return Launcher(launch).run()
