@@ -15,7 +15,8 @@ The checks (names as in the lines and ``--json``):
   and read back; the free space holds ``preflight.checkpoints_room`` checkpoints, sized from the
   model's description (fp32 weights and AdamW's two fp32 moments: 12 bytes a parameter, plus
   10%); the probe's write speed (``PROBE_MB``, fsync included, time-boxed) is at least
-  ``preflight.min_write_mb_s``.
+  ``preflight.min_write_mb_s``, in the best of up to ``WRITE_ROUNDS`` probes (a disk that
+  another job's burst slows for a moment passes).
 - ``shards``: every training and validation shard opens through ``train.shards`` and its first
   and last tokens (and its sidecar's first row) read; the ranks of a node split the shards, so
   every node reads each once. Cheap: the trainer's ``validate_shards`` reads every byte later.
@@ -89,6 +90,8 @@ CHECKPOINT_MARGIN = 1.10
 PROBE_MB = 32  # save_dir's write-speed probe (MiB), fsynced
 PROBE_BLOCK = 4 << 20
 WRITE_TIMEBOX_S = 3.0  # a slow disk stops the probe early; the speed is taken on what was written
+WRITE_ROUNDS = 3  # a save_dir that looks slow is probed again, up to this many probes in all
+WRITE_ROUND_PAUSE_S = 0.5
 FS_TIMEOUT_S = 120.0  # the filesystem checks of one rank (a hung mount must not hang the job)
 MATMUL_SEED = 1234
 MATMUL_RANGE = 8  # entries in [-8, 8]: products <= 64, sums exact in fp32 up to 2**18 columns
@@ -250,21 +253,30 @@ def check_save_dir(cfg: Config, host: str) -> list[Check]:
         root.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         return failed(f"cannot be created ({_oserror(e)})")
-    probe = root / f".preflight-{host}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    try:
-        written, seconds = _write_probe(probe)
-    except OSError as e:
-        kind = "full" if e.errno == 28 else "read-only" if e.errno == 30 else "not writable"
-        return failed(f"{kind}: a probe file cannot be written, fsynced and read back ({_oserror(e)})")
-    except ValueError as e:
-        return failed(str(e))
-    finally:
-        try:
-            probe.unlink(missing_ok=True)
-        except OSError:
-            pass
-    checks = [Check("save_dir", True, str(root.resolve()), time.perf_counter() - start)]
     pp = cfg.preflight
+    written, seconds, rounds = 0, 0.0, 0
+    # a disk that another job's burst slows for a moment is measured again, up to
+    # WRITE_ROUNDS probes in all, keeping the fastest: only a disk that stays slow fails
+    while rounds < WRITE_ROUNDS and (rounds == 0 or written / 1e6 / max(seconds, 1e-9) < pp.min_write_mb_s):
+        if rounds:
+            time.sleep(WRITE_ROUND_PAUSE_S)
+        rounds += 1
+        probe = root / f".preflight-{host}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        try:
+            n, s = _write_probe(probe)
+        except OSError as e:
+            kind = "full" if e.errno == 28 else "read-only" if e.errno == 30 else "not writable"
+            return failed(f"{kind}: a probe file cannot be written, fsynced and read back ({_oserror(e)})")
+        except ValueError as e:
+            return failed(str(e))
+        finally:
+            try:
+                probe.unlink(missing_ok=True)
+            except OSError:
+                pass
+        if rounds == 1 or n / max(s, 1e-9) > written / max(seconds, 1e-9):
+            written, seconds = n, s
+    checks = [Check("save_dir", True, str(root.resolve()), time.perf_counter() - start)]
     t = time.perf_counter()
     need, free = pp.checkpoints_room * checkpoint_bytes(cfg), shutil.disk_usage(root).free
     space = Check("save_dir_space", free >= need, {"free_bytes": free, "need_bytes": need}, time.perf_counter() - t, keys=keys)
@@ -279,7 +291,10 @@ def check_save_dir(cfg: Config, host: str) -> list[Check]:
     speed = Check("save_dir_speed", mb_s >= pp.min_write_mb_s, round(mb_s, 1), seconds, keys=keys)
     if not speed.ok:
         speed.verdict = RETRY
-        speed.message = f"{root}: writes {mb_s:.1f} MB/s ({written >> 20} MiB fsynced in {seconds:.2f} s), below preflight.min_write_mb_s {pp.min_write_mb_s:g}"
+        speed.message = (
+            f"{root}: writes {mb_s:.1f} MB/s ({written >> 20} MiB fsynced in {seconds:.2f} s, the best of {rounds} probes), "
+            f"below preflight.min_write_mb_s {pp.min_write_mb_s:g}"
+        )
     checks.append(speed)
     return checks
 

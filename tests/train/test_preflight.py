@@ -183,6 +183,28 @@ def test_checks_on_one_rank_in_process(one_rank_group, data, tmp_path):
     assert "cannot be created (Not a directory" in r.failures[0]["message"]
     r = run_preflight(from_dict(copy.deepcopy(raw), ["preflight.min_write_mb_s=1e9"]), 0, 1, "here", 0)
     assert (r.verdict, r.exit_status, [f["check"] for f in r.failures]) == (RETRY, EXIT_RETRY, ["save_dir_speed"])
+    assert "the best of 3 probes" in r.failures[0]["message"]
+
+
+def test_a_save_dir_slow_for_a_moment_passes_on_a_later_probe(tmp_path, monkeypatch):
+    """A probe slowed by another job's burst (16 MB/s under a 20 MB/s floor) is followed by
+    another; the best speed is judged, and the probes are gone."""
+    import train.preflight as preflight
+
+    cfg = from_dict(tiny_config(tmp_path / "run", {"train": "x", "val": "y"}))
+    monkeypatch.setattr(preflight, "WRITE_ROUND_PAUSE_S", 0.0)
+    seconds = iter([2.0, 0.1, 0.1])
+    real = preflight._write_probe
+
+    def burst_then_quiet(path):
+        written, _ = real(path)
+        return written, next(seconds)
+
+    monkeypatch.setattr(preflight, "_write_probe", burst_then_quiet)
+    checks = {c.check: c for c in preflight.check_save_dir(cfg, "here")}
+    assert checks["save_dir_speed"].ok and checks["save_dir_speed"].value == round(32 * 2**20 / 1e6 / 0.1, 1)
+    assert next(seconds) == 0.1  # two probes: the second passed
+    assert not list((tmp_path / "run").iterdir())
 
 
 # -- the CUDA checks' readings, with an nvidia-smi stand-in ---------------------------------------
