@@ -1,4 +1,17 @@
-"""``pdf``: PDF files (local or ``s3://``) into Dolma documents, one task and one document per file.
+"""``pdf``: PDF files (local or ``s3://``) into Dolma documents, one document per file, several
+files per task and per output file.
+
+Groups (:func:`plan_groups`): within each folder, the files in sorted relative-name order; a file
+starts a new group when it is its folder's first, when a hash of its relative name is 0 modulo
+``files_per_task`` (a group holds ``files_per_task`` files on average; content-defined, so that
+adding or removing a file changes its own group only, not every group after it), or when the
+group already holds ``4 * files_per_task`` files. A group is one task, keyed by its first file's
+relative name, written to ``<destination>/documents/<first file>.jsonl.gz``; ``files_per_task: 1``
+is one task and one output per file. The rule reads nothing but the names, so the groups, and
+the outputs, are the same for any process count, locally or on Ray, and on every rerun. A rerun
+redoes a group whose files changed (its marker names them, sizes and times), keeps the others,
+and removes the outputs, markers and quarantine files of groups that no longer exist, before any
+task runs.
 
 The text layer is read as the warc stage reads a PDF record (:class:`~.warc.pdf.PdfText`: pdfium,
 no OCR, pages separated by a blank line), in a child process of the worker's own (``isolate``, on
@@ -12,7 +25,9 @@ A document: ``id`` a hash of the file's relative name and its content's sha256 (
 the same place has the same id on every run and machine; an edited file, a new one), ``created``
 the PDF's own creation date (its information dictionary's, else its XMP's) or absent, ``added``
 the destination's first run's time (its manifest; the same on a rerun), ``metadata`` the file's
-path, size, sha256, ``content_type`` and ``extractor``.
+path relative to the folder its pattern starts from (as the id's; never where the checkout is),
+size, sha256, ``content_type`` and ``extractor``. A group's task records the files it skipped
+and why (``data["skipped"]``, relative name -> reason).
 """
 
 from __future__ import annotations
@@ -29,8 +44,9 @@ from dolma_pipe import storage
 from dolma_pipe.config import PathStr, RunOptions
 from dolma_pipe.documents import JsonlWriter
 from dolma_pipe.manifest import InputFile
+from dolma_pipe.markers import errors_path, ids_name, marker_path
 from dolma_pipe.quarantine import Quarantine
-from dolma_pipe.stage import Resolved, Stage, Task, TaskOutput
+from dolma_pipe.stage import Phase, Resolved, RunContext, Stage, Task, TaskOutput
 
 from .warc.extract import TooSlow
 from .warc.pdf import PDF_TYPE, PdfOnly, PdfText, creation_date
@@ -41,11 +57,17 @@ from .warc.sandbox import PDF, ExtractorCrash, ExtractorFailed, Sandbox, class_p
 _PDF_SUFFIX = re.compile(r"\.pdf$", re.IGNORECASE)
 PDF_MAGIC = b"%PDF-"
 MAGIC_WITHIN = 1024  # readers accept the header anywhere in the first KiB (bytes before it: junk)
+GROUP_CAP = 4  # a group holds at most this many times files_per_task files
 
 
 class PdfConfig(RunOptions):
     documents: list[PathStr] = Field(..., min_length=1, description="PDF files or globs (local or s3://)")
-    destination: PathStr = Field(..., description="output root: <destination>/documents/<file>.jsonl.gz, one document per PDF")
+    destination: PathStr = Field(
+        ..., description="output root: <destination>/documents/<first file of a group>.jsonl.gz, one document per PDF"
+    )
+    files_per_task: int = Field(
+        64, ge=1, description="PDFs per task and output file, on average (grouped within each folder by name; 1: one per PDF)"
+    )
     source_name: str = Field(..., min_length=1, description="the documents' source field")
     max_file_bytes: int = Field(256 << 20, ge=1024, description="a PDF larger than this is skipped as too_large, unread")
     isolate: bool = Field(True, description="read PDFs in a child process, so that a crash or hang of pdfium costs one file")
@@ -78,6 +100,29 @@ def documents_name(rel: str) -> str:
 
 def document_id(rel: str, sha256: str) -> str:
     return hashlib.sha1(f"{rel}\0{sha256}".encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _starts_group(rel: str, per_task: int) -> bool:
+    digest = hashlib.sha1(rel.encode("utf-8", "surrogatepass")).digest()
+    return int.from_bytes(digest[:8], "big") % per_task == 0
+
+
+def plan_groups(inputs: list[InputFile], per_task: int) -> list[tuple[InputFile, ...]]:
+    """The files in groups (the module's rule), each in sorted relative-name order, ordered by
+    their first file's name."""
+    by_folder: dict[str, list[InputFile]] = {}
+    for info in inputs:
+        by_folder.setdefault(info.rel.rpartition("/")[0], []).append(info)
+    groups: list[tuple[InputFile, ...]] = []
+    for files in by_folder.values():
+        group: list[InputFile] = []
+        for info in sorted(files, key=lambda f: f.rel):
+            if group and (len(group) >= GROUP_CAP * per_task or _starts_group(info.rel, per_task)):
+                groups.append(tuple(group))
+                group = []
+            group.append(info)
+        groups.append(tuple(group))
+    return sorted(groups, key=lambda g: g[0].rel)
 
 
 class _Skip(Exception):
@@ -128,29 +173,62 @@ class PdfStage(Stage[PdfConfig]):
     def resolve(self, inputs: list[InputFile]) -> PdfResolved:
         return PdfResolved(added=resolve_added(self.config.added, self.output_root, self.name))
 
-    def process(self, task: Task, quarantine: Quarantine) -> TaskOutput:
-        out = self.output_path(task.rel)
-        assert out is not None and isinstance(self.resolved, PdfResolved)
+    def phases(self) -> list[Phase]:
+        return [Phase("groups", plan=self._plan_groups, run=self._run_group, outputs=self._group_outputs, unit="group")]
+
+    def _plan_groups(self, ctx: RunContext) -> list[Task]:
+        tasks = [Task(key=group[0].rel, inputs=group) for group in plan_groups(ctx.inputs, self.config.files_per_task)]
+        self._clear_stale({t.key for t in tasks})
+        return tasks
+
+    def _group_outputs(self, task: Task) -> list[str]:
+        out = self.output_path(task.key)
+        assert out is not None
+        return [out]
+
+    def _clear_stale(self, keys: set[str]) -> None:
+        """Remove what groups no longer planned left (their documents, markers, quarantined records,
+        id files): a file added or removed can change a group's first file, and so its key; the
+        old group's output must not stay beside the new one's, looking current."""
+        root = self.output_root
+        wanted = set()
+        for key in keys:
+            out = self.output_path(key)
+            assert out is not None
+            wanted |= {out, marker_path(root, key), errors_path(root, key), storage.join(root, ids_name(key))}
+        for folder, suffix in (("documents", ".jsonl.gz"), ("_done", ".done"), ("_errors", ".jsonl"), ("_ids", ".ids")):
+            for info in storage.glob_info(storage.join(root, folder, "**", "*" + suffix)):
+                if info.path not in wanted:
+                    storage.remove(info.path)
+
+    def _run_group(self, task: Task, quarantine: Quarantine, ctx: RunContext) -> TaskOutput:
+        out = self.output_path(task.key)
+        assert out is not None
         counts = {"written": 0}
-        try:
-            doc = self._document(task)
-        except _Skip as skip:
-            counts[f"skipped_{skip.reason}"] = 1
-            doc = None
-        except _Bad as bad:
-            counts["quarantined"] = 1
-            quarantine.add(task.path, 1, bad.kind, f"{task.path}: {bad.message}", None)
-            doc = None
-        if doc is None:
+        skipped: dict[str, str] = {}
+        docs = []
+        for info in task.inputs:
+            try:
+                docs.append(self._document(info))
+            except _Skip as skip:
+                counts[f"skipped_{skip.reason}"] = counts.get(f"skipped_{skip.reason}", 0) + 1
+                skipped[info.rel] = skip.reason
+            except _Bad as bad:
+                counts["quarantined"] = counts.get("quarantined", 0) + 1
+                quarantine.add(info.path, 1, bad.kind, f"{info.path}: {bad.message}", None)
+        if not docs:
             storage.remove(out)  # nothing kept (a rerun after a change leaves no stale document)
         else:
             with JsonlWriter(out) as writer:
-                writer.write(doc)
-            quarantine.saw_document(doc["id"])
-            counts["written"] = 1
-        return TaskOutput(docs_in=1, counts={"docs_out": counts["written"], **counts})
+                for doc in docs:
+                    writer.write(doc)
+                    quarantine.saw_document(doc["id"])
+            counts["written"] = len(docs)
+        return TaskOutput(
+            docs_in=len(task.inputs), counts={"docs_out": counts["written"], **counts}, data={"skipped": skipped} if skipped else {}
+        )
 
-    def _document(self, task: Task) -> dict[str, Any]:
+    def _document(self, task: InputFile) -> dict[str, Any]:
         cfg = self.config
         if task.size > cfg.max_file_bytes:
             raise _Skip("too_large")
@@ -183,5 +261,5 @@ class PdfStage(Stage[PdfConfig]):
         created = creation_date(data)
         if created is not None:
             doc["created"] = dolma_time(created)
-        doc["metadata"] = {"path": task.path, "bytes": len(data), "sha256": sha256, "content_type": PDF_TYPE, "extractor": reader.name}
+        doc["metadata"] = {"path": task.rel, "bytes": len(data), "sha256": sha256, "content_type": PDF_TYPE, "extractor": reader.name}
         return doc

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 import time
+import zlib
 from datetime import datetime, timedelta, timezone
 
 from .extract import TooSlow
@@ -89,12 +90,40 @@ def pdf_date(value: str) -> datetime | None:
         return None
 
 
-def creation_date(data: bytes) -> datetime | None:
-    """When the PDF says it was made: its information dictionary's ``/CreationDate`` (the last
-    revision's, where incremental updates wrote several), else its XMP ``xmp:CreateDate``; None when
-    neither is there in plain bytes (a date inside a compressed object stream is not looked for:
-    parsing the file is pdfium's, in the extractor's process)."""
-    for m in reversed(list(_INFO_DATE.finditer(data))):
+# Streams whose compressed bytes may hold the dates: object streams (PDF 1.5+ writers put the
+# information dictionary in one) and XMP metadata streams, Flate-compressed (every writer's filter).
+_DATE_STREAM = re.compile(rb"/Type\s*/(?:ObjStm|Metadata)\b")
+_STREAM_START = re.compile(rb"(?<!end)stream(?:\r\n|\n|\r)")
+_STREAM_BYTES = 16 << 20  # at most this much of one stream inflated...
+_ALL_STREAM_BYTES = 64 << 20  # ...and of all of a file's (a zip bomb costs a bounded time)
+
+
+def _inflated_streams(data: bytes) -> list[bytes]:
+    """The Flate-compressed object and metadata streams, inflated (bounded), in file order; a
+    stream that does not inflate is left out (what inflated before the damage is kept)."""
+    out: list[bytes] = []
+    budget = _ALL_STREAM_BYTES
+    for m in _DATE_STREAM.finditer(data):
+        start = _STREAM_START.search(data, m.end(), m.end() + 2048)
+        if start is None:
+            continue
+        obj = data.rfind(b"obj", max(0, m.start() - 2048), m.start())
+        if b"/FlateDecode" not in data[obj if obj >= 0 else m.start() : start.start()]:
+            continue
+        inflater = zlib.decompressobj()
+        try:
+            chunk = inflater.decompress(data[start.end() :], min(_STREAM_BYTES, budget))
+        except zlib.error:
+            continue
+        out.append(chunk)
+        budget -= len(chunk)
+        if budget <= 0:
+            break
+    return out
+
+
+def _info_date(blob: bytes) -> datetime | None:
+    for m in reversed(list(_INFO_DATE.finditer(blob))):
         literal, hexed = m.groups()
         if literal is not None:
             value = literal.decode("latin-1")
@@ -105,11 +134,36 @@ def creation_date(data: bytes) -> datetime | None:
         when = pdf_date(value)
         if when is not None:
             return when
-    for m in _XMP_DATE.finditer(data):
+    return None
+
+
+def _xmp_date(blob: bytes) -> datetime | None:
+    for m in _XMP_DATE.finditer(blob):
         text = m.group(1).decode("ascii")
         try:
             when = datetime.fromisoformat(text.replace("Z", "+00:00")) if "-" in text else datetime(int(text), 1, 1)
         except ValueError:
             continue
         return when if when.tzinfo is not None else when.replace(tzinfo=timezone.utc)
+    return None
+
+
+def creation_date(data: bytes) -> datetime | None:
+    """When the PDF says it was made: its information dictionary's ``/CreationDate`` (the last
+    revision's, where incremental updates wrote several), else its XMP ``xmp:CreateDate``; each
+    looked for in the file's plain bytes, then in its Flate-compressed object streams (where PDF
+    1.5+ writers put the information dictionary) and metadata streams, inflated here with zlib
+    (bounded; pdfium, which could crash, stays in the extractor's process). None when neither is
+    found."""
+    streams: list[bytes] | None = None
+    for find in (_info_date, _xmp_date):
+        when = find(data)
+        if when is not None:
+            return when
+        if streams is None:
+            streams = _inflated_streams(data)
+        for blob in reversed(streams):
+            when = find(blob)
+            if when is not None:
+                return when
     return None

@@ -1,17 +1,22 @@
-"""``dolma-pipe pdf``: local PDF files into Dolma documents, one task per file, every file
-accounted for (written, skipped with its reason, or quarantined with the file named), ids from the
-path and the content, ``created`` from the PDF's own date, the same bytes in the extractor's child
-process and in the worker, and on a rerun."""
+"""``dolma-pipe pdf``: local PDF files into Dolma documents, one task per file or per group of
+files, every file accounted for (written, skipped with its reason, or quarantined with the file
+named), ids and paths from the relative name and the content, ``created`` from the PDF's own date
+(in plain bytes or a compressed object stream), the same bytes in the extractor's child process
+and in the worker, for 1 and 2 processes, after a kill, and on a rerun with files added and
+removed."""
 
 from __future__ import annotations
 
 import json
+import zlib
 
 import pytest
 
 from dolma_pipe.config import load_config
 from dolma_pipe.runner import run_stage
-from dolma_pipe.stages.pdf import PdfConfig, PdfStage, document_id
+from dolma_pipe.stages.pdf import PdfConfig, PdfStage, document_id, plan_groups
+from dolma_pipe.stages.warc.pdf import creation_date
+from tests.support.outputs import stage_outputs
 from tests.support.warc import make_pdf, read_records
 
 PAGES = [["Report on rivers and bridges.", "First page, a pro-", "cess hyphenated."], ["The second page of the report."]]
@@ -37,7 +42,8 @@ def pdfs(tmp_path):
 
 def test_pdf_files_become_documents_every_file_counted(pdfs, tmp_path):
     out = tmp_path / "out"
-    summary = _run({"documents": [str(pdfs / "**" / "*.[pP][dD][fF]")], "destination": str(out), "added": "2026-01-02T03:04:05Z"})
+    one = {"added": "2026-01-02T03:04:05Z", "files_per_task": 1}  # a task and an output per file, as named below
+    summary = _run({"documents": [str(pdfs / "**" / "*.[pP][dD][fF]")], "destination": str(out), **one})
     tasks = summary.manifest.phases[0].tasks
     assert {rel: t.counts.get("written", 0) for rel, t in tasks.items()} == {
         "reports/rivers.pdf": 1,
@@ -60,7 +66,7 @@ def test_pdf_files_become_documents_every_file_counted(pdfs, tmp_path):
     assert doc["created"] == "2024-05-01T10:34:56.000Z" and doc["added"] == "2026-01-02T03:04:05.000Z"
     assert doc["id"] == document_id("reports/rivers.pdf", doc["metadata"]["sha256"])
     assert doc["metadata"] == {
-        "path": str(pdfs / "reports" / "rivers.pdf"),
+        "path": "reports/rivers.pdf",  # as the id's: where the input folder lies is no part of a document
         "bytes": len(data),
         "sha256": doc["metadata"]["sha256"],
         "content_type": "application/pdf",
@@ -70,15 +76,13 @@ def test_pdf_files_become_documents_every_file_counted(pdfs, tmp_path):
     assert "created" not in note and note["source"] == "papers"
     assert not (out / "documents" / "scanned.jsonl.gz").exists()
     # A rerun does nothing; the worker's own pdfium (no child) writes the same bytes.
-    again = _run({"documents": [str(pdfs / "**" / "*.[pP][dD][fF]")], "destination": str(out), "added": "2026-01-02T03:04:05Z"})
+    again = _run({"documents": [str(pdfs / "**" / "*.[pP][dD][fF]")], "destination": str(out), **one})
     assert all(not t.counts or t.counts == tasks[rel].counts for rel, t in again.manifest.phases[0].tasks.items())
     inline = tmp_path / "inline"
-    _run(
-        {"documents": [str(pdfs / "**" / "*.[pP][dD][fF]")], "destination": str(inline), "added": "2026-01-02T03:04:05Z", "isolate": False}
-    )
+    _run({"documents": [str(pdfs / "**" / "*.[pP][dD][fF]")], "destination": str(inline), **one, "isolate": False})
     # Two forked workers, each with a child of its own (not the one this process started above).
     forked = tmp_path / "forked"
-    _run({"documents": [str(pdfs / "**" / "*.[pP][dD][fF]")], "destination": str(forked), "added": "2026-01-02T03:04:05Z", "processes": 2})
+    _run({"documents": [str(pdfs / "**" / "*.[pP][dD][fF]")], "destination": str(forked), **one, "processes": 2})
     for name in ("reports/rivers.jsonl.gz", "plain.jsonl.gz"):
         assert (inline / "documents" / name).read_bytes() == (out / "documents" / name).read_bytes()
         assert (forked / "documents" / name).read_bytes() == (out / "documents" / name).read_bytes()
@@ -91,8 +95,155 @@ def test_a_pdf_past_max_seconds_is_too_slow_in_the_worker_too(tmp_path):
     root.mkdir()
     (root / "long.pdf").write_bytes(make_pdf([[f"Page {i} of a long report."] for i in range(300)]))
     (root / "short.pdf").write_bytes(make_pdf([["One page."]]))
-    run = {"documents": [str(root / "*.pdf")], "isolate": False, "added": "2026-01-02T03:04:05Z"}
+    run = {"documents": [str(root / "*.pdf")], "isolate": False, "added": "2026-01-02T03:04:05Z", "files_per_task": 1}
     tasks = _run({**run, "destination": str(tmp_path / "fast"), "max_seconds": 1e-4}).manifest.phases[0].tasks
     assert tasks["long.pdf"].counts.get("skipped_too_slow") == 1 and not (tmp_path / "fast" / "documents" / "long.jsonl.gz").exists()
     tasks = _run({**run, "destination": str(tmp_path / "slow")}).manifest.phases[0].tasks
     assert tasks["long.pdf"].counts["written"] == 1 and tasks["short.pdf"].counts["written"] == 1
+
+
+ADDED = "2026-01-02T03:04:05Z"
+
+
+def _texts(out) -> dict[str, str]:
+    """Every document under ``out`` by its metadata path, each document in one output file only."""
+    docs = [d for p in sorted((out / "documents").rglob("*.jsonl.gz")) for d in read_records(p)]
+    by_path = {d["metadata"]["path"]: d["text"] for d in docs}
+    assert len(by_path) == len(docs)
+    return by_path
+
+
+@pytest.fixture
+def folders(tmp_path):
+    """Two folders of PDFs (ten and six), a scanned one, a broken one and a web page among them."""
+    root = tmp_path / "in"
+    for folder, count in (("a", 10), ("b/c", 6)):
+        (root / folder).mkdir(parents=True)
+        for i in range(count):
+            (root / folder / f"p{i:02d}.pdf").write_bytes(make_pdf([[f"Paper {folder} {i}, first page."], [f"Its second page {i}."]]))
+    (root / "b" / "c" / "scanned.pdf").write_bytes(make_pdf([[]]))
+    (root / "b" / "c" / "broken.pdf").write_bytes(b"%PDF-1.4\n" + b"\x00garbage" * 50)
+    (root / "a" / "page.pdf").write_bytes(b"<html><body>not a PDF</body></html>")
+    return root
+
+
+def test_several_pdfs_per_task_and_output_file_every_one_counted(folders, tmp_path):
+    run = {"documents": [str(folders / "**" / "*.pdf")], "files_per_task": 3, "added": ADDED}
+    one = _run({**run, "destination": str(tmp_path / "one")})
+    tasks = one.manifest.phases[0].tasks
+    sizes = sorted(len(t.inputs) for t in tasks.values())
+    assert len(tasks) < 19 and sizes[-1] > 1 and len(tasks) > 2  # several files per task, several tasks
+    for key, task in tasks.items():  # a group is one folder's files, keyed and named by its first
+        assert key == task.inputs[0].rel and len({i.rel.rpartition("/")[0] for i in task.inputs}) == 1
+    totals = one.manifest.totals
+    assert totals["docs_in"] == 19 and totals["written"] == 16 and totals["skipped_empty_text"] == 1 and totals["quarantined"] == 2
+    assert {k: v for t in tasks.values() for k, v in t.data.get("skipped", {}).items()} == {"b/c/scanned.pdf": "empty_text"}
+    errors = [json.loads(line) for p in (tmp_path / "one" / "_errors").rglob("*.jsonl") for line in p.read_text().splitlines()]
+    assert sorted((e["kind"], e["file"]) for e in errors) == [
+        ("extractor_error", str(folders / "b" / "c" / "broken.pdf")),
+        ("not_pdf", str(folders / "a" / "page.pdf")),
+    ]
+    texts = _texts(tmp_path / "one")
+    assert sorted(texts) == sorted([f"a/p{i:02d}.pdf" for i in range(10)] + [f"b/c/p{i:02d}.pdf" for i in range(6)])
+    assert texts["b/c/p04.pdf"] == "Paper b/c 4, first page.\n\nIts second page 4."
+    # Two processes: the same groups, the same bytes.
+    _run({**run, "destination": str(tmp_path / "two"), "processes": 2})
+    assert stage_outputs(tmp_path / "two") == stage_outputs(tmp_path / "one")
+
+    # Files added and removed: a rerun redoes the groups they change, keeps the others, and leaves
+    # what a fresh run leaves (an old group's output gone where its first file changed).
+    groups = plan_groups([i for t in tasks.values() for i in t.inputs], 3)
+    first = next(g[0] for g in groups if g[0].rel.startswith("a/") and g[0].rel != "a/p00.pdf")  # starts a group mid-folder
+    (folders / first.rel).unlink()
+    (folders / "a" / "000.pdf").write_bytes(make_pdf([["A new first paper."]]))  # the folder's first group's new key
+    again = _run({**run, "destination": str(tmp_path / "one")})
+    redone = {k for k, t in again.manifest.phases[0].tasks.items() if not t.skipped}
+    assert 0 < len(redone) < len(again.manifest.phases[0].tasks) and "a/000.pdf" in redone
+    assert not (tmp_path / "one" / "documents" / first.rel.replace(".pdf", ".jsonl.gz")).exists()
+    assert not (tmp_path / "one" / "documents" / "a" / "p00.jsonl.gz").exists()
+    _run({**run, "destination": str(tmp_path / "fresh")})
+    assert stage_outputs(tmp_path / "one") == stage_outputs(tmp_path / "fresh")
+    assert first.rel not in _texts(tmp_path / "one") and _texts(tmp_path / "one")["a/000.pdf"] == "A new first paper."
+
+
+def test_groups_are_the_files_names_alone():
+    """The rule reads names only: a file added or removed moves no other group's boundary (a
+    group cut at 4x files_per_task aside); files_per_task 1 is a group per file."""
+    from dolma_pipe.manifest import InputFile
+
+    files = [InputFile(path=f"/x/d/f{i:03d}.pdf", rel=f"d/f{i:03d}.pdf", size=1, mtime=0.0) for i in range(300)]
+    groups = plan_groups(files, 8)
+    assert [i for g in groups for i in g] == files and max(map(len, groups)) <= 32 and 20 < len(groups) < 60
+    assert len(plan_groups(files, 1)) == 300
+    without = plan_groups(files[:150] + files[151:], 8)
+    changed = {tuple(i.rel for i in g) for g in groups} ^ {tuple(i.rel for i in g) for g in without}
+    assert len(changed) <= 4  # the group that held f150 before and after (and its neighbour, if f150 started it)
+
+
+def test_killed_mid_run_then_rerun_writes_the_same_bytes(tmp_path):
+    from tests.support.processes import kill_when
+
+    root = tmp_path / "in"
+    root.mkdir()
+    for i in range(12):
+        (root / f"r{i:02d}.pdf").write_bytes(make_pdf([[f"Report {i}, page {p}."] for p in range(60)]))
+    run = {"documents": [str(root / "*.pdf")], "files_per_task": 2, "added": ADDED}
+    _run({**run, "destination": str(tmp_path / "ref")})
+    out = tmp_path / "killed"
+    args = ["pdf", "--documents", str(root / "*.pdf"), "--destination", str(out), "--source_name", "papers", "--files_per_task", "2"]
+    kill_when("dolma_pipe", [*args, "--processes", "1", "--added", ADDED, "--no-progress"], ready=lambda: any(out.rglob("*.done")))
+    markers = len(list((tmp_path / "ref" / "_done").rglob("*.done")))
+    assert 0 < len(list(out.rglob("*.done"))) < markers  # killed with groups left to do
+    summary = _run({**run, "destination": str(out), "processes": 2})
+    assert any(t.skipped for t in summary.manifest.phases[0].tasks.values())  # finished groups kept
+    assert stage_outputs(out) == stage_outputs(tmp_path / "ref")
+
+
+def make_objstm_pdf(text: str, info: str) -> bytes:
+    """A PDF 1.5 whose information dictionary sits in a Flate-compressed object stream that an xref
+    stream names (as most writers save one since 2003): no /CreationDate in any plain byte."""
+    body = f"BT /F1 12 Tf 72 720 Td ({text}) Tj ET"
+    plain = {
+        1: "<< /Type /Catalog /Pages 2 0 R >>",
+        2: "<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        3: "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R /Resources << /Font << /F1 5 0 R >> >> >>",
+        4: f"<< /Length {len(body)} >>\nstream\n{body}\nendstream",
+        5: "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+    }
+    packed = zlib.compress(f"7 0 {info}".encode("latin-1"))  # object 7 at offset 0 of object stream 6
+    out, offsets = b"%PDF-1.5\n", {}
+    for number, obj in plain.items():
+        offsets[number] = len(out)
+        out += f"{number} 0 obj\n{obj}\nendobj\n".encode("latin-1")
+    offsets[6] = len(out)
+    out += f"6 0 obj\n<< /Type /ObjStm /N 1 /First 4 /Filter /FlateDecode /Length {len(packed)} >>\nstream\n".encode()
+    out += packed + b"\nendstream\nendobj\n"
+    offsets[8] = len(out)
+    rows = [b"\x00" + bytes(4) + b"\xff\xff"]
+    for number in range(1, 9):
+        rows.append(b"\x02" + (6).to_bytes(4, "big") + bytes(2) if number == 7 else b"\x01" + offsets[number].to_bytes(4, "big") + bytes(2))
+    xref = zlib.compress(b"".join(rows))
+    out += (
+        f"8 0 obj\n<< /Type /XRef /Size 9 /W [1 4 2] /Root 1 0 R /Info 7 0 R /Filter /FlateDecode /Length {len(xref)} >>\nstream\n".encode()
+    )
+    return out + xref + f"\nendstream\nendobj\nstartxref\n{offsets[8]}\n%%EOF\n".encode()
+
+
+def test_created_from_an_information_dictionary_in_a_compressed_object_stream(tmp_path):
+    # The date was looked for in plain bytes only: a PDF 1.5+ file's information dictionary in an
+    # object stream gave no created, though pdfium reads it there.
+    import pypdfium2 as pdfium
+
+    data = make_objstm_pdf("Compressed metadata.", "<< /CreationDate (D:20240501123456+02'00') /Title (A report) >>")
+    assert b"CreationDate" not in data
+    assert pdfium.PdfDocument(data).get_metadata_dict()["CreationDate"] == "D:20240501123456+02'00'"  # a PDF as readers read it
+    assert creation_date(data) is not None and creation_date(data).isoformat() == "2024-05-01T12:34:56+02:00"
+    assert creation_date(make_objstm_pdf("No date.", "<< /Title (A report) >>")) is None
+    # A stream that does not inflate is passed over, not an error.
+    at = data.index(b"stream\n", data.index(b"/ObjStm")) + len(b"stream\n")
+    assert creation_date(data[:at] + b"\x00\xff" * 8 + data[at + 16 :]) is None
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "report.pdf").write_bytes(data)
+    _run({"documents": [str(tmp_path / "in" / "*.pdf")], "destination": str(tmp_path / "out"), "added": ADDED})
+    (doc,) = read_records(tmp_path / "out" / "documents" / "report.jsonl.gz")
+    assert doc["created"] == "2024-05-01T10:34:56.000Z" and doc["text"] == "Compressed metadata."
