@@ -165,9 +165,13 @@ def run_ours(work: str, folder: str, chosen: list[Pair], repeat: int) -> float:
     pattern = os.path.join(folder, "*.pdf")
     cmd = [sys.executable, "-m", "dolma_pipe", "pdf", "--documents", pattern, "--destination", out, "--source_name", "debian-docs"]
     stage = run_measured([*cmd, "--processes", "1"], cwd=REPO)
+    # Several PDFs to an output file (files_per_task): each document found by its metadata.path.
+    texts = {}
+    for name in sorted(os.listdir(os.path.join(out, "documents"))):
+        for _, doc in read_documents(os.path.join(out, "documents", name)):
+            texts[doc["metadata"]["path"]] = doc["text"]
     for pair in chosen:
-        docs = list(read_documents(os.path.join(out, "documents", pair.name + ".jsonl.gz")))
-        pair.texts["dolma-pipe pdf"] = docs[0][1]["text"] if docs else ""
+        pair.texts["dolma-pipe pdf"] = texts.get(pair.name + ".pdf", "")
     reader = PdfText()
     for pair in chosen:
         with open(os.path.join(folder, pair.name + ".pdf"), "rb") as fh:
