@@ -247,3 +247,29 @@ def test_created_from_an_information_dictionary_in_a_compressed_object_stream(tm
     _run({"documents": [str(tmp_path / "in" / "*.pdf")], "destination": str(tmp_path / "out"), "added": ADDED})
     (doc,) = read_records(tmp_path / "out" / "documents" / "report.jsonl.gz")
     assert doc["created"] == "2024-05-01T10:34:56.000Z" and doc["text"] == "Compressed metadata."
+
+
+class TestOnRay:
+    """The same groups and bytes on Ray (a class of its own: see tests/conftest.py's scheduling)."""
+
+    @pytest.mark.ray
+    def test_same_bytes_on_ray(self, folders, tmp_path, ray_address):
+        from dolma_pipe.executors import RayExecutor
+
+        run = {"documents": [str(folders / "**" / "*.pdf")], "files_per_task": 3, "added": ADDED}
+        _run({**run, "destination": str(tmp_path / "local")})
+        with RayExecutor(2, ray_address) as ex:
+            config = load_config(
+                PdfConfig,
+                None,
+                {
+                    "source_name": "papers",
+                    "progress": False,
+                    "processes": 2,
+                    **run,
+                    "destination": str(tmp_path / "ray"),
+                    "ray_address": ray_address,
+                },
+            )
+            run_stage(PdfStage(config), executor=ex)
+        assert stage_outputs(tmp_path / "ray") == stage_outputs(tmp_path / "local")
