@@ -228,11 +228,11 @@ class PdfStage(Stage[PdfConfig]):
             docs_in=len(task.inputs), counts={"docs_out": counts["written"], **counts}, data={"skipped": skipped} if skipped else {}
         )
 
-    def _document(self, task: InputFile) -> dict[str, Any]:
+    def _document(self, info: InputFile) -> dict[str, Any]:
         cfg = self.config
-        if task.size > cfg.max_file_bytes:
+        if info.size > cfg.max_file_bytes:
             raise _Skip("too_large")
-        data = storage.read_bytes(task.path)
+        data = storage.read_bytes(info.path)
         if PDF_MAGIC not in data[: MAGIC_WITHIN + len(PDF_MAGIC)]:
             raise _Bad("not_pdf", f"no {PDF_MAGIC.decode()} header in its first {MAGIC_WITHIN} bytes")
         reader = PdfText()
@@ -257,9 +257,9 @@ class PdfStage(Stage[PdfConfig]):
             raise _Skip("empty_text")
         sha256 = hashlib.sha256(data).hexdigest()
         assert isinstance(self.resolved, PdfResolved)
-        doc: dict[str, Any] = {"id": document_id(task.rel, sha256), "text": result, "source": cfg.source_name, "added": self.resolved.added}
+        doc: dict[str, Any] = {"id": document_id(info.rel, sha256), "text": result, "source": cfg.source_name, "added": self.resolved.added}
         created = creation_date(data)
         if created is not None:
             doc["created"] = dolma_time(created)
-        doc["metadata"] = {"path": task.rel, "bytes": len(data), "sha256": sha256, "content_type": PDF_TYPE, "extractor": reader.name}
+        doc["metadata"] = {"path": info.rel, "bytes": len(data), "sha256": sha256, "content_type": PDF_TYPE, "extractor": reader.name}
         return doc
