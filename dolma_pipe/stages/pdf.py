@@ -10,8 +10,10 @@ relative name, written to ``<destination>/documents/<first file>.jsonl.gz``; ``f
 is one task and one output per file. The rule reads nothing but the names, so the groups, and
 the outputs, are the same for any process count, locally or on Ray, and on every rerun. A rerun
 redoes a group whose files changed (its marker names them, sizes and times), keeps the others,
-and removes the outputs, markers and quarantine files of groups that no longer exist, before any
-task runs.
+and, before any task runs, removes the outputs, markers and quarantine files of earlier groups
+that held a file this run reads but are no group now (their other files must be deleted ones:
+a file still there that the run's patterns leave out is refused, naming it, since regrouping
+would drop its document); groups of files this run does not read at all are kept.
 
 The text layer is read as the warc stage reads a PDF record (:class:`~.warc.pdf.PdfText`: pdfium,
 no OCR, pages separated by a blank line), in a child process of the worker's own (``isolate``, on
@@ -41,9 +43,9 @@ from typing import Any
 from pydantic import Field, field_validator
 
 from dolma_pipe import storage
-from dolma_pipe.config import PathStr, RunOptions
+from dolma_pipe.config import ConfigError, PathStr, RunOptions
 from dolma_pipe.documents import JsonlWriter
-from dolma_pipe.manifest import InputFile
+from dolma_pipe.manifest import InputFile, TaskRecord
 from dolma_pipe.markers import errors_path, ids_name, marker_path
 from dolma_pipe.quarantine import Quarantine
 from dolma_pipe.stage import Phase, Resolved, RunContext, Stage, Task, TaskOutput
@@ -178,7 +180,7 @@ class PdfStage(Stage[PdfConfig]):
 
     def _plan_groups(self, ctx: RunContext) -> list[Task]:
         tasks = [Task(key=group[0].rel, inputs=group) for group in plan_groups(ctx.inputs, self.config.files_per_task)]
-        self._clear_stale({t.key for t in tasks})
+        self._clear_stale(tasks, ctx.inputs)
         return tasks
 
     def _group_outputs(self, task: Task) -> list[str]:
@@ -186,20 +188,36 @@ class PdfStage(Stage[PdfConfig]):
         assert out is not None
         return [out]
 
-    def _clear_stale(self, keys: set[str]) -> None:
-        """Remove what groups no longer planned left (their documents, markers, quarantined records,
-        id files): a file added or removed can change a group's first file, and so its key; the
-        old group's output must not stay beside the new one's, looking current."""
+    def _clear_stale(self, tasks: list[Task], inputs: list[InputFile]) -> None:
+        """Remove what an earlier grouping of this run's files left (documents, marker, quarantined
+        records, id file): a file added or removed can change a group's first file, and so its key;
+        the old group's output must not stay beside the new one's, looking current. Only a group
+        that held a file this run reads is superseded: one of files this run does not read (another
+        pattern's, or files since deleted) is kept, so a narrower pattern, or a typo in one, removes
+        nothing."""
         root = self.output_root
-        wanted = set()
-        for key in keys:
+        keys = {t.key for t in tasks}
+        rels = {info.rel for info in inputs}
+        stale = rels - keys  # an older group keyed by a file that is no group's first file now
+        for info in storage.glob_info(storage.join(root, "_done", "**", "*.done")):
+            record = TaskRecord.model_validate_json(storage.read_bytes(info.path))
+            if record.key not in keys and any(i.rel in rels for i in record.inputs):
+                # its files this run does not read must be gone: one still there would lose its document
+                left = [i.path for i in record.inputs if i.rel not in rels and storage.exists(i.path)]
+                if left:
+                    raise ConfigError(
+                        f"documents: {root} holds the group {record.key!r} of an earlier run, which also holds {left[0]}"
+                        f"{f' and {len(left) - 1} more' if len(left) > 1 else ''}: that file is still there and this run's "
+                        "patterns do not read it, so regrouping would drop its document; run with the earlier patterns, "
+                        "or into another destination"
+                    )
+                stale.add(record.key)
+        for key in sorted(stale):
             out = self.output_path(key)
             assert out is not None
-            wanted |= {out, marker_path(root, key), errors_path(root, key), storage.join(root, ids_name(key))}
-        for folder, suffix in (("documents", ".jsonl.gz"), ("_done", ".done"), ("_errors", ".jsonl"), ("_ids", ".ids")):
-            for info in storage.glob_info(storage.join(root, folder, "**", "*" + suffix)):
-                if info.path not in wanted:
-                    storage.remove(info.path)
+            for path in (out, marker_path(root, key), errors_path(root, key), storage.join(root, ids_name(key))):
+                if storage.exists(path):
+                    storage.remove(path)
 
     def _run_group(self, task: Task, quarantine: Quarantine, ctx: RunContext) -> TaskOutput:
         out = self.output_path(task.key)

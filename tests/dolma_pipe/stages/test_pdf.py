@@ -12,7 +12,7 @@ import zlib
 
 import pytest
 
-from dolma_pipe.config import load_config
+from dolma_pipe.config import ConfigError, load_config
 from dolma_pipe.runner import run_stage
 from dolma_pipe.stages.pdf import PdfConfig, PdfStage, document_id, plan_groups
 from dolma_pipe.stages.warc.pdf import creation_date
@@ -164,6 +164,18 @@ def test_several_pdfs_per_task_and_output_file_every_one_counted(folders, tmp_pa
     _run({**run, "destination": str(tmp_path / "fresh")})
     assert stage_outputs(tmp_path / "one") == stage_outputs(tmp_path / "fresh")
     assert first.rel not in _texts(tmp_path / "one") and _texts(tmp_path / "one")["a/000.pdf"] == "A new first paper."
+    # A narrower pattern into the same destination (a typo would do the same) loses nothing: the
+    # groups of files it does not read at all are kept, and one that it would regroup while a file
+    # of it is still there, unread, is refused with that file named, before anything is written.
+    kept = _texts(tmp_path / "one")
+    narrower = {**run, "documents": [str(folders / "**" / "p0*.pdf")], "destination": str(tmp_path / "one")}
+    with pytest.raises(ConfigError, match=r"holds the group '[^']+' of an earlier run, which also holds .*\.pdf: that file is still there"):
+        _run(narrower)
+    assert _texts(tmp_path / "one") == kept
+    for rel in ("a/000.pdf", "a/page.pdf", "b/c/broken.pdf", "b/c/scanned.pdf"):
+        (folders / rel).unlink()  # the files it leaves out, gone for good: regrouped, their documents go
+    _run(narrower)
+    assert sorted(_texts(tmp_path / "one")) == sorted(k for k in kept if k != "a/000.pdf")
 
 
 def test_groups_are_the_files_names_alone():
