@@ -31,6 +31,7 @@ import importlib.resources
 import ipaddress
 import os
 import re
+import unicodedata
 from urllib.parse import urlsplit
 
 import numpy as np
@@ -68,11 +69,27 @@ def normalise(url: str) -> str:
 
 
 def host_of(url: str) -> str:
+    """``url``'s host as DNS resolves it, lower case: a host in other letters than ASCII (fullwidth
+    ``ｃａｓｉｎｏ.com``, IDNA's other full stops) is NFKC-normalised first, as IDNA's mapping does,
+    so that a list names the same host whichever letters the link used."""
     try:
         host = urlsplit(url.strip()).hostname or ""
     except ValueError:
         return ""
+    if not host.isascii():
+        host = _DOTS.sub(".", unicodedata.normalize("NFKC", host))
     return host.rstrip(".").lower()
+
+
+def host_forms(host: str) -> list[str]:
+    """``host`` and, for an internationalised one, its other form (``bücher.de`` and
+    ``xn--bcher-kva.de``): lists name such hosts either way."""
+    if not host.isascii():
+        try:
+            return [host, host.encode("idna").decode("ascii")]
+        except UnicodeError:
+            return [host]
+    return [host, _unicode(host)] if "xn--" in host else [host]
 
 
 def _key(url: str) -> str:
@@ -371,8 +388,8 @@ class UrlFilter:
         if self.domains:
             # the host and every parent: its registered domain (datatrove's check) and above it
             # too, since UT1's lists name public suffixes on purpose (xxx, porn, sex.pl)
-            labels = host.split(".")
-            if self.domains.any_of([".".join(labels[i:]) for i in range(len(labels))]):
+            keys = [".".join(labels[i:]) for form in host_forms(host) for labels in [form.split(".")] for i in range(len(labels))]
+            if self.domains.any_of(keys):
                 return "blocked_domain"
         if self.urls and _key(url) in self.urls:
             return "blocked_url"

@@ -88,6 +88,21 @@ def test_banned_words_on_the_registered_domain_and_public_suffixes_in_lists(tmp_
     assert on_domain.blocked("http://10.0.0.1/") is None
 
 
+def test_a_host_in_fullwidth_letters_or_either_idna_form_is_the_listed_host(tmp_path):
+    """A list names a host once; a link may spell it in fullwidth letters and full stops (which DNS
+    maps to ASCII, as NFKC does) or give an internationalised host in the other form."""
+    listed = tmp_path / "list.txt"
+    listed.write_text("casino.com\nxn--bcher-kva.de\nпример.рф\n")
+    f = UrlFilter(UrlFilterOptions(blocklists=[str(listed)], banned_words=["poker"]))
+    assert f.blocked("https://ｃａｓｉｎｏ．ｃｏｍ/") == "blocked_domain"
+    assert f.blocked("https://WWW.Ｃasino.com./x") == "blocked_domain"
+    assert f.blocked("https://shop.bücher.de/") == "blocked_domain"  # listed in its xn-- form
+    assert f.blocked("https://www.xn--e1afmkfd.xn--p1ai/") == "blocked_domain"  # listed in Unicode
+    assert f.blocked("https://ｐｏｋｅｒ.example/") == "banned_word"
+    assert f.blocked("https://bucher.de/") is None and f.blocked("https://casino.co/") is None
+    assert f.registered_domain("https://news.ｂｂｃ.co.uk/") == "bbc.co.uk"
+
+
 def test_documents_record_their_registered_domain(tmp_path):
     page = (
         "<html><body><article>" + "<p>A page about rivers and the stones in them, long enough to keep.</p>" * 3 + "</article></body></html>"
