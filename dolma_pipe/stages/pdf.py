@@ -51,6 +51,7 @@ from dolma_pipe.quarantine import Quarantine
 from dolma_pipe.stage import Phase, Resolved, RunContext, Stage, Task, TaskOutput
 
 from .warc.extract import TooSlow
+from .warc.outcomes import Bad, Skip
 from .warc.pdf import PDF_TYPE, PdfOnly, PdfText, creation_date
 from .warc.provenance import dolma_time, parse_time
 from .warc.run import resolve_added
@@ -125,17 +126,6 @@ def plan_groups(inputs: list[InputFile], per_task: int) -> list[tuple[InputFile,
             group.append(info)
         groups.append(tuple(group))
     return sorted(groups, key=lambda g: g[0].rel)
-
-
-class _Skip(Exception):
-    def __init__(self, reason: str):
-        self.reason = reason
-
-
-class _Bad(Exception):
-    def __init__(self, kind: str, message: str):
-        self.kind = kind
-        self.message = message
 
 
 _SANDBOX: tuple[int, Sandbox] | None = None  # the process (pid) that started it, and it
@@ -228,10 +218,10 @@ class PdfStage(Stage[PdfConfig]):
         for info in task.inputs:
             try:
                 docs.append(self._document(info))
-            except _Skip as skip:
+            except Skip as skip:
                 counts[f"skipped_{skip.reason}"] = counts.get(f"skipped_{skip.reason}", 0) + 1
                 skipped[info.rel] = skip.reason
-            except _Bad as bad:
+            except Bad as bad:
                 counts["quarantined"] = counts.get("quarantined", 0) + 1
                 quarantine.add(info.path, 1, bad.kind, f"{info.path}: {bad.message}", None)
         if not docs:
@@ -249,10 +239,10 @@ class PdfStage(Stage[PdfConfig]):
     def _document(self, info: InputFile) -> dict[str, Any]:
         cfg = self.config
         if info.size > cfg.max_file_bytes:
-            raise _Skip("too_large")
+            raise Skip("too_large")
         data = storage.read_bytes(info.path)
         if PDF_MAGIC not in data[: MAGIC_WITHIN + len(PDF_MAGIC)]:
-            raise _Bad("not_pdf", f"no {PDF_MAGIC.decode()} header in its first {MAGIC_WITHIN} bytes")
+            raise Bad("not_pdf", f"no {PDF_MAGIC.decode()} header in its first {MAGIC_WITHIN} bytes")
         reader = PdfText()
         result: str | Exception
         if cfg.isolate:
@@ -266,13 +256,13 @@ class PdfStage(Stage[PdfConfig]):
             except Exception as exc:  # a PDF pdfium cannot read: counted, never a dead task
                 result = ExtractorFailed(f"{type(exc).__name__}: {exc}")
         if isinstance(result, TooSlow):
-            raise _Skip("too_slow")
+            raise Skip("too_slow")
         if isinstance(result, ExtractorCrash):
-            raise _Bad("extractor_crash", f"{reader.name}: {result}")
+            raise Bad("extractor_crash", f"{reader.name}: {result}")
         if isinstance(result, Exception):
-            raise _Bad("extractor_error", f"{reader.name}: {result}")
+            raise Bad("extractor_error", f"{reader.name}: {result}")
         if not result.strip():
-            raise _Skip("empty_text")
+            raise Skip("empty_text")
         sha256 = hashlib.sha256(data).hexdigest()
         assert isinstance(self.resolved, PdfResolved)
         doc: dict[str, Any] = {"id": document_id(info.rel, sha256), "text": result, "source": cfg.source_name, "added": self.resolved.added}

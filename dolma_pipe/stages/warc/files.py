@@ -35,6 +35,7 @@ from dolma_pipe.stage import Phase, RunContext, Task, TaskOutput, file_task
 from .arc import is_arc, read_arc
 from .charset import Decoded, decode
 from .extract import _FLAT, EXTRACTORS, Extractor, TooSlow, extract_capped
+from .outcomes import Bad, Skip
 from .payload import TooLarge, dechunk, open_payload
 from .pdf import PDF_TYPE, PdfText
 from .provenance import build_document, document_id
@@ -103,21 +104,6 @@ def nested_deeper_utf8(data: bytes, limit: int) -> bool:
     if not len(depth):
         return False
     return bool((depth - np.minimum(np.minimum.accumulate(depth), 0)).max() > limit)
-
-
-class Skip(Exception):
-    """A record the stage does not write, and why (a count, not an error)."""
-
-    def __init__(self, reason: str):
-        self.reason = reason
-
-
-class Bad(Exception):
-    """A record quarantined: its kind and what is wrong."""
-
-    def __init__(self, kind: str, message: str):
-        self.kind = kind
-        self.message = message
 
 
 @contextmanager
