@@ -40,7 +40,7 @@ import re
 from multiprocessing.util import Finalize
 from typing import Any
 
-from pydantic import Field, field_validator
+from pydantic import Field
 
 from dolma_pipe import storage
 from dolma_pipe.config import ConfigError, PathStr, RunOptions
@@ -50,10 +50,11 @@ from dolma_pipe.markers import errors_path, ids_name, marker_path
 from dolma_pipe.quarantine import Quarantine
 from dolma_pipe.stage import Phase, Resolved, RunContext, Stage, Task, TaskOutput
 
+from .warc.config import AddedTime
 from .warc.extract import TooSlow
 from .warc.outcomes import Bad, Skip
 from .warc.pdf import PDF_TYPE, PdfOnly, PdfText, creation_date
-from .warc.provenance import dolma_time, parse_time
+from .warc.provenance import dolma_time
 from .warc.run import resolve_added
 from .warc.sandbox import PDF, ExtractorCrash, ExtractorFailed, Sandbox, class_path
 
@@ -75,19 +76,9 @@ class PdfConfig(RunOptions):
     max_file_bytes: int = Field(256 << 20, ge=1024, description="a PDF larger than this is skipped as too_large, unread")
     isolate: bool = Field(True, description="read PDFs in a child process, so that a crash or hang of pdfium costs one file")
     max_seconds: float = Field(60.0, gt=0, description="a PDF whose text takes longer than this is skipped as too_slow")
-    added: str | None = Field(
+    added: AddedTime = Field(
         None, description="the documents' added time (ISO 8601); default: when this destination's first run started (kept by reruns)"
     )
-
-    @field_validator("added")
-    @classmethod
-    def _added_is_a_time(cls, v: str | None) -> str | None:
-        if v is not None:
-            try:
-                parse_time(v)
-            except ValueError:
-                raise ValueError(f"not an ISO 8601 time: {v!r}") from None
-        return v
 
 
 class PdfResolved(Resolved):

@@ -7,9 +7,9 @@ Content-Type filter, ``added``) are our own and say so in their help.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from dolma_pipe.config import PathStr, RunOptions, StrictModel
 from dolma_pipe.errors import DolmaPipeError
@@ -19,6 +19,19 @@ from dolma_pipe.errors import DolmaPipeError
 DOLMA_RUN_KEYS = ("work_dir", "ignore_existing", "debug", "dryrun")
 
 HTML_TYPES = ("text/html", "application/xhtml+xml")
+
+
+def _iso_time(value: str | None) -> str | None:
+    if value is not None:
+        try:
+            datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            raise ValueError(f"not an ISO 8601 time: {value!r}") from None
+    return value
+
+
+# ``added`` of the warc and pdf stages: an ISO 8601 time (``Z`` allowed), or None (the run's)
+AddedTime = Annotated[str | None, AfterValidator(_iso_time)]
 
 
 class WarcError(DolmaPipeError, RuntimeError):
@@ -82,7 +95,7 @@ class WarcConfig(RunOptions):
         True, description="extract in a child process per task, so that a crash or hang of the extractor costs one page, not the task"
     )
     max_seconds: float = Field(5.0, gt=0, description="an extraction running longer than this is skipped as too_slow")
-    added: str | None = Field(
+    added: AddedTime = Field(
         None, description="the documents' added time (ISO 8601); default: when this destination's first run started (kept by reruns)"
     )
 
@@ -101,16 +114,6 @@ class WarcConfig(RunOptions):
                 raise ValueError("destination: give one output root (Dolma's list form is accepted with one entry)")
             data["destination"] = destination[0]
         return data
-
-    @field_validator("added")
-    @classmethod
-    def _added_is_a_time(cls, v: str | None) -> str | None:
-        if v is not None:
-            try:
-                datetime.fromisoformat(v.replace("Z", "+00:00"))
-            except ValueError:
-                raise ValueError(f"not an ISO 8601 time: {v!r}") from None
-        return v
 
     @field_validator("content_types")
     @classmethod

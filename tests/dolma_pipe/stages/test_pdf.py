@@ -15,6 +15,7 @@ import pytest
 from dolma_pipe.config import ConfigError, load_config
 from dolma_pipe.runner import run_stage
 from dolma_pipe.stages.pdf import PdfConfig, PdfStage, document_id, plan_groups
+from dolma_pipe.stages.warc.config import WarcConfig
 from dolma_pipe.stages.warc.pdf import creation_date
 from tests.support.outputs import stage_outputs
 from tests.support.warc import make_pdf, read_records
@@ -285,3 +286,11 @@ class TestOnRay:
             )
             run_stage(PdfStage(config), executor=ex)
         assert stage_outputs(tmp_path / "ray") == stage_outputs(tmp_path / "local")
+
+
+@pytest.mark.parametrize("config", [PdfConfig, WarcConfig], ids=["pdf", "warc"])
+def test_added_must_be_an_iso_time_in_both_stages(config):
+    ok = config(documents=["x"], destination="d", source_name="s", added="2026-01-02T03:04:05Z")
+    assert ok.added == "2026-01-02T03:04:05Z"
+    with pytest.raises(ValueError, match=r"added\n.*not an ISO 8601 time: 'yesterday'"):
+        config(documents=["x"], destination="d", source_name="s", added="yesterday")
