@@ -29,12 +29,11 @@ copied once under ``bench/_work/warc/`` with ``git archive`` (never committed):
   recall = overlap / reference words, F1 per page (1 when both are empty, 0 when only one is),
   and the reported F1 is the mean of the pages' F1.
 
-``--fit-combined`` refits the ``combined`` linearizer's router
-(``dolma_pipe.stages.warc.extract.Router``) on WCXB's dev split only: for the refined line filter
-and for rs-trafilatura, boosted trees from each page's signals (``Combined.signals``) to its word-F1
-gain over resiliparse's, and its CPU time from the page's tag count; the price that trades one for
-the other is chosen on out-of-fold predictions for ``--speedup`` (default 4.0) times
-rs-trafilatura's speed on dev. It prints the dev F1, speed and shares routed for a few speeds.
+``--fit-combined`` refits the ``combined`` linearizer's routing score
+(``dolma_pipe.stages.warc.extract.Combined``) on WCXB's dev split only: each page's signals
+(``Combined.signals``) against the difference between rs-trafilatura's and resiliparse's word F1,
+least squares; it prints the weights, the threshold (the scores' 75th percentile: a quarter of the
+dev pages take the slow path) and, for a few thresholds, the dev split's F1 and share routed.
 
 ``write_warc()`` packs pages into one gzip WARC of HTTP ``response`` records (warcio), each with a
 ``WARC-Record-ID`` made from the benchmark and page id (so the page of any output document is found
@@ -329,142 +328,101 @@ def _complete_tree(tree, depth: int) -> tuple[list[int], list[float], list[float
     return feat, thr, leaf
 
 
-def fit_combined(wcxb: str, speedup: float = 4.0, out: str | None = None) -> dict:
+def fit_combined(wcxb: str, speedup: float = 3.3, out: str | None = None) -> dict:
     """The combined linearizer's router (``extract.Router``), fitted on WCXB dev alone, written to
-    ``out`` (default: the file the stage reads). Per dev page, CPU-timed: resiliparse's main text
-    with the router's signals (parse, linearize, signals), the refined line filter's text on that
-    parsed page (``ResiliparseRefined.refine``) and rs-trafilatura's text (given the URL). The kept
+    ``out`` (default: the file the stage reads). Per dev page: resiliparse's main text and its CPU
+    time (parse, linearize and the router's signals), rs-trafilatura's text (given the URL) and its CPU time; the kept
     text's rule (``keep_shorter``: the share of resiliparse's length under which rs-trafilatura's
-    text is dropped) is the one of 0.2-0.5 with the best dev F1 when every page goes there. For each
-    of the two options, boosted trees (scikit-learn, 200 trees of depth 3, fixed seed) regress its
-    word-F1 gain over resiliparse's on ``Combined.signals``, and a line fits its log seconds on
-    log(1 + tags). The price (F1 per second) is chosen on gains predicted out of fold (5 folds by
-    page, fixed seed), so that the dev F1 and time it is chosen on are those of pages the trees did
-    not see: the best dev F1 whose pages cost at most rs-trafilatura's time on every page over
-    ``speedup`` (measured times: resiliparse's on every page plus the chosen option's)."""
+    text is dropped) is the one of 0.2-0.5 with the best dev F1 when every page is routed; boosted
+    trees (scikit-learn, 200 trees of depth 3, fixed seed) regress rs-trafilatura's word-F1 gain
+    on ``Combined.signals``; a line fits log rs-trafilatura seconds on log(1 + tags); the
+    threshold on gain per second is the best dev F1 whose routed pages cost at most
+    rs-trafilatura's time on every page over ``speedup``, less resiliparse's time on every page."""
     import time
 
     import numpy as np
     from resiliparse.parse.html import HTMLTree
     from sklearn.ensemble import GradientBoostingRegressor
-    from sklearn.model_selection import KFold
 
     from dolma_pipe._rust import rs_trafilatura_extract
     from dolma_pipe.stages.warc.extract import Combined, Router
     from dolma_pipe.stages.warc.extractor import resiliparse_text
-    from dolma_pipe.stages.warc.refine import ResiliparseRefined
 
     depth = 3
-    refiner = ResiliparseRefined()
     pages = wcxb_pages("dev", wcxb)
-    rows, fast_f1, ref_f1, slow_f1, ratio, t_fast, t_ref, t_slow, tags = [], [], [], [], [], [], [], [], []
+    rows, fast_f1, slow_f1, ratio, t_fast, t_slow, tags = [], [], [], [], [], [], []
     keys: list[str] = []
     for page in pages:
         html = page.html.decode("utf-8", "replace")
         start = time.process_time()
-        tree = HTMLTree.parse(html)
-        main = resiliparse_text(tree, True)
+        main = resiliparse_text(HTMLTree.parse(html), True)
         signals = Combined.signals(html, main, page.url)
-        t1 = time.process_time()
-        refined = refiner.refine(html, tree, main)
-        t2 = time.process_time()
+        mid = time.process_time()
         slow = rs_trafilatura_extract(html, page.url)[0]
-        t_fast.append(t1 - start)
-        t_ref.append(t2 - t1)
-        t_slow.append(time.process_time() - t2)
+        t_fast.append(mid - start)
+        t_slow.append(time.process_time() - mid)
         keys = [k for k in signals if k != "log_tags"]  # the page's time, not its gain
         rows.append([signals[k] for k in keys])
         tags.append(signals["log_tags"])
         fast_f1.append(word_prf(main, page.truth)[2])
-        ref_f1.append(word_prf(refined, page.truth)[2])
         slow_f1.append(word_prf(slow, page.truth)[2])
         ratio.append(len(slow) / max(len(main), 1))
-    fast, ref, slow_, r = np.array(fast_f1), np.array(ref_f1), np.array(slow_f1), np.array(ratio)
+    fast, slow_, r = np.array(fast_f1), np.array(slow_f1), np.array(ratio)
     keep_shorter = max((0.2, 0.3, 0.4, 0.5), key=lambda k: float(np.where(r >= k, slow_, fast).mean()))
     kept = np.where(r >= keep_shorter, slow_, fast)
-    x, log_tags = np.array(rows), np.array(tags)
-    names = ["resiliparse_refined", "rs_trafilatura"]
-    f1s = np.stack([fast, ref, kept])  # resiliparse, then the options' F1 per page
-    times = np.stack([np.zeros(len(pages)), np.array(t_ref), np.array(t_slow)])  # on top of resiliparse's
-
-    def model() -> GradientBoostingRegressor:
-        return GradientBoostingRegressor(n_estimators=200, max_depth=depth, learning_rate=0.05, subsample=0.8, random_state=0)
-
-    out_of_fold = np.zeros((3, len(pages)))
-    for train, held in KFold(5, shuffle=True, random_state=0).split(x):
-        for i in (1, 2):
-            out_of_fold[i, held] = model().fit(x[train], (f1s[i] - fast)[train]).predict(x[held].astype(np.float32))
-    spec: dict = {
+    x = np.array(rows)
+    model = GradientBoostingRegressor(n_estimators=200, max_depth=depth, learning_rate=0.05, subsample=0.8, random_state=0)
+    model.fit(x, kept - fast)
+    slope, intercept = np.polyfit(np.array(tags), np.log(np.maximum(t_slow, 1e-6)), 1)
+    feat, thr, leaf = map(list, zip(*(_complete_tree(e.tree_, depth) for e in model.estimators_[:, 0])))
+    spec = {
         "fitted_on": f"WCXB dev, {len(pages)} pages (bench/warc_quality.py --fit-combined --speedup {speedup})",
         "features": keys,
         "depth": depth,
-        "options": [],
+        "base": float(model.init_.constant_[0][0]),
+        "learning_rate": model.learning_rate,
+        "split_feature": feat,
+        "split_threshold": thr,
+        "leaf": leaf,
+        "time_intercept": float(intercept),
+        "time_slope": float(slope),
         "keep_shorter": keep_shorter,
-        "price": 0.0,
+        "threshold": 0.0,
     }
-    expected = np.zeros((3, len(pages)))  # each option's expected seconds per page (the time fits)
-    for i, name in enumerate(names, 1):
-        m = model().fit(x, f1s[i] - fast)
-        slope, intercept = np.polyfit(log_tags, np.log(np.maximum(times[i], 1e-6)), 1)
-        expected[i] = np.exp(intercept + slope * log_tags)
-        feat, thr, leaf = map(list, zip(*(_complete_tree(e.tree_, depth) for e in m.estimators_[:, 0])))
-        spec["options"].append(
-            {
-                "name": name,
-                "base": float(m.init_.constant_[0][0]),
-                "learning_rate": m.learning_rate,
-                "split_feature": feat,
-                "split_threshold": thr,
-                "leaf": leaf,
-                "time_intercept": float(intercept),
-                "time_slope": float(slope),
-            }
-        )
-    router = Router(spec, "<fit>")
-    in_sample = np.zeros((3, len(pages)))
-    for i, name in enumerate(names, 1):
-        in_sample[i] = [router.gain(name, dict(zip(keys, row))) for row in rows]
-        exact = model().fit(x, f1s[i] - fast).predict(x.astype(np.float32))
-        assert np.allclose(in_sample[i], exact, atol=1e-9), "the exported trees disagree with the model"
-    total_slow, total_fast = float(np.sum(t_slow)), float(np.sum(t_fast))
-    pages_i = np.arange(len(pages))
+    router = Router(spec)
+    gains = np.array([router.gain(dict(zip(keys, row))) for row in rows])
+    assert np.allclose(gains, model.predict(x.astype(np.float32)), atol=1e-9), "the exported trees disagree with the model"
+    scores = gains / np.exp(intercept + slope * np.array(tags))
+    t_slow_a, total_slow, total_fast = np.array(t_slow), float(np.sum(t_slow)), float(np.sum(t_fast))
+    order = np.argsort(-scores, kind="stable")
+    cost = np.cumsum(t_slow_a[order])
 
-    def at(price: float, gains: np.ndarray) -> tuple[float, float, np.ndarray]:
-        """(dev F1, speed over rs-trafilatura, share per option) at ``price``."""
-        value = gains - price * expected
-        value[0] = 0.0
-        choice = np.argmax(value, axis=0)  # ties: the first (resiliparse at zero), as Router.choose
-        cost = total_fast + float(times[choice, pages_i].sum())
-        return float(f1s[choice, pages_i].mean()), total_slow / cost, np.bincount(choice, minlength=3) / len(pages)
+    def best(target: float) -> tuple[float, float, float]:
+        """(threshold, dev F1, share routed) with routed cost within the budget for ``target``."""
+        k = int(np.searchsorted(cost, total_slow / target - total_fast, side="right"))
+        f1s = np.cumsum((kept - fast)[order])
+        k = int(np.argmax(f1s[:k])) + 1 if k else 0
+        threshold = float(scores[order[k - 1]]) if k else float("inf")
+        routed = scores >= threshold
+        return threshold, float(np.where(routed, kept, fast).mean()), float(routed.mean())
 
-    prices = np.geomspace(0.2, 200.0, 301)
-
-    def best(target: float) -> float:
-        ok = [(at(p, out_of_fold)[0], -p) for p in prices if at(p, out_of_fold)[1] >= target]
-        return -max(ok)[1] if ok else float(prices[-1])
-
-    spec["price"] = best(speedup)
+    spec["threshold"] = best(speedup)[0]
     print(
-        f"WCXB dev, {len(pages)} pages: resiliparse {fast.mean():.4f}, refined {ref.mean():.4f}, rs-trafilatura {slow_.mean():.4f}, "
-        f"kept (keep_shorter {keep_shorter}) {kept.mean():.4f}"
+        f"WCXB dev, {len(pages)} pages: resiliparse {fast.mean():.4f}, rs-trafilatura {slow_.mean():.4f}, kept (keep_shorter {keep_shorter}) {kept.mean():.4f}"
     )
     print(
-        f"CPU-s: resiliparse with signals {total_fast:.1f}, refined on top {times[1].sum():.1f}, rs-trafilatura {total_slow:.1f}; "
-        + ", ".join(f"{o['name']} seconds = exp({o['time_intercept']:.3f} + {o['time_slope']:.3f} log(1 + tags))" for o in spec["options"])
+        f"CPU-s: resiliparse {total_fast:.1f}, rs-trafilatura {total_slow:.1f}; rs-trafilatura seconds = exp({intercept:.3f} + {slope:.3f} log(1 + tags))"
     )
-    for target in sorted({2.5, 3.0, speedup, 4.0, 5.0}):
-        price = best(target)
-        f1, speed, share = at(price, out_of_fold)
-        f1_in, speed_in, _ = at(price, in_sample)
+    for target in (2.5, 3.0, speedup, 4.0, 5.0):
+        threshold, f1, share = best(target)
         print(
-            f"  for {target:.1f}x on dev: price {price:.4g}, dev F1 {f1:.4f} at {speed:.2f}x out of fold "
-            f"(refined {share[1]:.1%}, rs-trafilatura {share[2]:.1%}); {f1_in:.4f} at {speed_in:.2f}x in sample"
+            f"  at {target:.1f}x rs-trafilatura's speed on dev: threshold {threshold:.4g}, dev F1 {f1:.4f} (in sample), {share:.1%} routed"
         )
     path = out or Router.PATH
     with open(path, "w", encoding="utf-8") as f:
         json.dump(spec, f)
         f.write("\n")
-    print(f"wrote {path} (price {spec['price']:.6g}, {speedup}x)")
+    print(f"wrote {path} (threshold {spec['threshold']:.6g}, {speedup}x)")
     return spec
 
 
@@ -478,7 +436,9 @@ def main() -> int:
         help="with --check: a python with trafilatura (2.0.0) whose WCXB test F1 is compared with the README's (informative)",
     )
     ap.add_argument("--fit-combined", action="store_true", help="refit the combined linearizer's router on WCXB dev")
-    ap.add_argument("--speedup", type=float, default=4.0, help="with --fit-combined: the speed over rs-trafilatura the price keeps on dev")
+    ap.add_argument(
+        "--speedup", type=float, default=3.3, help="with --fit-combined: the speed over rs-trafilatura the threshold keeps on dev"
+    )
     ap.add_argument("--out", help="with --fit-combined: where the router goes (default: the file the stage reads)")
     args = ap.parse_args()
     if args.fit_combined:

@@ -34,7 +34,6 @@ import re
 import signal
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
@@ -121,43 +120,37 @@ class RsTrafilatura(Extractor):
 
 
 class Combined(Extractor):
-    """resiliparse on every page; on the pages where it is likely to pay for its cost, the
-    ``resiliparse_refined`` line filter or rs-trafilatura instead.
+    """resiliparse on every page; rs-trafilatura on the pages where it is likely to do much better
+    for its cost.
 
     The page is parsed and linearized by resiliparse (the ``resiliparse`` linearizer's text).
     :meth:`signals` reads cheap facts of that text, the HTML and the URL (word and line counts,
     short and bulleted lines, the text's length against the HTML's, ``<article>``/``<main>``
     elements, a JSON-LD ``articleBody``, links, paragraphs, cells and list items per kB of HTML,
-    the URL path's depth); a small model (:class:`Router`, ``combined_router.json``) turns them,
-    for each of the two slower extractors, into the word F1 it is expected to add over
-    resiliparse's text and its expected CPU seconds on the page (from its count of tags), and
-    :meth:`route` picks the option with the largest gain less ``price`` times its seconds (none
-    above zero: resiliparse's text is kept). The refined filter reuses the parsed page and its main
-    content (about 4 ms a page where rs-trafilatura takes 25 on WCXB dev); rs-trafilatura's text
-    is kept unless it is under ``keep_shorter`` of resiliparse's length (then resiliparse's is:
-    rs-trafilatura dropped the content). Models, time fits and price come from WCXB's dev split
-    alone (``bench/warc_quality.py --fit-combined``): the price is the one with the best dev F1,
-    scored on gains predicted out of fold, whose pages cost at most rs-trafilatura's time on every
-    page over ``speedup``; nothing was tuned on WCXB's test split or ScrapingHub (``bench/warc.py``
+    the URL path's depth); a small boosted-tree model (:class:`Router`, ``combined_router.json``)
+    turns them into the word F1 rs-trafilatura is expected to add, and :meth:`score` divides that
+    by rs-trafilatura's expected time on the page (from its count of tags). At or above the
+    model's threshold the page goes to rs-trafilatura, whose text is kept unless it is under
+    ``keep_shorter`` of resiliparse's length (then resiliparse's is: rs-trafilatura dropped the
+    content). Model, time fit and threshold come from WCXB's dev split alone
+    (``bench/warc_quality.py --fit-combined``): the threshold is the one with the best dev F1
+    whose routed pages cost at most rs-trafilatura's time on all pages over ``speedup``, less
+    resiliparse's; nothing was tuned on WCXB's test split or ScrapingHub (``bench/warc.py``
     reports both).
 
     A page rs-trafilatura fails on keeps resiliparse's text; deep markup gets resiliparse's text
     without the main-content rules, as in the ``resiliparse`` linearizer. :meth:`extract_by` names
-    whose text was kept: ``combined:resiliparse``, ``combined:resiliparse_refined`` or
-    ``combined:rs_trafilatura``.
+    whose text was kept: ``combined:resiliparse`` or ``combined:rs_trafilatura``.
     """
 
     name = "combined"
     depth_quadratic = True
 
     def __init__(self) -> None:
-        from .refine import ResiliparseRefined  # numpy and the line model: loaded by this linearizer only
-
         self.fast = Resiliparse()
-        self.refined = ResiliparseRefined()
         self.slow = RsTrafilatura()
         self.router = Router.load()
-        self.routed: Counter[str] = Counter()  # pages sent to each slower extractor (a diagnostic for benchmarks)
+        self.routed = 0  # pages sent to rs-trafilatura (a diagnostic for benchmarks)
 
     @staticmethod
     def signals(html: str, main: str, url: str | None) -> dict[str, float]:
@@ -187,87 +180,56 @@ class Combined(Extractor):
             "log_tags": math.log1p(tags),
         }
 
-    def route(self, html: str, main: str, url: str | None = None) -> str | None:
-        """The extractor the router picks for the page (``None``: resiliparse's text ``main``)."""
-        return self.router.choose(self.signals(html, main, url))
+    def score(self, html: str, main: str, url: str | None = None) -> float:
+        """rs-trafilatura's expected gain in word F1 over ``main`` per expected second of its time."""
+        signals = self.signals(html, main, url)
+        return self.router.gain(signals) / self.router.seconds(signals["log_tags"])
 
     def extract(self, html: str, deep: bool = False, url: str | None = None) -> str:
         return self.extract_by(html, deep, url)[0]
 
     def extract_by(self, html: str, deep: bool = False, url: str | None = None) -> tuple[str, str]:
-        fast = f"{self.name}:{self.fast.name}"
-        tree = HTMLTree.parse(html)
-        main = resiliparse_text(tree, main_content=not deep)
-        choice = None if deep else self.route(html, main, url)
-        if choice is None:
+        fast, slow = f"{self.name}:{self.fast.name}", f"{self.name}:{self.slow.name}"
+        main = resiliparse_text(HTMLTree.parse(html), main_content=not deep)
+        if deep or self.score(html, main, url) < self.router.threshold:
             return main, fast
-        self.routed[choice] += 1
-        if choice == self.refined.name:
-            return self.refined.refine(html, tree, main), f"{self.name}:{choice}"
+        self.routed += 1
         try:
             text = rs_trafilatura_extract(html, url)[0]
         except (ValueError, RuntimeError):
             return main, fast
-        return (text, f"{self.name}:{choice}") if len(text) >= self.router.keep_shorter * len(main) else (main, fast)
+        return (text, slow) if len(text) >= self.router.keep_shorter * len(main) else (main, fast)
 
 
-class Trees:
-    """Gradient-boosted regression trees, each stored as a complete tree of ``depth`` levels (a
-    leaf above the last level is a split both of whose sides hold its value), evaluated for all
-    trees at once; a page goes left where its signal, as a float32 (as the fitting library
-    compares), is at most the split's threshold."""
+class Router:
+    """The combined linearizer's model (``combined_router.json``, written by
+    ``bench/warc_quality.py --fit-combined``): gradient-boosted regression trees, each stored as a
+    complete tree of ``depth`` levels (a leaf above the last level is a split both of whose sides
+    hold its value), evaluated for all trees at once; a page goes left where its signal, as a
+    float32 (as the fitting library compares), is at most the split's threshold."""
 
-    def __init__(self, spec: dict[str, Any], depth: int, source: str):
+    PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "combined_router.json")
+    _cached: Router | None = None
+
+    def __init__(self, spec: dict[str, Any]):
         import numpy as np  # here, not at the module's import: the other linearizers' processes start without it
 
         self.np = np
-        self.depth = depth
+        self.features: list[str] = spec["features"]
+        self.depth: int = spec["depth"]
         self.base: float = spec["base"]
         self.rate: float = spec["learning_rate"]
         self.split_feature = np.array(spec["split_feature"], dtype=np.intp)  # trees x (2^depth - 1)
         self.split_threshold = np.array(spec["split_threshold"], dtype=np.float64)
         self.leaf = np.array(spec["leaf"], dtype=np.float64)  # trees x 2^depth
+        self.time_intercept: float = spec["time_intercept"]  # log seconds = a + b log(1 + tags)
+        self.time_slope: float = spec["time_slope"]
+        self.threshold: float = spec["threshold"]
+        self.keep_shorter: float = spec["keep_shorter"]
         n = len(self.split_feature)
-        if self.split_feature.shape != (n, 2**depth - 1) or self.leaf.shape != (n, 2**depth):
-            raise ValueError(f"{source}: trees are not complete trees of depth {depth}")
+        if self.split_feature.shape != (n, 2**self.depth - 1) or self.leaf.shape != (n, 2**self.depth):
+            raise ValueError(f"{self.PATH}: trees are not complete trees of depth {self.depth}")
         self._trees = np.arange(n)
-
-    def predict(self, x: Any) -> float:
-        node = self.np.zeros(len(self._trees), dtype=self.np.intp)
-        for _ in range(self.depth):
-            right = x[self.split_feature[self._trees, node]] > self.split_threshold[self._trees, node]
-            node = 2 * node + 1 + right
-        return float(self.base + self.rate * self.leaf[self._trees, node - (2**self.depth - 1)].sum())
-
-
-class Router:
-    """The combined linearizer's model (``combined_router.json``, written by
-    ``bench/warc_quality.py --fit-combined``): per option (an extractor's name), :class:`Trees`
-    for its expected word-F1 gain over resiliparse's text and a line for its log CPU seconds
-    against log(1 + tags); ``price`` (F1 per second) weighs the two."""
-
-    PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "combined_router.json")
-    _cached: Router | None = None
-
-    def __init__(self, spec: dict[str, Any], source: str | None = None):
-        import numpy as np
-
-        self.np = np
-        source = source or self.PATH
-        try:
-            self.features: list[str] = spec["features"]
-            depth: int = spec["depth"]
-            self.price: float = spec["price"]
-            self.keep_shorter: float = spec["keep_shorter"]
-            self.options: dict[str, tuple[Trees, float, float]] = {
-                o["name"]: (Trees(o, depth, f"{source}: option {o['name']!r}"), o["time_intercept"], o["time_slope"])
-                for o in spec["options"]
-            }
-        except KeyError as e:
-            raise ValueError(f"{source}: no key {e} (refit with bench/warc_quality.py --fit-combined)") from None
-        unknown = set(self.options) - {"resiliparse_refined", "rs_trafilatura"}
-        if unknown:
-            raise ValueError(f"{source}: unknown options {sorted(unknown)} (resiliparse_refined, rs_trafilatura)")
 
     @classmethod
     def load(cls) -> Router:
@@ -276,28 +238,19 @@ class Router:
                 cls._cached = cls(json.load(f))
         return cls._cached
 
-    def _x(self, signals: dict[str, float]) -> Any:
-        return self.np.array([signals[k] for k in self.features], dtype=self.np.float32).astype(self.np.float64)
+    def gain(self, signals: dict[str, float]) -> float:
+        np = self.np
+        x = np.array([signals[k] for k in self.features], dtype=np.float32).astype(np.float64)
+        node = np.zeros(len(self._trees), dtype=np.intp)
+        for _ in range(self.depth):
+            right = x[self.split_feature[self._trees, node]] > self.split_threshold[self._trees, node]
+            node = 2 * node + 1 + right
+        leaves = self.leaf[self._trees, node - (2**self.depth - 1)]
+        return float(self.base + self.rate * leaves.sum())
 
-    def gain(self, option: str, signals: dict[str, float]) -> float:
-        """``option``'s expected word-F1 gain over resiliparse's main content."""
-        return self.options[option][0].predict(self._x(signals))
-
-    def seconds(self, option: str, log_tags: float) -> float:
-        """``option``'s expected CPU seconds on a page with ``exp(log_tags) - 1`` tags."""
-        _, intercept, slope = self.options[option]
-        return math.exp(intercept + slope * log_tags)
-
-    def choose(self, signals: dict[str, float]) -> str | None:
-        """The option of largest gain less ``price`` times its seconds, if above zero (the
-        options' order breaks ties)."""
-        x = self._x(signals)
-        best, value = None, 0.0
-        for name, (trees, intercept, slope) in self.options.items():
-            v = trees.predict(x) - self.price * math.exp(intercept + slope * signals["log_tags"])
-            if v > value:
-                best, value = name, v
-        return best
+    def seconds(self, log_tags: float) -> float:
+        """rs-trafilatura's expected CPU seconds on a page with ``exp(log_tags) - 1`` tags."""
+        return math.exp(self.time_intercept + self.time_slope * log_tags)
 
 
 def _resiliparse_refined() -> Extractor:

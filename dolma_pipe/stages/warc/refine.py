@@ -127,12 +127,11 @@ class PageLines(NamedTuple):
     main: str  # resiliparse's main content (the ``resiliparse`` linearizer's text)
 
 
-def page_lines(html: str, tree: HTMLTree | None = None, main: str | None = None) -> PageLines:
-    """The page's lines and their features (:class:`PageLines`); ``main``: resiliparse's main
-    content of ``tree`` when the caller has it already (the ``combined`` linearizer)."""
+def page_lines(html: str, tree: HTMLTree | None = None) -> PageLines:
+    """The page's lines and their features (:class:`PageLines`)."""
     tree = tree if tree is not None else HTMLTree.parse(html)
     full = resiliparse_text(tree, main_content=False)
-    main = main if main is not None else resiliparse_text(tree, main_content=True)
+    main = resiliparse_text(tree, main_content=True)
     main_lines = {line.strip() for line in main.split("\n")}
     main_lines.discard("")
     outside = _line_set(extract_plain_text(tree, main_content=False, skip_elements=_SKIP, **_SETTINGS))
@@ -277,11 +276,7 @@ class ResiliparseRefined(Extractor):
         tree = HTMLTree.parse(html)
         if deep:
             return resiliparse_text(tree, main_content=False)
-        return self.refine(html, tree)
-
-    def refine(self, html: str, tree: HTMLTree, main: str | None = None) -> str:
-        """The kept lines of parsed ``html`` (``main``: its main content, when already made)."""
-        page = page_lines(html, tree, main)
+        page = page_lines(html, tree)
         if not page.lines:
             return ""
         keep = self.model.log_odds(page.x) >= self.model.threshold

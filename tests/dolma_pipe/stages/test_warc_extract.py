@@ -1,6 +1,5 @@
 """The warc stage's Rust-backed linearizers: ``rs_trafilatura`` (the crate in our core) and
-``combined`` (resiliparse, pages worth it to the refined line filter or rs-trafilatura), on pages
-these tests write."""
+``combined`` (resiliparse, hard pages to rs-trafilatura), on pages these tests write."""
 
 from __future__ import annotations
 
@@ -57,89 +56,53 @@ def test_errors_are_exceptions():
         rs_trafilatura_extract(b"<p>bytes</p>")  # type: ignore[arg-type]
 
 
-def _router(refined_gain: float, slow_gain: float, price: float = 1.0) -> extract.Router:
-    """A router of one-leaf trees: each option's gain a constant, its time exp(log_tags) seconds."""
-
-    def option(name: str, gain: float) -> dict:
-        return {"name": name, "base": gain, "learning_rate": 0.1, "split_feature": [[0]], "split_threshold": [[0.0]], "leaf": [[0.0, 0.0]]}
-
-    spec = {"features": ["log_main_words"], "depth": 1, "keep_shorter": 0.2, "price": price}
-    spec["options"] = [
-        {**option("resiliparse_refined", refined_gain), "time_intercept": 0.0, "time_slope": 0.0},
-        {**option("rs_trafilatura", slow_gain), "time_intercept": 0.0, "time_slope": 0.0},
-    ]
-    return extract.Router(spec)
-
-
-def test_combined_keeps_the_option_of_largest_gain_less_its_price():
-    from dolma_pipe.stages.warc.refine import ResiliparseRefined
-
-    hard, paras = _hard_page()
-    url = "https://example.org/hard"
-    main = Resiliparse().extract(hard)
+def test_combined_sends_hard_pages_to_rs_trafilatura_and_keeps_resiliparse_elsewhere():
     combined = Combined()
-    # the shipped router: the hard page is worth a slower extractor; its text keeps the content
-    assert combined.route(hard, main, url) in ("resiliparse_refined", "rs_trafilatura")
-    text, by = combined.extract_by(hard, url=url)
-    assert all(p in text for p in paras) and by == f"combined:{combined.route(hard, main, url)}"
-    assert combined.routed == {combined.route(hard, main, url): 1}
-    combined.routed.clear()
-    # each option as the price makes it the best (each option's time: e^0 = 1 s)
-    for router, expected, want in [
-        (_router(0.5, 0.9, price=0.6), "rs_trafilatura", rs_trafilatura_extract(hard, url)[0]),
-        (_router(0.9, 0.7, price=0.6), "resiliparse_refined", ResiliparseRefined().extract(hard)),
-        (_router(0.5, 0.5, price=0.6), None, main),
-        (_router(0.7, 0.7, price=0.6), "resiliparse_refined", ResiliparseRefined().extract(hard)),  # a tie: the first option
-    ]:
-        combined.router = router
-        assert combined.route(hard, main, url) == expected
-        assert combined.extract_by(hard, url=url) == (want, f"combined:{expected or 'resiliparse'}")
-    assert combined.routed == {"rs_trafilatura": 1, "resiliparse_refined": 2}
-    assert combined.extract_by(hard, deep=True) == (Resiliparse().extract(hard, deep=True), "combined:resiliparse")
+    easy, _ = _article()
+    assert combined.extract_by(easy) == (Resiliparse().extract(easy), "combined:resiliparse") and combined.routed == 0
+    hard, paras = _hard_page()
+    assert combined.score(hard, Resiliparse().extract(hard), "https://example.org/hard") >= combined.router.threshold
+    assert combined.score(easy, Resiliparse().extract(easy), "https://example.org/easy") < combined.router.threshold
+    text, by = combined.extract_by(hard, url="https://example.org/hard")
+    assert combined.routed == 1 and text == rs_trafilatura_extract(hard, "https://example.org/hard")[0]
+    assert by == "combined:rs_trafilatura"
+    assert all(p in text for p in paras)
 
 
 def test_combined_keeps_resiliparse_when_rs_trafilatura_fails_or_drops_the_content(monkeypatch):
     hard, _ = _hard_page()
     main = Resiliparse().extract(hard)
-    combined = Combined()
-    combined.router = _router(0.0, 0.9, price=0.1)
 
     def fails(html: str, url: str | None = None) -> tuple[str, float, str]:
         raise RuntimeError("rs-trafilatura panicked: boom")
 
     monkeypatch.setattr(extract, "rs_trafilatura_extract", fails)
-    assert combined.extract_by(hard) == (main, "combined:resiliparse")
+    assert Combined().extract_by(hard) == (main, "combined:resiliparse")
     monkeypatch.setattr(extract, "rs_trafilatura_extract", lambda html, url=None: ("x", 0.0, ""))
-    assert combined.extract_by(hard) == (main, "combined:resiliparse")  # under a fifth of resiliparse's text: dropped content
+    assert Combined().extract_by(hard) == (main, "combined:resiliparse")  # under a fifth of resiliparse's text: dropped content
 
 
 def test_the_router_reads_its_trees_and_its_signals_count_as_python_does():
     # depth 2, two trees; the first splits on b (left: <= 0.5) then on a, the second is one leaf
-    trees = {
+    spec = {
+        "features": ["a", "b"],
+        "depth": 2,
         "base": 0.5,
         "learning_rate": 0.1,
         "split_feature": [[1, 0, 0], [0, 0, 0]],
         "split_threshold": [[0.5, 2.0, 3.0], [0.0, 0.0, 0.0]],
         "leaf": [[1.0, 2.0, 3.0, 4.0], [10.0, 10.0, 10.0, 10.0]],
-    }
-    spec = {
-        "features": ["a", "b"],
-        "depth": 2,
-        "options": [{"name": "rs_trafilatura", **trees, "time_intercept": 0.0, "time_slope": 1.0}],
-        "price": 0.0,
+        "time_intercept": 0.0,
+        "time_slope": 1.0,
+        "threshold": 0.0,
         "keep_shorter": 0.4,
     }
     router = extract.Router(spec)
     for a, b, leaf in [(2.0, 0.0, 1.0), (2.5, 0.0, 2.0), (3.0, 1.0, 3.0), (9.0, 1.0, 4.0)]:
-        assert router.gain("rs_trafilatura", {"a": a, "b": b}) == pytest.approx(0.5 + 0.1 * (leaf + 10.0))
-    assert router.seconds("rs_trafilatura", 1.0) == pytest.approx(2.718281828)
-    bad = {**spec, "options": [{**spec["options"][0], "leaf": [[1.0, 2.0, 3.0], [1.0, 2.0, 3.0]]}]}
-    with pytest.raises(ValueError, match="combined_router.json: option 'rs_trafilatura': trees are not complete trees of depth 2"):
-        extract.Router(bad)
-    with pytest.raises(ValueError, match="combined_router.json: no key 'price'"):
-        extract.Router({k: v for k, v in spec.items() if k != "price"})
-    with pytest.raises(ValueError, match=r"unknown options \['justext'\]"):
-        extract.Router({**spec, "options": [{**spec["options"][0], "name": "justext"}]})
+        assert router.gain({"a": a, "b": b}) == pytest.approx(0.5 + 0.1 * (leaf + 10.0))
+    assert router.seconds(1.0) == pytest.approx(2.718281828)
+    with pytest.raises(ValueError, match="combined_router.json: trees are not complete trees of depth 2"):
+        extract.Router({**spec, "leaf": [[1.0, 2.0, 3.0], [1.0, 2.0, 3.0]]})
     html = _hard_page()[0] + '<main><article><script>{"articleBody": 1}</script><td><li><p><pre>'
     counts = html_tag_counts(html)
     assert counts == (html.count("<"), html.count("<a "), html.count("<p"), html.count("<td"), html.count("<li"), True, True, True)
@@ -188,7 +151,7 @@ def test_the_stage_with_caps(tmp_path, linearizer):
     if linearizer == "rs_trafilatura":
         assert tasks["slow.warc.gz"].counts["skipped_too_slow"] == 1 and tasks["slow.warc.gz"].counts.get("written", 0) == 0
     # combined: which extractor's text was kept (the deep page: resiliparse's, without the crate)
-    expected = {"a": "resiliparse_refined", "hard": "resiliparse_refined", "deep": "resiliparse"}
+    expected = {"a": "resiliparse", "hard": "rs_trafilatura", "deep": "resiliparse"}
     for rec in records:
         assert all(p in docs[rec.url]["text"] for p in rec.text), rec.url
         by = linearizer if linearizer == "rs_trafilatura" else f"combined:{expected[rec.url.rsplit('/', 1)[1]]}"
