@@ -1,10 +1,18 @@
 """Shared fixtures: corpora the tests write, a local S3 server, one Ray cluster per session;
-the CI guard: a skip for a missing dependency fails under ``CI``; and the order in which two
-xdist workers get the scopes (heaviest first, those that join Ray in-process last)."""
+the CI guard: a skip for a missing dependency fails under ``CI``; the order in which two
+xdist workers get the scopes (heaviest first, those that join Ray in-process last); and one
+OpenMP thread per process unless the environment sets another count."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+
+# One intra-op thread for torch (and OpenMP) in the workers and every process the tests start,
+# unless the caller says otherwise: the suite runs two workers (and their processes) on as many
+# cores, and torch's pool of a thread per core in each made them spin against one another.
+# docs/train.md's page beside a busy core: 189 s with the default, 124 s with one thread.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import pytest
 
