@@ -110,9 +110,13 @@ def _inflated_streams(data: bytes) -> list[bytes]:
         obj = data.rfind(b"obj", max(0, m.start() - 2048), m.start())
         if b"/FlateDecode" not in data[obj if obj >= 0 else m.start() : start.start()]:
             continue
+        # the stream's own bytes, up to its endstream, as a view: handing zlib the rest of the
+        # file copied it once per stream (and again into unused_data), quadratic in a large PDF
+        end = data.find(b"endstream", start.end())
+        body = memoryview(data)[start.end() : end if end >= 0 else len(data)]
         inflater = zlib.decompressobj()
         try:
-            chunk = inflater.decompress(data[start.end() :], min(_STREAM_BYTES, budget))
+            chunk = inflater.decompress(body, min(_STREAM_BYTES, budget))
         except zlib.error:
             continue
         out.append(chunk)
