@@ -19,6 +19,27 @@ def _task(summary, name: str):
     return task
 
 
+def _pages(rng: random.Random, host: str, title: str, n: int) -> list:
+    """``n`` pages of two paragraphs each at ``https://<host>.example.org/<i>``, titled ``<title><i>``."""
+    return [
+        response(f"https://{host}.example.org/{i}", html_page(f"{title}{i}", ps), text=ps)
+        for i, ps in enumerate(paragraphs(rng, 2) for _ in range(n))
+    ]
+
+
+def _arc_length(raw: bytes, url: str) -> tuple[int, int]:
+    """Where the length field of ``url``'s header line in an uncompressed ARC file starts and ends."""
+    head = raw.index(url.encode() + b" ")
+    end = raw.index(b"\n", head)
+    return raw.rindex(b" ", head, end) + 1, end
+
+
+def _set_arc_length(raw: bytes, url: str, length: bytes) -> bytes:
+    """``raw`` with the length field of ``url``'s ARC header line replaced by ``length``."""
+    start, end = _arc_length(raw, url)
+    return raw[:start] + length + raw[end:]
+
+
 @pytest.mark.timeout(20)  # before the fix, a negative chunk size sent the reader back for ever
 def test_chunk_sizes_that_are_not_sizes_end(tmp_path):
     paras = paragraphs(random.Random(4), 3)
@@ -105,10 +126,7 @@ def test_damage_in_an_arc_file_costs_the_damaged_record_only(tmp_path):
     from tests.support.warc import gzip_member_offsets, write_arc
 
     rng = random.Random(6)
-    pages = [
-        response(f"https://arc.example.org/{i}", html_page(f"A{i}", ps), text=ps)
-        for i, ps in enumerate(paragraphs(rng, 2) for _ in range(20))
-    ]
+    pages = _pages(rng, "arc", "A", 20)
     src = tmp_path / "in"
     write_arc(src / "corrupt.arc.gz", pages)
     data = bytearray((src / "corrupt.arc.gz").read_bytes())
@@ -118,9 +136,7 @@ def test_damage_in_an_arc_file_costs_the_damaged_record_only(tmp_path):
     (src / "corrupt.arc.gz").write_bytes(bytes(data))
     write_arc(src / "length.arc", pages, compress=False)
     raw = (src / "length.arc").read_bytes()
-    head = raw.index(pages[7].url.encode() + b" ")
-    end = raw.index(b"\n", head)
-    (src / "length.arc").write_bytes(raw[:head] + raw[head:end].rsplit(b" ", 1)[0] + b" many" + raw[end:])
+    (src / "length.arc").write_bytes(_set_arc_length(raw, pages[7].url, b"many"))
     out = tmp_path / "out"
     summary = run({"documents": [str(src / "*")], "destination": str(out), "processes": 1})
     kept = [p.url for p in pages if p.url != pages[7].url]
@@ -137,10 +153,7 @@ def test_a_content_length_past_the_next_records_costs_one_record(tmp_path, max_r
     import gzip
 
     rng = random.Random(7)
-    pages = [
-        response(f"https://l.example.org/{i}", html_page(f"L{i}", ps), text=ps)
-        for i, ps in enumerate(paragraphs(rng, 2) for _ in range(30))
-    ]
+    pages = _pages(rng, "l", "L", 30)
     src = tmp_path / "in"
     write_warc(src / "length.warc", pages, compress=False)
     raw = (src / "length.warc").read_bytes()
@@ -202,9 +215,7 @@ def test_utf16_cjk_pages_without_a_mark_are_text(tmp_path):
 
 def test_a_content_length_that_is_no_number_is_a_corrupt_record(tmp_path):
     rng = random.Random(9)
-    pages = [
-        response(f"https://c.example.org/{i}", html_page(f"C{i}", ps), text=ps) for i, ps in enumerate(paragraphs(rng, 2) for _ in range(6))
-    ]
+    pages = _pages(rng, "c", "C", 6)
     write_warc(tmp_path / "in" / "cl.warc", pages, compress=False)
     raw = (tmp_path / "in" / "cl.warc").read_bytes()
     at = raw.index(b"Content-Length: ", raw.index(b"WARC-Target-URI: " + pages[2].url.encode())) + len(b"Content-Length: ")
@@ -218,10 +229,7 @@ def test_a_content_length_that_is_no_number_is_a_corrupt_record(tmp_path):
 
 def test_a_content_length_too_long_without_a_digest_costs_one_record(tmp_path):
     rng = random.Random(10)
-    pages = [
-        response(f"https://d.example.org/{i}", html_page(f"D{i}", ps), text=ps)
-        for i, ps in enumerate(paragraphs(rng, 2) for _ in range(12))
-    ]
+    pages = _pages(rng, "d", "D", 12)
     write_warc(tmp_path / "in" / "nodigest.warc", pages, compress=False)
     raw = (tmp_path / "in" / "nodigest.warc").read_bytes()
     head = raw.index(b"WARC-Target-URI: " + pages[3].url.encode())
@@ -470,9 +478,7 @@ def test_an_arc_file_does_not_resynchronise_on_a_quoted_header_line(tmp_path):
     src = tmp_path / "in"
     write_arc(src / "quote.arc", pages, compress=False)
     raw = (src / "quote.arc").read_bytes()
-    head = raw.index(pages[4].url.encode() + b" ")
-    end = raw.index(b"\n", head)
-    (src / "quote.arc").write_bytes(raw[:head] + raw[head:end].rsplit(b" ", 1)[0] + b" many" + raw[end:])  # page 4 damaged
+    (src / "quote.arc").write_bytes(_set_arc_length(raw, pages[4].url, b"many"))  # page 4 damaged
     out = tmp_path / "out"
     summary = run({"documents": [str(src / "*")], "destination": str(out), "processes": 1, "isolate": False})
     task = _task(summary, "quote.arc")
@@ -487,18 +493,13 @@ def test_an_arc_length_too_long_loses_no_record_after_it(tmp_path):
     from tests.support.warc import write_arc
 
     rng = random.Random(20)
-    pages = [
-        response(f"https://al.example.org/{i}", html_page(f"AL{i}", ps), text=ps)
-        for i, ps in enumerate(paragraphs(rng, 2) for _ in range(8))
-    ]
+    pages = _pages(rng, "al", "AL", 8)
     src = tmp_path / "in"
     write_arc(src / "valid.arc", pages, compress=False)
     raw = (src / "valid.arc").read_bytes()
-    head = raw.index(pages[4].url.encode() + b" ")
-    end = raw.index(b"\n", head)
-    line, length = raw[head:end].rsplit(b" ", 1)
-    for name, wrong in (("long", int(length) + 900), ("huge", 999999999)):
-        (src / f"{name}.arc").write_bytes(raw[:head] + line + b" %d" % wrong + raw[end:])
+    start, end = _arc_length(raw, pages[4].url)
+    for name, wrong in (("long", int(raw[start:end]) + 900), ("huge", 999999999)):
+        (src / f"{name}.arc").write_bytes(_set_arc_length(raw, pages[4].url, b"%d" % wrong))
     out = tmp_path / "out"
     summary = run({"documents": [str(src / "*")], "destination": str(out), "processes": 1, "isolate": False})
     valid = read_records(out / "documents" / "valid.jsonl.gz")
@@ -513,9 +514,7 @@ def test_a_record_whose_version_line_is_damaged_is_counted(tmp_path):
     # fastwarc stops on a header that does not start with WARC/1.x; the reader went on from the next
     # WARC/1. line and the record in between was lost, uncounted (in a .warc.gz it is a damaged member).
     rng = random.Random(21)
-    pages = [
-        response(f"https://v.example.org/{i}", html_page(f"V{i}", ps), text=ps) for i, ps in enumerate(paragraphs(rng, 2) for _ in range(8))
-    ]
+    pages = _pages(rng, "v", "V", 8)
     write_warc(tmp_path / "v.warc", pages, compress=False)
     raw = (tmp_path / "v.warc").read_bytes()
 
@@ -549,17 +548,12 @@ def test_two_arc_records_in_a_row_whose_lengths_are_no_numbers_are_two(tmp_path)
     from tests.support.warc import write_arc
 
     rng = random.Random(22)
-    pages = [
-        response(f"https://an.example.org/{i}", html_page(f"AN{i}", ps), text=ps)
-        for i, ps in enumerate(paragraphs(rng, 2) for _ in range(8))
-    ]
+    pages = _pages(rng, "an", "AN", 8)
     src = tmp_path / "in"
     write_arc(src / "two.arc", pages, compress=False)
     raw = (src / "two.arc").read_bytes()
     for i in (4, 5):
-        head = raw.index(pages[i].url.encode() + b" ")
-        end = raw.index(b"\n", head)
-        raw = raw[:head] + raw[head:end].rsplit(b" ", 1)[0] + b" many" + raw[end:]
+        raw = _set_arc_length(raw, pages[i].url, b"many")
     (src / "two.arc").write_bytes(raw)
     out = tmp_path / "out"
     summary = run({"documents": [str(src / "*")], "destination": str(out), "processes": 1, "isolate": False})
