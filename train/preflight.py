@@ -254,10 +254,10 @@ def check_save_dir(cfg: Config, host: str) -> list[Check]:
     except OSError as e:
         return failed(f"cannot be created ({_oserror(e)})")
     pp = cfg.preflight
-    written, seconds, rounds = 0, 0.0, 0
+    written, seconds, mb_s, rounds = 0, 0.0, 0.0, 0
     # a disk that another job's burst slows for a moment is measured again, up to
     # WRITE_ROUNDS probes in all, keeping the fastest: only a disk that stays slow fails
-    while rounds < WRITE_ROUNDS and (rounds == 0 or written / 1e6 / max(seconds, 1e-9) < pp.min_write_mb_s):
+    while rounds < WRITE_ROUNDS and (rounds == 0 or mb_s < pp.min_write_mb_s):
         if rounds:
             time.sleep(WRITE_ROUND_PAUSE_S)
         rounds += 1
@@ -274,8 +274,9 @@ def check_save_dir(cfg: Config, host: str) -> list[Check]:
                 probe.unlink(missing_ok=True)
             except OSError:
                 pass
-        if rounds == 1 or n / max(s, 1e-9) > written / max(seconds, 1e-9):
-            written, seconds = n, s
+        probe_mb_s = n / 1e6 / max(s, 1e-9)
+        if rounds == 1 or probe_mb_s > mb_s:
+            written, seconds, mb_s = n, s, probe_mb_s
     checks = [Check("save_dir", True, str(root.resolve()), time.perf_counter() - start)]
     t = time.perf_counter()
     need, free = pp.checkpoints_room * checkpoint_bytes(cfg), shutil.disk_usage(root).free
@@ -287,7 +288,6 @@ def check_save_dir(cfg: Config, host: str) -> list[Check]:
             f"({_gb(checkpoint_bytes(cfg))} each: fp32 weights and AdamW moments, +10%)"
         )
     checks.append(space)
-    mb_s = written / 1e6 / max(seconds, 1e-9)
     speed = Check("save_dir_speed", mb_s >= pp.min_write_mb_s, round(mb_s, 1), seconds, keys=keys)
     if not speed.ok:
         speed.verdict = RETRY

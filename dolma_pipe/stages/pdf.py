@@ -197,8 +197,7 @@ class PdfStage(Stage[PdfConfig]):
             out = self.output_path(key)
             assert out is not None
             for path in (out, marker_path(root, key), errors_path(root, key), storage.join(root, ids_name(key))):
-                if storage.exists(path):
-                    storage.remove(path)
+                storage.remove(path)  # a missing one is no error (an S3 delete of no object neither)
 
     def _run_group(self, task: Task, quarantine: Quarantine, ctx: RunContext) -> TaskOutput:
         out = self.output_path(task.key)
