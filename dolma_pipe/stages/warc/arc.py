@@ -19,7 +19,7 @@ from warcio.archiveiterator import ArchiveIterator
 from warcio.exceptions import ArchiveLoadFailed
 from warcio.statusandheaders import StatusAndHeadersParserException
 
-from .records import GZIP_MAGIC, Damage, Record
+from .records import GZIP_MAGIC, Damage, Record, next_marker
 
 ARC_START = b"filedesc://"
 
@@ -63,19 +63,9 @@ def _next_start(path: str, after: int, gz: bool, tries: int = 4096) -> int | Non
     none after it) is taken only when its length runs to that start or the file's end (too long,
     as a damaged record's) and its block starts as a record's (an HTTP status line for an HTTP URL),
     else it is a quote inside the damaged record."""
-    size = os.path.getsize(path)
     if gz:
-        with open(path, "rb") as fh:
-            pos = after + 1
-            while True:
-                fh.seek(pos)
-                data = fh.read(_SCAN + 256)
-                found = data.find(GZIP_MAGIC)
-                if found >= 0:
-                    return pos + found
-                if len(data) < _SCAN + 256:
-                    return None
-                pos += _SCAN
+        return next_marker(path, after, GZIP_MAGIC)
+    size = os.path.getsize(path)
     loose: list[tuple[int, int | None, bool]] = []  # (start, where its length ends it, whether it reads as HTTP) of the rest
     clean: int | None = None
     for _, (start, end, http) in zip(range(tries), _header_lines(path, after)):

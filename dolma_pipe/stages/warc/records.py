@@ -131,11 +131,11 @@ def _convert(rec: FastRecord, index: int, base: int, max_bytes: int) -> Record:
     )
 
 
-def _next_start(path: str, after: int, marker: bytes) -> int | None:
+def next_marker(path: str, after: int, marker: bytes) -> int | None:
     """The first place after byte ``after`` where ``marker`` (a record's first bytes) is, or None.
     ``WARC/1.`` only at a line's start: a page that names WARC/1.1 in its prose starts no record."""
     if marker == WARC_LINE:
-        found = _next_start(path, after - 1, b"\n" + marker)
+        found = next_marker(path, after - 1, b"\n" + marker)
         return None if found is None else found + 1
     chunk = 1 << 20
     with open(path, "rb") as fh:
@@ -229,7 +229,7 @@ def _next_record(path: str, after: int, marker: bytes, tries: int = 4096) -> int
     origin, starts = after, []  # the starts fastwarc reads that do not end cleanly, in file order
     clean: int | None = None
     for _ in range(tries):
-        found = _next_start(path, after, marker)
+        found = next_marker(path, after, marker)
         if found is None:
             break
         if _starts_record(path, found):
@@ -514,7 +514,7 @@ def _read(path: str, size: int, marker: bytes, max_bytes: int, ranged: bool = Tr
         # fastwarc stopped on bytes it cannot read: go on from the next record start after the last good one.
         if last_start is None:
             # Nothing readable from pos: pos starts a damaged region, up to the next start.
-            nxt = _next_start(path, pos, marker)
+            nxt = next_marker(path, pos, marker)
             end = size if nxt is None else nxt
             if pending is not None:
                 pending.length = pos - pending.offset
@@ -527,7 +527,7 @@ def _read(path: str, size: int, marker: bytes, max_bytes: int, ranged: bool = Tr
                 return
             pos = nxt
         else:
-            nxt = _next_start(path, last_start, marker)
+            nxt = next_marker(path, last_start, marker)
             if nxt is None:
                 break
             pos = nxt
