@@ -147,9 +147,10 @@ def test_several_pdfs_per_task_and_output_file_every_one_counted(folders, tmp_pa
     texts = _texts(tmp_path / "one")
     assert sorted(texts) == sorted([f"a/p{i:02d}.pdf" for i in range(10)] + [f"b/c/p{i:02d}.pdf" for i in range(6)])
     assert texts["b/c/p04.pdf"] == "Paper b/c 4, first page.\n\nIts second page 4."
-    # Two processes: the same groups, the same bytes.
-    _run({**run, "destination": str(tmp_path / "two"), "processes": 2})
-    assert stage_outputs(tmp_path / "two") == stage_outputs(tmp_path / "one")
+    # Two and four processes: the same groups, the same bytes.
+    for processes in (2, 4):
+        _run({**run, "destination": str(tmp_path / f"p{processes}"), "processes": processes})
+        assert stage_outputs(tmp_path / f"p{processes}") == stage_outputs(tmp_path / "one"), processes
 
     # Files added and removed: a rerun redoes the groups they change, keeps the others, and leaves
     # what a fresh run leaves (an old group's output gone where its first file changed).
@@ -177,6 +178,43 @@ def test_several_pdfs_per_task_and_output_file_every_one_counted(folders, tmp_pa
         (folders / rel).unlink()  # the files it leaves out, gone for good: regrouped, their documents go
     _run(narrower)
     assert sorted(_texts(tmp_path / "one")) == sorted(k for k in kept if k != "a/000.pdf")
+
+
+def test_groups_on_s3_write_what_a_local_run_writes(folders, s3_bucket, tmp_path):
+    """PDFs and destination on S3 (2 processes): the same documents, file for file, as a local run;
+    a file added on S3 regroups its folder there as it does locally (the old group's objects gone)."""
+    from dolma_pipe import storage
+
+    def upload(rel: str) -> None:
+        storage.write_bytes(f"s3://{s3_bucket}/in/{rel}", (folders / rel).read_bytes())
+
+    for path in sorted(folders.rglob("*.pdf")):
+        upload(str(path.relative_to(folders)))
+    remote = {"documents": [f"s3://{s3_bucket}/in/**/*.pdf"], "destination": f"s3://{s3_bucket}/out", "files_per_task": 3}
+    local = {"documents": [str(folders / "**" / "*.pdf")], "destination": str(tmp_path / "out"), "files_per_task": 3}
+
+    def same() -> None:
+        mine = sorted(
+            p.relative_to(tmp_path / "out" / "documents").as_posix() for p in (tmp_path / "out" / "documents").rglob("*.jsonl.gz")
+        )
+        theirs = sorted(
+            p.removeprefix(f"s3://{s3_bucket}/out/documents/") for p in storage.glob(f"s3://{s3_bucket}/out/documents/**/*.jsonl.gz")
+        )
+        assert theirs == mine and mine
+        for name in mine:
+            assert storage.read_bytes(f"s3://{s3_bucket}/out/documents/{name}") == (tmp_path / "out" / "documents" / name).read_bytes(), (
+                name
+            )
+
+    _run({**remote, "processes": 2, "added": ADDED})
+    _run({**local, "added": ADDED})
+    same()
+    (folders / "a" / "000.pdf").write_bytes(make_pdf([["A new first paper."]]))  # the folder's first group's new key
+    upload("a/000.pdf")
+    _run({**remote, "processes": 2, "added": ADDED})
+    _run({**local, "added": ADDED})
+    same()
+    assert not storage.exists(f"s3://{s3_bucket}/out/documents/a/p00.jsonl.gz")
 
 
 def test_groups_are_the_files_names_alone():
