@@ -6,13 +6,14 @@ Content-Type filter, ``added``) are our own and say so in their help.
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from dolma_pipe.config import PathStr, RunOptions, StrictModel
 from dolma_pipe.errors import DolmaPipeError
+
+from .times import parse_time
 
 # Dolma's keys that say how its own runner goes (scratch folders, a rerun's policy, logging):
 # accepted so that its configs load unchanged; ours are `force` and the run's manifest.
@@ -24,7 +25,7 @@ HTML_TYPES = ("text/html", "application/xhtml+xml")
 def _iso_time(value: str | None) -> str | None:
     if value is not None:
         try:
-            datetime.fromisoformat(value.replace("Z", "+00:00"))
+            parse_time(value)
         except ValueError:
             raise ValueError(f"not an ISO 8601 time: {value!r}") from None
     return value

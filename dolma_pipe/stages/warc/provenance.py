@@ -17,25 +17,12 @@
 from __future__ import annotations
 
 import hashlib
-from datetime import datetime, timezone
 from typing import Any
 
 from .charset import Decoded
 from .records import Record
+from .times import dolma_time
 from .urls import normalise
-
-
-def dolma_time(when: datetime) -> str:
-    """Dolma's timestamp form (UTC, milliseconds, ``Z``)."""
-    if when.tzinfo is not None:
-        when = when.astimezone(timezone.utc)
-    return when.strftime("%Y-%m-%dT%H:%M:%S.%f")[:23] + "Z"
-
-
-def parse_time(value: str) -> datetime:
-    """An ISO 8601 time (``Z`` allowed); a time without a zone is UTC."""
-    when = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    return when if when.tzinfo is not None else when.replace(tzinfo=timezone.utc)
 
 
 def document_id(record: Record, rel: str) -> str:

@@ -12,7 +12,7 @@ from dolma_pipe.manifest import ManifestError, read_manifest
 from dolma_pipe.stage import Resolved
 
 from .config import WarcConfig
-from .provenance import dolma_time, parse_time
+from .times import dolma_time, parse_time
 from .urls import bundled_psl
 
 _WARC_SUFFIX = re.compile(r"\.(w?arc)(\.gz)?$", re.IGNORECASE)
