@@ -54,9 +54,9 @@ from .warc.config import AddedTime
 from .warc.extract import TooSlow
 from .warc.outcomes import Bad, Skip
 from .warc.pdf import PDF_TYPE, PdfOnly, PdfText, creation_date
-from .warc.provenance import dolma_time
 from .warc.run import resolve_added
 from .warc.sandbox import PDF, ExtractorCrash, ExtractorFailed, Sandbox, class_path
+from .warc.times import dolma_time
 
 _PDF_SUFFIX = re.compile(r"\.pdf$", re.IGNORECASE)
 PDF_MAGIC = b"%PDF-"
@@ -180,7 +180,10 @@ class PdfStage(Stage[PdfConfig]):
         keys = {t.key for t in tasks}
         rels = {info.rel for info in inputs}
         stale = rels - keys  # an older group keyed by a file that is no group's first file now
+        current = {storage.local_path(marker_path(root, key)) for key in keys}
         for info in storage.glob_info(storage.join(root, "_done", "**", "*.done")):
+            if storage.local_path(info.path) in current:
+                continue  # a planned group's marker (the runner reads it): never superseded
             record = TaskRecord.model_validate_json(storage.read_bytes(info.path))
             if record.key not in keys and any(i.rel in rels for i in record.inputs):
                 # its files this run does not read must be gone: one still there would lose its document

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import json
 import zlib
+from collections import Counter
 
 import pytest
 
+from dolma_pipe import storage
 from dolma_pipe.config import ConfigError, load_config
 from dolma_pipe.runner import run_stage
 from dolma_pipe.stages.pdf import PdfConfig, PdfStage, document_id, plan_groups
@@ -178,6 +180,20 @@ def test_several_pdfs_per_task_and_output_file_every_one_counted(folders, tmp_pa
         (folders / rel).unlink()  # the files it leaves out, gone for good: regrouped, their documents go
     _run(narrower)
     assert sorted(_texts(tmp_path / "one")) == sorted(k for k in kept if k != "a/000.pdf")
+
+
+def test_a_rerun_reads_each_groups_marker_once(folders, tmp_path, monkeypatch):
+    """Looking for an earlier grouping's outputs reads only the markers of groups this run does not
+    plan: a current group's marker is the runner's to read (one request each on S3, not two)."""
+    run = {"documents": [str(folders / "**" / "*.pdf")], "files_per_task": 3, "added": ADDED, "destination": str(tmp_path / "out")}
+    tasks = _run(run).manifest.phases[0].tasks
+    reads: list[str] = []
+    read_bytes = storage.read_bytes
+    monkeypatch.setattr(storage, "read_bytes", lambda path: reads.append(path) or read_bytes(path))
+    again = _run(run)
+    assert all(t.skipped for t in again.manifest.phases[0].tasks.values())
+    markers = Counter(p for p in reads if p.endswith(".done"))
+    assert len(markers) == len(tasks) and set(markers.values()) == {1}, markers
 
 
 def test_groups_on_s3_write_what_a_local_run_writes(folders, s3_bucket, tmp_path):
