@@ -61,7 +61,8 @@ class RunSummary:
                 continue  # a stopped run never reached it: said once below, not as idle
             done = sum(1 for r in p.tasks.values() if not r.skipped)
             skipped = len(p.tasks) - done
-            label = "files" if single and p.name == "files" else f"{p.name} tasks"
+            # a stage's only phase named for what each task reads ("files", pdf's "groups") says just that
+            label = p.name if single and p.name in ("files", "groups") else f"{p.name} tasks"
             not_run = f", {len(p.not_run):,} not run" if p.not_run else ""
             total = len(p.tasks) + len(p.failures) + len(p.not_run)
             if total == 0 and not single:
