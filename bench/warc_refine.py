@@ -95,10 +95,38 @@ def _complete_tree(nodes: np.ndarray, depth: int) -> tuple[list[int], list[float
     return feat, thr, leaf
 
 
-def _classifier():
+def _classifier(trees: int = TREES, depth: int = DEPTH, rate: float = RATE):
     from sklearn.ensemble import HistGradientBoostingClassifier
 
-    return HistGradientBoostingClassifier(max_iter=TREES, max_depth=DEPTH, learning_rate=RATE, early_stopping=False, random_state=0)
+    return HistGradientBoostingClassifier(max_iter=trees, max_depth=depth, learning_rate=rate, early_stopping=False, random_state=0)
+
+
+def out_of_fold(x: np.ndarray, y: np.ndarray, w: np.ndarray, groups: np.ndarray, folds: int = 5, make=_classifier) -> np.ndarray:
+    """Each line's log-odds from a model (``make()``) fitted without its page's fold (pages by index mod ``folds``)."""
+    odds = np.zeros(len(y))
+    for fold in range(folds):
+        train = groups % folds != fold
+        model = make().fit(x[train], y[train], sample_weight=w[train])
+        odds[~train] = model.decision_function(x[~train])
+        print(f"  fold {fold + 1}/{folds} fitted", flush=True)
+    return odds
+
+
+def held_out_f1(
+    pages: list[wq.Page], texts: list[list[str]], mains: list[str], groups: np.ndarray, odds: np.ndarray, threshold: float, fallback: float
+) -> float:
+    """Mean word F1 of the pages' kept lines (log-odds at or above ``threshold``), a page getting
+    resiliparse's main content when they have fewer words than ``fallback`` of it (the extractor's rule)."""
+    # dev_lines gives each page's lines together, in page order
+    keep = np.split(odds >= threshold, np.cumsum(np.bincount(groups, minlength=len(pages)))[:-1])
+    f1 = []
+    for i, page in enumerate(pages):
+        kept = [line for line, k in zip(texts[i], keep[i]) if k]
+        text = "\n".join(kept)
+        if len(text.split()) < fallback * len(mains[i].split()):
+            text = mains[i]
+        f1.append(wq.word_prf(text, page.truth)[2])
+    return float(np.mean(f1))
 
 
 def _spec(model, threshold: float, fallback: float) -> dict:
@@ -120,24 +148,10 @@ def fit(wcxb: str, folds: int = 5) -> dict:
     pages = wq.load("wcxb-dev", wcxb=wcxb)
     x, y, w, groups, texts, mains = dev_lines(pages)
     print(f"WCXB dev: {len(pages)} pages, {len(y)} lines, {y.mean():.1%} content", flush=True)
-    odds = np.zeros(len(y))  # each line's log-odds from the model fitted without its page's fold
-    for fold in range(folds):
-        train = groups % folds != fold
-        model = _classifier().fit(x[train], y[train], sample_weight=w[train])
-        odds[~train] = model.decision_function(x[~train])
-        print(f"  fold {fold + 1}/{folds} fitted", flush=True)
-    by_page = [np.flatnonzero(groups == i) for i in range(len(pages))]
-    main_words = [len(m.split()) for m in mains]
+    odds = out_of_fold(x, y, w, groups, folds)
 
     def held_out(threshold: float, fallback: float) -> float:
-        f1 = []
-        for i, page in enumerate(pages):
-            kept = [line for line, k in zip(texts[i], odds[by_page[i]] >= threshold) if k]
-            text = "\n".join(kept)
-            if len(text.split()) < fallback * main_words[i]:
-                text = mains[i]
-            f1.append(wq.word_prf(text, page.truth)[2])
-        return float(np.mean(f1))
+        return held_out_f1(pages, texts, mains, groups, odds, threshold, fallback)
 
     scores = {float(t): held_out(float(t), 0.0) for t in np.round(np.arange(-1.5, 1.51, 0.25), 2)}
     for threshold, f1 in scores.items():
