@@ -11,7 +11,7 @@ URL filter), :mod:`.charset` (the fixed decoding order), :mod:`.extractor` (the 
 interface), :mod:`.extract` (the linearizers, the depth and time caps), :mod:`.refine` (the
 line model over resiliparse), :mod:`.pdf` (PDF records' text layer), :mod:`.sandbox` (extraction in a
 child process), :mod:`.tagging` (pre/post taggers), :mod:`.provenance` (ids, times, the
-record's coordinates), :mod:`.files` (the phase),
+record's coordinates), :mod:`.times` (ISO 8601 in, Dolma's form out), :mod:`.files` (the phase),
 :mod:`.config`, :mod:`.run` and :mod:`.stage`.
 """
 
