@@ -181,7 +181,8 @@ class PdfStage(Stage[PdfConfig]):
         rels = {info.rel for info in inputs}
         stale = rels - keys  # an older group keyed by a file that is no group's first file now
         current = {storage.local_path(marker_path(root, key)) for key in keys}
-        for info in storage.glob_info(storage.join(root, "_done", "**", "*.done")):
+        markers = storage.glob_info(storage.join(root, "_done", "**", "*.done"))
+        for info in markers:
             if storage.local_path(info.path) in current:
                 continue  # a planned group's marker (the runner reads it): never superseded
             record = TaskRecord.model_validate_json(storage.read_bytes(info.path))
@@ -196,11 +197,19 @@ class PdfStage(Stage[PdfConfig]):
                         "or into another destination"
                     )
                 stale.add(record.key)
+        if not stale:
+            return
+        # what is there, from one listing a folder: most of ``stale`` (every file that is not its
+        # group's first) never had outputs, and a delete each would be a request each on S3
+        there = {storage.local_path(info.path) for info in markers}
+        for folder, suffix in (("documents", ".jsonl.gz"), ("_errors", ".jsonl"), ("_ids", ".ids")):
+            there |= {storage.local_path(info.path) for info in storage.glob_info(storage.join(root, folder, "**", "*" + suffix))}
         for key in sorted(stale):
             out = self.output_path(key)
             assert out is not None
             for path in (out, marker_path(root, key), errors_path(root, key), storage.join(root, ids_name(key))):
-                storage.remove(path)  # a missing one is no error (an S3 delete of no object neither)
+                if storage.local_path(path) in there:
+                    storage.remove(path)
 
     def _run_group(self, task: Task, quarantine: Quarantine, ctx: RunContext) -> TaskOutput:
         out = self.output_path(task.key)

@@ -182,18 +182,22 @@ def test_several_pdfs_per_task_and_output_file_every_one_counted(folders, tmp_pa
     assert sorted(_texts(tmp_path / "one")) == sorted(k for k in kept if k != "a/000.pdf")
 
 
-def test_a_rerun_reads_each_groups_marker_once(folders, tmp_path, monkeypatch):
+def test_an_unchanged_rerun_reads_each_groups_marker_once_and_deletes_nothing(folders, tmp_path, monkeypatch):
     """Looking for an earlier grouping's outputs reads only the markers of groups this run does not
-    plan: a current group's marker is the runner's to read (one request each on S3, not two)."""
+    plan (a current group's marker is the runner's to read), and deletes only what is there: on S3
+    each read and delete is a request."""
     run = {"documents": [str(folders / "**" / "*.pdf")], "files_per_task": 3, "added": ADDED, "destination": str(tmp_path / "out")}
     tasks = _run(run).manifest.phases[0].tasks
     reads: list[str] = []
-    read_bytes = storage.read_bytes
+    removed: list[str] = []
+    read_bytes, remove = storage.read_bytes, storage.remove
     monkeypatch.setattr(storage, "read_bytes", lambda path: reads.append(path) or read_bytes(path))
+    monkeypatch.setattr(storage, "remove", lambda path: removed.append(path) or remove(path))
     again = _run(run)
     assert all(t.skipped for t in again.manifest.phases[0].tasks.values())
     markers = Counter(p for p in reads if p.endswith(".done"))
     assert len(markers) == len(tasks) and set(markers.values()) == {1}, markers
+    assert [p for p in removed if any(f"/{folder}/" in p for folder in ("documents", "_done", "_errors", "_ids"))] == []
 
 
 def test_groups_on_s3_write_what_a_local_run_writes(folders, s3_bucket, tmp_path):
