@@ -92,6 +92,12 @@ def host_forms(host: str) -> list[str]:
     return [host, _unicode(host)] if "xn--" in host else [host]
 
 
+def _parents(host: str) -> list[str]:
+    """``host`` and every domain above it (``a.b.c``, ``b.c``, ``c``)."""
+    labels = host.split(".")
+    return [".".join(labels[i:]) for i in range(len(labels))]
+
+
 def _key(url: str) -> str:
     """A URL as the block list compares it: no scheme, no leading www., no trailing slash, lower-case host."""
     url = url.strip()
@@ -388,8 +394,7 @@ class UrlFilter:
         if self.domains:
             # the host and every parent: its registered domain (datatrove's check) and above it
             # too, since UT1's lists name public suffixes on purpose (xxx, porn, sex.pl)
-            keys = [".".join(labels[i:]) for form in host_forms(host) for labels in [form.split(".")] for i in range(len(labels))]
-            if self.domains.any_of(keys):
+            if self.domains.any_of([parent for form in host_forms(host) for parent in _parents(form)]):
                 return "blocked_domain"
         if self.urls and _key(url) in self.urls:
             return "blocked_url"
