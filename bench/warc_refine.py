@@ -112,13 +112,18 @@ def out_of_fold(x: np.ndarray, y: np.ndarray, w: np.ndarray, groups: np.ndarray,
     return odds
 
 
+def by_page(values: np.ndarray, groups: np.ndarray, pages: int) -> list[np.ndarray]:
+    """``values`` (one a line) cut into each page's (``dev_lines`` gives a page's lines together,
+    in page order; a page without lines gets an empty array)."""
+    return np.split(values, np.cumsum(np.bincount(groups, minlength=pages))[:-1])
+
+
 def held_out_f1(
     pages: list[wq.Page], texts: list[list[str]], mains: list[str], groups: np.ndarray, odds: np.ndarray, threshold: float, fallback: float
 ) -> float:
     """Mean word F1 of the pages' kept lines (log-odds at or above ``threshold``), a page getting
     resiliparse's main content when they have fewer words than ``fallback`` of it (the extractor's rule)."""
-    # dev_lines gives each page's lines together, in page order
-    keep = np.split(odds >= threshold, np.cumsum(np.bincount(groups, minlength=len(pages)))[:-1])
+    keep = by_page(odds >= threshold, groups, len(pages))
     f1 = []
     for i, page in enumerate(pages):
         kept = [line for line, k in zip(texts[i], keep[i]) if k]

@@ -132,8 +132,7 @@ def routing(pages, texts, mains, groups, odds) -> list[tuple[str, float, float |
     from dolma_pipe.stages.warc.refine import LineModel, ResiliparseRefined
 
     model, router, refined = LineModel.load(), Router.load(), ResiliparseRefined()
-    keep = np.split(odds >= model.threshold, np.cumsum(np.bincount(groups, minlength=len(pages)))[:-1])
-    per_page = np.split(odds, np.cumsum(np.bincount(groups, minlength=len(pages)))[:-1])
+    keep, per_page = wr.by_page(odds >= model.threshold, groups, len(pages)), wr.by_page(odds, groups, len(pages))
     f_refined, f_rs, t_refined, t_rs, expected, signals = [], [], [], [], [], []
     for i, page in enumerate(pages):
         html = page.html.decode("utf-8", "replace")
@@ -154,6 +153,7 @@ def routing(pages, texts, mains, groups, odds) -> list[tuple[str, float, float |
         f_refined.append(wq.word_prf(text, page.truth)[2])
         f_rs.append(wq.word_prf(kept, page.truth)[2])
         sig = Combined.signals(html, mains[i], page.url)
+        own = len(sig)  # combined's signals come first, the filter's confidence after them
         expected.append(router.seconds(sig["log_tags"]))
         words = np.array([len(line.split()) for line in texts[i]], dtype=np.float64)
         total, o = max(words.sum(), 1.0), per_page[i]
@@ -169,7 +169,6 @@ def routing(pages, texts, mains, groups, odds) -> list[tuple[str, float, float |
     times, budget = np.array(t_rs), sum(t_rs) / SPEEDUP - sum(t_refined)
     names = list(signals[0])
     x = np.array([[s[k] for k in names] for s in signals])
-    own = [j for j, k in enumerate(names) if k in Combined.signals("<p>", "", None)]
 
     def routed(score: np.ndarray) -> tuple[float, int]:
         order = np.argsort(-score, kind="stable")
@@ -190,7 +189,7 @@ def routing(pages, texts, mains, groups, odds) -> list[tuple[str, float, float |
     rows: list[tuple[str, float, float | None, str]] = [("the filter alone", float(base.mean()), None, speed)]
     for name, score in (
         ("a perfect chooser", np.maximum(gain, 0) / times),
-        ("router: combined's signals", fitted(own)),
+        ("router: combined's signals", fitted(list(range(own)))),
         ("router: + the filter's confidence", fitted(list(range(len(names))))),
     ):
         f1, n = routed(score)
@@ -209,7 +208,7 @@ def main() -> int:
     print(f"WCXB dev: {len(pages)} pages, {len(y)} lines", flush=True)
     rows: list[tuple[str, float, float | None, str]] = []
     if "oracle" in probes:
-        keep = np.split(y > 0.5, np.cumsum(np.bincount(groups, minlength=len(pages)))[:-1])
+        keep = wr.by_page(y > 0.5, groups, len(pages))
         ceiling = [wq.word_prf("\n".join(line for line, k in zip(texts[i], keep[i]) if k), p.truth)[2] for i, p in enumerate(pages)]
         rows.append(("the labelled lines (ceiling)", float(np.mean(ceiling)), None, ""))
     if "capacity" in probes:
