@@ -52,7 +52,12 @@ _BOILERPLATE_WORDS = frozenset(
     "reply replies posted tag tags category categories previous next skip contact accept download click "
     "powered loading".split()
 )
-_PUNCT_TO_SPACE = str.maketrans({c: " " for c in "!\"#$%&'()*+,./:;<=>?@[\\]^_`{|}~\u00a9\u00b7\u00bb\u2022\u2013\u2014\u2019\u201c\u201d"})
+# A boilerplate word as a whole word of a lower-cased line: between whitespace or these punctuation
+# marks (no hyphen: "e-mail" is one word), found by one scan of all short lines together.
+_SEPARATORS = "\\s" + re.escape("!\"#$%&'()*+,./:;<=>?@[\\]^_`{|}~\u00a9\u00b7\u00bb\u2022\u2013\u2014\u2019\u201c\u201d")
+_BOILERPLATE = re.compile(
+    f"(?<![^{_SEPARATORS}])(?:{'|'.join(sorted(map(re.escape, _BOILERPLATE_WORDS), key=len, reverse=True))})(?![^{_SEPARATORS}])"
+)
 _TERMINAL = frozenset(".!?:;\"'\u201d\u2019)")
 
 FEATURES = [
@@ -137,26 +142,19 @@ def page_lines(html: str, tree: HTMLTree | None = None) -> PageLines:
     outside = _line_set(extract_plain_text(tree, main_content=False, skip_elements=_SKIP, **_SETTINGS))
     titles = {_norm(m) for m in _HEADING.findall(html)}
     titles.discard("")
-    lines: list[str] = []
-    raws: list[str] = []
-    blanks: list[bool] = []
-    blank = True
-    for raw in full.split("\n"):
-        line = raw.strip()
-        if not line:
-            blank = True
-            continue
-        lines.append(line)
-        raws.append(raw.rstrip())
-        blanks.append(blank)
-        blank = False
+    rows = full.split("\n")
+    stripped = [raw.strip() for raw in rows]
+    nonempty = [i for i, line in enumerate(stripped) if line]
+    lines = [stripped[i] for i in nonempty]
+    raws = [rows[i].rstrip() for i in nonempty]
+    blanks = [i == 0 or not stripped[i - 1] for i in nonempty]  # an empty line (or the start) before it
     n = len(lines)
     if not n:
         return PageLines(lines, raws, blanks, np.zeros((0, len(FEATURES))), main)
     bodies = [line[1:].lstrip() if line[0] == "\u2022" else line for line in lines]
     words = np.array([len(b.split()) for b in bodies], dtype=np.float64)
     w = np.maximum(words, 1.0)
-    chars = np.array([len(b) for b in bodies], dtype=np.float64)
+    chars = np.fromiter(map(len, bodies), dtype=np.float64, count=n)
     seen = Counter(bodies)
     x = np.zeros((n, len(FEATURES)))
     col = _COLUMN
@@ -170,13 +168,16 @@ def page_lines(html: str, tree: HTMLTree | None = None) -> PageLines:
     put("chars_per_word", chars / w)
     put("terminal_punct", [b[-1:] in _TERMINAL for b in bodies])
     put("bullet", [line is not b for line, b in zip(lines, bodies)])
-    put("indent", [min(len(raw) - len(raw.lstrip(" ")), 16) / 16 for raw in raws])
+    indented = [i for i, raw in enumerate(raws) if raw[0] == " "]
+    x[indented, col["indent"]] = [min(len(raws[i]) - len(raws[i].lstrip(" ")), 16) / 16 for i in indented]
     put("title", [b in titles for b in bodies])
     short = [i for i, b in enumerate(bodies) if len(b) <= 80]
-    # lower-cased and punctuation made spaces in one call for all short lines (no line holds "\n")
     if short:
-        folded = "\n".join([bodies[i] for i in short]).lower().translate(_PUNCT_TO_SPACE).split("\n")
-        x[short, col["boilerplate"]] = [not _BOILERPLATE_WORDS.isdisjoint(f.split()) for f in folded]
+        folded = "\n".join([bodies[i] for i in short]).lower()  # no line holds "\n"
+        found = [m.start() for m in _BOILERPLATE.finditer(folded)]
+        if found:
+            starts = np.cumsum([0] + [len(f) + 1 for f in folded.split("\n")])
+            x[np.array(short)[np.searchsorted(starts, found, side="right") - 1], col["boilerplate"]] = 1.0
     put("repeated", [seen[b] > 1 for b in bodies])
     put("blank_before", blanks)
     put("outside_boilerplate", [line in outside for line in lines])

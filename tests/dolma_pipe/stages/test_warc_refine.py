@@ -82,6 +82,31 @@ def test_features_line_up_with_the_lines():
     assert np.isfinite(x).all() and ARTICLE[0] in main
 
 
+def test_boilerplate_words_are_whole_words_of_short_lines():
+    """A line of up to 80 characters holds a boilerplate word when the word stands between spaces or
+    punctuation (no hyphen: "e-mail" is one word), whatever its case; a longer word or line that
+    only contains one does not."""
+    found = {
+        "Follow us on Mastodon": 1.0,
+        "Sharply rising tides": 0.0,
+        "Homework for the week": 0.0,
+        "Hashtag trends in timeshare rentals": 0.0,
+        "(Comments)": 1.0,
+        "Send by e-mail": 1.0,
+        "Read the e-mailing list": 0.0,
+        "Filed under TAG:history": 1.0,
+        "\u00a9\u00a0COPYRIGHT\u2014the estuary": 1.0,
+        "A long sentence about the harbour that mentions share prices and runs well past eighty characters": 0.0,
+    }
+    items = "".join(f"<li>Contact the desk {i}</li>" for i in range(2))  # bulleted: judged without the bullet
+    page = "<html><body>" + "".join(f"<p>{line}</p>" for line in found) + f"<ul>{items}</ul></body></html>"
+    lines, _, _, x, _ = page_lines(page)
+    col = FEATURES.index("boilerplate")
+    got = {line: x[i, col] for i, line in enumerate(lines)}
+    assert {line: got[line] for line in found} == found
+    assert [got[f"\u2022 Contact the desk {i}"] for i in range(2)] == [1.0, 1.0]
+
+
 def test_a_model_with_other_features_is_refused(tmp_path):
     with open(LineModel.PATH, encoding="utf-8") as f:
         spec = json.load(f)
