@@ -1,6 +1,6 @@
-"""What did not raise ``resiliparse_refined``: its line model's ceiling, capacity, extra features and routing, on WCXB dev alone.
+"""What did not raise ``resiliparse_refined``: its line model's ceiling, capacity, more or fewer features and routing, on WCXB dev alone.
 
-    .venv/bin/python bench/warc_refine_probe.py                  # all four (about 15 CPU-minutes)
+    .venv/bin/python bench/warc_refine_probe.py                  # all five
     .venv/bin/python bench/warc_refine_probe.py --probes oracle,capacity
 
 Every figure is held-out WCXB dev word F1 over its 1,497 pages, with ``bench/warc_refine.py
@@ -21,6 +21,8 @@ when the kept lines have under half its words). Each row picks its own log-odds 
     ``role=main`` element (resiliparse's DOM), and whether the page has one.
 
   Their cost a page is printed beside them.
+- ``without``: the shipped features less the two read from the text less boilerplate elements,
+  the one linearization only they need (what leaving it out would cost in F1).
 - ``routing``: the refined filter on every page, and rs-trafilatura (given the URL) instead on the
   pages a router picks, within 3x rs-trafilatura's CPU time over all pages. Both extractors are
   timed per page in this process. The rows:
@@ -31,7 +33,9 @@ when the kept lines have under half its words). Each row picks its own log-odds 
     threshold, mean |log-odds|, kept words against the main content's, fell back.
 
   rs-trafilatura's text is kept as ``combined`` keeps it (not when it is under ``keep_shorter``
-  of the other's length).
+  of the other's length). The perfect chooser and the second router are run again with the
+  filter's time taken as 75% and 50% of what was measured (its text unchanged): what a cheaper
+  filter would leave for routing.
 
 The results and what they mean are in docs/benchmarks.md ("What did not raise it").
 """
@@ -52,10 +56,14 @@ import warc_refine as wr
 from resiliparse.extract.html2text import extract_plain_text
 from resiliparse.parse.html import HTMLTree
 
-from dolma_pipe.stages.warc.refine import _SETTINGS, _line_set, _norm, _window_mean
+from dolma_pipe.stages.warc.refine import _SETTINGS, FEATURES, _line_set, _norm, _window_mean
 
 THRESHOLDS = np.arange(-1.0, 0.51, 0.25)
 SPEEDUP = 3.0  # the combined target's: at least 3x rs-trafilatura's pages per CPU-second
+# Features the ``without`` probe leaves out, a group a row: the text less boilerplate elements' pair,
+# the one linearization that only they need.
+WITHOUT = [("outside_boilerplate", "outside_boilerplate_wide")]
+FILTER_SHARES = (0.75, 0.5)  # the routing probe's cheaper filters, as shares of its measured time
 CAPACITY = [(60, 3, 0.25), (120, 4, 0.15), (200, 5, 0.1), (300, 6, 0.05)]  # trees, depth, learning rate; the first is shipped
 
 _ANCHOR = re.compile(r"<a\b[^>]*>([^<]*)</a", re.IGNORECASE)
@@ -166,11 +174,14 @@ def routing(pages, texts, mains, groups, odds) -> list[tuple[str, float, float |
         )
         signals.append(sig)
     base, gain = np.array(f_refined), np.array(f_rs) - np.array(f_refined)
-    times, budget = np.array(t_rs), sum(t_rs) / SPEEDUP - sum(t_refined)
+    times = np.array(t_rs)
     names = list(signals[0])
     x = np.array([[s[k] for k in names] for s in signals])
 
-    def routed(score: np.ndarray) -> tuple[float, int]:
+    def routed(score: np.ndarray, filter_share: float = 1.0) -> tuple[float, int]:
+        """F1 and pages routed, best score first, within 3x rs-trafilatura's time over all pages
+        less the filter's time on every page at ``filter_share`` of what it was measured at."""
+        budget = sum(t_rs) / SPEEDUP - filter_share * sum(t_refined)
         order = np.argsort(-score, kind="stable")
         chosen = order[np.cumsum(times[order]) <= budget]
         f1 = base.copy()
@@ -187,19 +198,27 @@ def routing(pages, texts, mains, groups, odds) -> list[tuple[str, float, float |
 
     speed = f"filter {np.mean(t_refined) * 1000:.1f} ms, rs-trafilatura {np.mean(t_rs) * 1000:.1f} ms a page"
     rows: list[tuple[str, float, float | None, str]] = [("the filter alone", float(base.mean()), None, speed)]
+    perfect, confident = np.maximum(gain, 0) / times, fitted(list(range(len(names))))
     for name, score in (
-        ("a perfect chooser", np.maximum(gain, 0) / times),
+        ("a perfect chooser", perfect),
         ("router: combined's signals", fitted(list(range(own)))),
-        ("router: + the filter's confidence", fitted(list(range(len(names))))),
+        ("router: + the filter's confidence", confident),
     ):
         f1, n = routed(score)
         rows.append((f"{name}, {SPEEDUP:g}x rs-trafilatura's speed", f1, None, f"{n} pages routed"))
+    # How much a cheaper filter would leave for routing (its text unchanged, its time scaled).
+    for share in FILTER_SHARES:
+        for name, score in (("a perfect chooser", perfect), ("router: + the filter's confidence", confident)):
+            f1, n = routed(score, share)
+            rows.append((f"{name}, the filter at {share:.0%} of its time", f1, None, f"{n} pages routed"))
     return rows
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--probes", default="oracle,capacity,features,routing", help="comma-separated: oracle, capacity, features, routing")
+    ap.add_argument(
+        "--probes", default="oracle,capacity,features,without,routing", help="comma-separated: oracle, capacity, features, without, routing"
+    )
     ap.add_argument("--wcxb", default=wq.DEFAULT_WCXB, help="clone of Murrough-Foley/web-content-extraction-benchmark")
     args = ap.parse_args()
     probes = args.probes.split(",")
@@ -224,6 +243,11 @@ def main() -> int:
             odds = wr.out_of_fold(np.hstack([x, extra]), y, w, groups)
             f1, threshold = best_threshold(pages, texts, mains, groups, odds)
             rows.append((f"shipped features + {group}", f1, threshold, f"{ms:.1f} ms a page"))
+    if "without" in probes:
+        for dropped in WITHOUT:
+            kept = [i for i, name in enumerate(FEATURES) if name not in dropped]
+            f1, threshold = best_threshold(pages, texts, mains, groups, wr.out_of_fold(x[:, kept], y, w, groups))
+            rows.append((f"shipped features less {', '.join(dropped)}", f1, threshold, ""))
     if "routing" in probes:
         rows += routing(pages, texts, mains, groups, wr.out_of_fold(x, y, w, groups))
     print("\n| probe | held-out dev F1 | threshold | cost |\n|---|---:|---:|---|")
