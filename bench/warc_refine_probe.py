@@ -56,7 +56,7 @@ import warc_refine as wr
 from resiliparse.extract.html2text import extract_plain_text
 from resiliparse.parse.html import HTMLTree
 
-from dolma_pipe.stages.warc.refine import _SETTINGS, FEATURES, _line_set, _norm, _window_mean
+from dolma_pipe.stages.warc.refine import _SETTINGS, FEATURES, _norm
 
 THRESHOLDS = np.arange(-1.0, 0.51, 0.25)
 SPEEDUP = 3.0  # the combined target's: at least 3x rs-trafilatura's pages per CPU-second
@@ -78,6 +78,21 @@ _CONSENT = frozenset(
     "cookie cookies consent partners vendors privacy personalised personalized advertising browser preferences tracking".split()
 )
 GROUPS = ("links", "elements", "words", "article")
+
+
+def _line_set(text: str) -> set[str]:
+    lines = {line.strip() for line in text.split("\n")}
+    lines.discard("")
+    return lines
+
+
+def _window_mean(values: np.ndarray, radius: int) -> np.ndarray:
+    """Mean of each column of ``values`` over each row's neighbours within ``radius`` (itself included)."""
+    n = len(values)
+    csum = np.concatenate((np.zeros((1, values.shape[1])), np.cumsum(values, axis=0)))
+    idx = np.arange(n)
+    lo, hi = np.maximum(idx - radius, 0), np.minimum(idx + radius + 1, n)
+    return (csum[hi] - csum[lo]) / (hi - lo)[:, None]
 
 
 def _texts(pattern: re.Pattern[str], html: str) -> set[str]:

@@ -578,3 +578,34 @@ def html_tag_counts(html: str) -> tuple[int, int, int, int, int, bool, bool, boo
     """(tags, links, paragraphs, cells, list_items, article, main, article_body): the counts of
     ``<``, ``<a ``, ``<p``, ``<td``, ``<li`` in ``html`` and whether it holds ``<article``, ``<main``
     and ``"articleBody"`` (case-sensitive, as ``str.count`` and ``in`` would answer)."""
+
+# ---- line_filter: resiliparse_refined's line features and trees (rust_bloom/src/line_filter.rs) ----
+
+LINE_FEATURES: Final[list[str]]
+
+def line_features(full: str, full_lower: str, main: str, outside: str, titles: list[str]) -> tuple[list[str], list[str], list[bool], bytes]:
+    """(lines, raws, blanks, x) of a page: its non-empty lines of ``full`` stripped and
+    right-stripped, whether an empty line comes before each, and their features (float64 rows of
+    ``LINE_FEATURES`` as bytes). ``full_lower`` is ``full.lower()``; ValueError when its lines
+    do not match ``full``'s."""
+
+@final
+class LineFilter:
+    """The line model's complete trees of ``depth`` levels (one row a tree: splits breadth-first,
+    then leaves), its log-odds ``threshold`` and ``fallback_share``; ValueError when malformed."""
+
+    def __new__(
+        cls,
+        depth: int,
+        base: float,
+        split_feature: list[list[int]],
+        split_threshold: list[list[float]],
+        leaf: list[list[float]],
+        threshold: float,
+        fallback_share: float,
+    ) -> LineFilter: ...
+    def log_odds(self, x: bytes) -> bytes:
+        """Each row's log-odds (float64 bytes) for ``x``, float64 rows of ``LINE_FEATURES``."""
+    def extract(self, full: str, full_lower: str, main: str, outside: str, titles: list[str]) -> str:
+        """The page's kept lines (blocks apart by an empty line), or ``main`` when they hold fewer
+        words than ``fallback_share`` of it; empty for a page without lines."""

@@ -16,6 +16,7 @@
 //!   windows across shards;
 //! - `report`: the report's per-document pass, document lines and attribute rows read into columns;
 //! - `extract`: HTML main-content extraction (rs-trafilatura) for the warc stage;
+//! - `line_filter`: the warc stage's `resiliparse_refined` line features and trees;
 //! - `workfile`: the checksum trailer of every work file (what one phase writes for the next).
 //!
 //! Everything but `python` is plain Rust with no pyo3 in it, so `cargo test` exercises the
@@ -31,6 +32,7 @@ pub mod dedup;
 pub mod document;
 pub mod extract;
 pub mod filters;
+pub mod line_filter;
 pub mod minhash;
 mod python;
 pub mod report;

@@ -4,6 +4,7 @@ mod bloom;
 mod dedup;
 mod extract;
 mod filters;
+mod line_filter;
 mod minhash;
 mod report;
 mod suffix;
@@ -18,6 +19,7 @@ fn _rust(m: &Bound<'_, PyModule>) -> PyResult<()> {
     dedup::register(m)?;
     extract::register(m)?;
     filters::register(m)?;
+    line_filter::register(m)?;
     minhash::register(m)?;
     report::register(m)?;
     suffix::register(m)?;

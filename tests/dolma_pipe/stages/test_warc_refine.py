@@ -10,6 +10,7 @@ import sys
 import numpy as np
 import pytest
 
+from dolma_pipe._rust import LineFilter
 from dolma_pipe.stages.warc.extract import Extractor, Resiliparse
 from dolma_pipe.stages.warc.refine import FEATURES, LineModel, ResiliparseRefined, page_lines
 
@@ -127,11 +128,35 @@ def test_a_page_whose_lines_are_mostly_dropped_gets_resiliparses_main_content():
     assert none_kept.extract(PAGE) == ""
 
 
-def test_both_ways_down_the_trees_agree():
-    model = LineModel.load()
+def test_the_trees_score_as_a_walk_down_the_models_json():
+    """The Rust core's trees (``LineModel.log_odds``) against a plain walk of ``refine_model.json``:
+    at each split a row goes right when its feature is above the threshold, and a row's log-odds
+    is the base plus its leaves."""
+    with open(LineModel.PATH, encoding="utf-8") as f:
+        spec = json.load(f)
     x = np.random.default_rng(0).uniform(-0.5, 4.0, size=(200, len(FEATURES)))
-    right = x[:, model.split_feature] > model.split_threshold
-    assert model.depth == 3 and np.array_equal(model._leaf_depth3(right), model._leaf_walk(right))
+    splits = 2 ** spec["depth"] - 1
+
+    def walk(row: np.ndarray) -> float:
+        total = spec["base"]
+        for feature, threshold, leaf in zip(spec["split_feature"], spec["split_threshold"], spec["leaf"]):
+            node = 0
+            for _ in range(spec["depth"]):
+                node = 2 * node + 1 + int(row[feature[node]] > threshold[node])
+            total += leaf[node - splits]
+        return total
+
+    assert np.allclose(LineModel.load().log_odds(x), [walk(row) for row in x], rtol=0, atol=1e-12)
+
+
+def test_malformed_input_to_the_rust_filter_is_a_value_error():
+    model = LineModel.load()
+    with pytest.raises(ValueError, match="rows of 25"):
+        model.filter.log_odds(b"\0" * 8)
+    with pytest.raises(ValueError, match="full.lower"):
+        model.filter.extract("a\nb", "a", "", "", [])
+    with pytest.raises(ValueError, match="split feature 99"):
+        LineFilter(1, 0.0, [[99]], [[0.5]], [[-1.0, 1.0]], 0.0, 0.5)
 
 
 def test_a_page_of_long_lines_only(refined):
