@@ -579,7 +579,7 @@ def html_tag_counts(html: str) -> tuple[int, int, int, int, int, bool, bool, boo
     ``<``, ``<a ``, ``<p``, ``<td``, ``<li`` in ``html`` and whether it holds ``<article``, ``<main``
     and ``"articleBody"`` (case-sensitive, as ``str.count`` and ``in`` would answer)."""
 
-# ---- line_filter: resiliparse_refined's line features and trees (rust_bloom/src/line_filter.rs) ----
+# ---- line_filter: resiliparse_refined's line features and trees (rust_bloom/src/line_filter/) ----
 
 LINE_FEATURES: Final[list[str]]
 

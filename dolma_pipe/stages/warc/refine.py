@@ -13,7 +13,7 @@ bullet and indentation, whether it is the page's title (``<h1>``/``<title>``), b
 (share, cookies, copyright, sign in, related, ...), repeats in the page, its place against the
 main content's first and last lines, and some of these averaged over nearby lines. The features,
 the trees and the kept text are computed in the Rust core (``dolma_pipe._rust.line_features``,
-``LineFilter``; ``rust_bloom/src/line_filter.rs``): resiliparse's parse and its three
+``LineFilter``; ``rust_bloom/src/line_filter/``): resiliparse's parse and its three
 linearizations are most of the time left.
 
 The model (``refine_model.json``) is fitted on WCXB's dev split alone (``bench/warc_refine.py
