@@ -9,6 +9,7 @@
 //! Lower-casing is Python's `str.lower()`, passed in (as everywhere in the core: `crate::text`).
 use crate::text::{char_len, is_space, rstrip, strip};
 use std::collections::{HashMap, HashSet};
+use std::sync::LazyLock;
 
 /// The features of a line, in the order of the model's columns (`refine_model.json`'s `features`).
 pub const FEATURES: [&str; 25] = [
@@ -166,12 +167,15 @@ fn body(line: &str) -> &str {
     }
 }
 
-fn has_boilerplate_word(lowered: &str, words: &HashSet<&str>) -> bool {
-    lowered.split(|c: char| is_space(c) || SEPARATORS.contains(c)).any(|w| !w.is_empty() && words.contains(w))
+static BOILERPLATE_SET: LazyLock<HashSet<&'static str>> = LazyLock::new(|| BOILERPLATE_WORDS.into_iter().collect());
+
+/// Whether a lower-cased line holds one of [`BOILERPLATE_WORDS`] as a whole word.
+fn has_boilerplate_word(lowered: &str) -> bool {
+    lowered.split(|c: char| is_space(c) || SEPARATORS.contains(c)).any(|w| !w.is_empty() && BOILERPLATE_SET.contains(w))
 }
 
-/// numpy's mean over each line's neighbours within `radius` (itself included) of column `from`,
-/// into column `to`: differences of a cumulative sum, as `refine._window_mean` computed them.
+/// The mean of column `from` over each line's neighbours within `radius` (itself included), into
+/// column `to`: differences of a cumulative sum, as the numpy code this replaced computed it.
 fn window_mean(x: &mut [f64], n: usize, from: usize, to: usize, radius: usize) {
     let mut csum = Vec::with_capacity(n + 1);
     csum.push(0.0);
@@ -214,7 +218,6 @@ pub fn page_lines<'a>(
     }
     let main_lines = line_set(main);
     let outside_lines = line_set(outside);
-    let boilerplate: HashSet<&str> = BOILERPLATE_WORDS.into_iter().collect();
     let bodies: Vec<&str> = lines.iter().map(|l| body(l)).collect();
     let mut seen: HashMap<&str, u32> = HashMap::with_capacity(n);
     for b in &bodies {
@@ -243,7 +246,7 @@ pub fn page_lines<'a>(
         row[TITLE] = f64::from(u8::from(titles.contains(b)));
         if char_len(b) <= 80 {
             let low_line = strip(lowered[i]);
-            row[BOILERPLATE] = f64::from(u8::from(has_boilerplate_word(body(low_line), &boilerplate)));
+            row[BOILERPLATE] = f64::from(u8::from(has_boilerplate_word(body(low_line))));
         }
         row[REPEATED] = f64::from(u8::from(seen[b] > 1));
         row[BLANK_BEFORE] = f64::from(u8::from(blanks[k]));
@@ -398,9 +401,8 @@ mod tests {
 
     #[test]
     fn boilerplate_words_are_whole_words() {
-        let words: HashSet<&str> = BOILERPLATE_WORDS.into_iter().collect();
-        assert!(has_boilerplate_word("(comments)", &words) && has_boilerplate_word("send by e-mail", &words));
-        assert!(!has_boilerplate_word("homework and timeshares", &words) && !has_boilerplate_word("e-mailing", &words));
+        assert!(has_boilerplate_word("(comments)") && has_boilerplate_word("send by e-mail"));
+        assert!(!has_boilerplate_word("homework and timeshares") && !has_boilerplate_word("e-mailing"));
     }
 
     #[test]
