@@ -4,13 +4,15 @@ the whole page, each line kept or dropped by the line model fitted on WCXB dev."
 from __future__ import annotations
 
 import json
+import math
+import random
 import subprocess
 import sys
 
 import numpy as np
 import pytest
 
-from dolma_pipe._rust import LineFilter
+from dolma_pipe._rust import LineFilter, line_features
 from dolma_pipe.stages.warc.extract import Extractor, Resiliparse
 from dolma_pipe.stages.warc.refine import FEATURES, LineModel, ResiliparseRefined, page_lines
 
@@ -106,6 +108,27 @@ def test_boilerplate_words_are_whole_words_of_short_lines():
     got = {line: x[i, col] for i, line in enumerate(lines)}
     assert {line: got[line] for line in found} == found
     assert [got[f"\u2022 Contact the desk {i}"] for i in range(2)] == [1.0, 1.0]
+
+
+def test_lines_words_and_lengths_follow_pythons_str_methods():
+    """The Rust core splits, strips and counts as Python does, on the whitespace Python knows and
+    Rust's own ``trim`` does not (\\x1c-\\x1f), a line separator that is not a line break (\\u2028),
+    and characters that change length when lower-cased."""
+    rng = random.Random(7)
+    alphabet = ["ab", "Z", " ", "\t", ".", ")", "\u2022", "\u2022 ", "\x1c", "\x1f", "\x85", "\xa0", "\u2028", "\u3000", "\r"]
+    alphabet += ["\u0130", "\u03a3", "e\u0301", "\U0001f600", "\u201d", "share", "e-mail", "Home:"]
+    for _ in range(200):
+        full = "\n".join("".join(rng.choice(alphabet) for _ in range(rng.randint(0, 30))) for _ in range(rng.randint(0, 30)))
+        lines, raws, blanks, x = line_features(full, full.lower(), full, "", [])
+        rows = full.split("\n")
+        kept = [i for i, row in enumerate(rows) if row.strip()]
+        assert lines == [rows[i].strip() for i in kept] and raws == [rows[i].rstrip() for i in kept]
+        assert blanks == [i == 0 or not rows[i - 1].strip() for i in kept]
+        features = np.frombuffer(x).reshape(len(lines), len(FEATURES))
+        bodies = [line[1:].lstrip() if line[0] == "\u2022" else line for line in lines]
+        assert np.array_equal(features[:, FEATURES.index("log_words")], [math.log(1 + len(b.split())) for b in bodies])
+        assert np.array_equal(features[:, FEATURES.index("chars_per_word")], [len(b) / max(len(b.split()), 1) for b in bodies])
+        assert (features[:, FEATURES.index("in_main")] == 1.0).all()  # main is the same text
 
 
 def test_a_model_with_other_features_is_refused(tmp_path):
