@@ -7,7 +7,7 @@
 //! extraction benchmarks: `str.strip()` and `str.split()` whitespace, lengths in code points,
 //! neighbourhood means as differences of a cumulative sum, the leaves summed in tree order.
 //! Lower-casing is Python's `str.lower()`, passed in (as everywhere in the core: `crate::text`).
-use crate::text::{char_len, is_space, rstrip, strip};
+use crate::text::{char_len, is_space, rstrip, split_word_count, strip};
 use std::collections::{HashMap, HashSet};
 use std::sync::LazyLock;
 
@@ -145,20 +145,6 @@ fn line_set(text: &str) -> HashSet<&str> {
     text.split('\n').map(strip).filter(|line| !line.is_empty()).collect()
 }
 
-/// `len(s.split())`.
-pub fn word_count(s: &str) -> usize {
-    let mut words = 0;
-    let mut in_word = false;
-    for c in s.chars() {
-        let space = is_space(c);
-        if !space && !in_word {
-            words += 1;
-        }
-        in_word = !space;
-    }
-    words
-}
-
 /// The line without its list bullet (and the spaces after it).
 fn body(line: &str) -> &str {
     match line.strip_prefix(BULLET_MARK) {
@@ -226,7 +212,7 @@ pub fn page_lines<'a>(
     let (mut first, mut last, mut in_main_count) = (None, None, 0usize);
     for (k, &i) in nonempty.iter().enumerate() {
         let (line, b, row) = (lines[k], bodies[k], &mut x[k * WIDTH..(k + 1) * WIDTH]);
-        let words = word_count(b);
+        let words = split_word_count(b);
         let in_main = main_lines.contains(line);
         if in_main {
             first.get_or_insert(k);
@@ -255,7 +241,7 @@ pub fn page_lines<'a>(
     }
     let (first, last) = (first.unwrap_or(n), last.map_or(-1, |l| l as i64));
     let main_share = in_main_count as f64 / n as f64;
-    let log_main_words = (word_count(main) as f64).ln_1p();
+    let log_main_words = (split_word_count(main) as f64).ln_1p();
     let log_lines = (n as f64).ln_1p();
     for k in 0..n {
         let row = k * WIDTH;
@@ -374,7 +360,7 @@ pub fn kept_text(page: &PageLines<'_>, trees: &Trees, threshold: f64, fallback_s
             text.push_str(raw);
         }
     }
-    if (word_count(&text) as f64) < fallback_share * word_count(main) as f64 {
+    if (split_word_count(&text) as f64) < fallback_share * split_word_count(main) as f64 {
         return main.to_owned();
     }
     text

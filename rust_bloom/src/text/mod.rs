@@ -160,6 +160,12 @@ pub fn has_words(s: &str, k: usize) -> bool {
     s.split(is_space).filter(|w| !w.is_empty()).take(k).count() >= k
 }
 
+/// The number of whitespace-separated words (`len(s.split())`).
+#[inline]
+pub fn split_word_count(s: &str) -> usize {
+    s.split(is_space).filter(|w| !w.is_empty()).count()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -173,6 +179,10 @@ mod tests {
     #[test]
     fn splits_like_python() {
         assert_eq!(words(" a\tbc\x1c d "), vec![("a", 1, false), ("bc", 2, false), ("d", 1, false)]);
+        assert_eq!(
+            (split_word_count(" a\tbc\x1c d "), split_word_count("\u{85} \u{2028}"), split_word_count("x")),
+            (3, 0, 1)
+        );
         assert_eq!(
             words("中文x é\u{a0}y"),
             vec![("中", 1, true), ("文", 1, true), ("x", 1, false), ("é", 1, false), ("y", 1, false)]
