@@ -34,15 +34,19 @@ import html as htmllib
 import json
 import os
 import re
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-import numpy as np
 from resiliparse.extract.html2text import extract_plain_text
 from resiliparse.parse.html import HTMLTree
 
 from dolma_pipe._rust import LINE_FEATURES, LineFilter, line_features
 
 from .extractor import Extractor, resiliparse_text
+
+if TYPE_CHECKING:
+    # numpy only for fitting and probing (page_lines, log_odds): the extractor's process, which
+    # only calls LineFilter.extract, starts without it (about 0.1 CPU-s a WARC file).
+    import numpy as np
 
 _HEADING = re.compile(r"<(?:h1|title)\b[^>]*>([^<]*)<", re.IGNORECASE)
 _SPACE = re.compile(r"\s+")
@@ -98,6 +102,8 @@ class PageLines(NamedTuple):
 
 def page_lines(html: str, tree: HTMLTree | None = None) -> PageLines:
     """The page's lines and their features (:class:`PageLines`), for fitting and probing the model."""
+    import numpy as np
+
     texts = _texts(html, tree if tree is not None else HTMLTree.parse(html))
     lines, raws, blanks, x = line_features(*texts)
     return PageLines(lines, raws, blanks, np.frombuffer(x).reshape(len(lines), len(FEATURES)), texts.main)
@@ -142,6 +148,8 @@ class LineModel:
 
     def log_odds(self, x: np.ndarray) -> np.ndarray:
         """Each row's log-odds of being content."""
+        import numpy as np
+
         rows = np.ascontiguousarray(x, dtype=np.float64)
         return np.frombuffer(self.filter.log_odds(rows.tobytes()))
 

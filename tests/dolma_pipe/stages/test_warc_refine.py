@@ -206,3 +206,9 @@ def test_a_linearizer_choice_of_the_stage_through_its_sandbox(tmp_path):
         assert all(p in docs[rec.url]["text"] for p in rec.text), rec.url
     code = "import sys; import dolma_pipe.stages.warc.extract as e; assert 'dolma_pipe.stages.warc.refine' not in sys.modules; print(type(e.EXTRACTORS['resiliparse_refined']()).__name__)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "ResiliparseRefined"
+    # Extracting needs no numpy (only fitting and probing do): the extractor's process never imports it.
+    code = (
+        "import sys; from dolma_pipe.stages.warc.extract import EXTRACTORS; x = EXTRACTORS['resiliparse_refined']();"
+        f" text = x.extract({html_page('T', pages[0])!r}); assert 'numpy' not in sys.modules; print(len(text) > 0)"
+    )
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "True"
