@@ -65,6 +65,11 @@ TAGGERS = (
     "ft_lang_id_en_paragraph_with_doc_score_v2",
     "ft_lang_id_1e2",
     "dclm-oh-eli5",
+    "cld2_doc_v2",
+    "cld2_paragraph_v2",
+    "cld2_en_doc_v2",
+    "cld2_en_paragraph_v2",
+    "cld2_en_paragraph_with_doc_score_v2",
 )
 # The URLs Dolma downloads its models from (dolma/taggers/language.py, quality.py).
 LID_URL = "https://dl.fbaipublicfiles.com/fasttext/supervised-models/lid.176.bin"
@@ -136,6 +141,13 @@ EDGE_TEXTS = [
     "Dies ist ein deutscher Absatz über das Wetter.\nThis paragraph is English and talks about the weather.\nCeci est un paragraphe en français.",
     "\n\nparagraph after blank lines\n\n\n   \n\nand another\n",
     "Only punctuation!!! ??? ... !!!",
+    # CLD2 refuses control characters (and some others): Dolma then tries the text transliterated
+    # to ASCII (enough for a C1 control or a noncharacter), then the text less Cc and Cs characters.
+    "Ein deutscher Absatz mit Steuerzeichen\x07 darin, über das Wetter und die Berge im Süden.",
+    "Un párrafo en español\x80 con un carácter de control sobre el tiempo y el mar.",
+    "English prose about the sea\x7f, the wind and the boats in the harbour at dawn.\nA second paragraph in English, about the fishermen and their nets.",
+    "Texte fran\ufffeçais avec un non-caractère, sur la pluie et le beau temps.",
+    "Ελληνικό κείμενο\x1b για τον καιρό και τη θάλασσα.\nРусский текст о погоде и море. Это второй абзац на русском языке.",
 ]
 
 
@@ -405,7 +417,7 @@ def main() -> int:
     ap.add_argument("--reuse-dolma", action="store_true", help="compare with Dolma's output of an earlier run of the same taggers")
     ap.add_argument("--fixture", help="write the test fixture to this folder (from the corpora run)")
     ap.add_argument("--fixture-docs", default="sample=140,real=90", help="documents per corpus in the fixture (edge: all)")
-    ap.add_argument("--fixture-limit", type=int, default=300_000, help="most bytes the fixture folder may hold")
+    ap.add_argument("--fixture-limit", type=int, default=400_000, help="most bytes the fixture folder may hold")
     args = ap.parse_args()
     taggers = [t for t in args.taggers.split(",") if t]
     unknown = set(taggers) - set(TAGGERS)

@@ -21,7 +21,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 WORK = os.path.join(HERE, "_work")
 DOLMA_VENV = os.path.join(WORK, "dolma-venv")
-DOLMA_REQUIREMENTS = ["dolma==1.2.1", "boto3==1.28.17", "botocore==1.31.17", "aiobotocore==2.5.4"]
+DOLMA_REQUIREMENTS = ["dolma==1.2.1", "boto3==1.28.17", "botocore==1.31.17", "aiobotocore==2.5.4", "pycld2"]
 OUR_PYTHON = os.path.join(ROOT, ".venv", "bin", "python")
 
 

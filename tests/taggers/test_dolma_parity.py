@@ -56,6 +56,7 @@ DOCUMENTED = {
     "c4_v2__lines_with_too_few_words": "c4_v1__lines_with_too_few_words",
 }
 _LANGUAGE_TAGGERS = ("ft_lang_id_en_doc_v2", "ft_lang_id_en_paragraph_v2", "ft_lang_id_en_paragraph_with_doc_score_v2", "ft_lang_id_1e2")
+_CLD2_TAGGERS = ("cld2_doc_v2", "cld2_paragraph_v2", "cld2_en_doc_v2", "cld2_en_paragraph_v2", "cld2_en_paragraph_with_doc_score_v2")
 
 
 def _load() -> tuple[dict, list[dict]]:
@@ -116,7 +117,13 @@ def test_fixture_covers_every_dolma_name_we_register():
     assert sum(r["corpus"] == "edge" for r in ROWS) >= 30
     assert any(r["documented"] for r in ROWS)
     for name in HEADER["taggers"]:
-        assert sum(any(k.startswith(key_part(name) + "__") for k in r["dolma"]) for r in ROWS) >= 250, name
+        written = sum(any(k.startswith(key_part(name) + "__") for k in r["dolma"]) for r in ROWS)
+        if name in ("cld2_doc_v2", "cld2_paragraph_v2"):
+            # These write nothing for a text CLD2 is unsure of; such documents are compared too
+            # (we must write nothing there), and the fixture holds some of each.
+            assert written >= 200 and len(ROWS) - written >= 10, name
+        else:
+            assert written >= 250, name
 
 
 @pytest.mark.parametrize("use_rust", [True, False], ids=["rust", "python"])
@@ -128,7 +135,7 @@ def test_rule_taggers_give_dolmas_values(name, use_rust):
     assert mismatches(name, ours_by_attribute(tagger, docs), ROWS) == []
 
 
-@pytest.mark.parametrize("name", ["char_length_with_paragraphs_v1", "dclm-oh-eli5", *_LANGUAGE_TAGGERS])
+@pytest.mark.parametrize("name", ["char_length_with_paragraphs_v1", "dclm-oh-eli5", *_LANGUAGE_TAGGERS, *_CLD2_TAGGERS])
 def test_other_taggers_give_dolmas_values(name):
     tagger = _build(name)
     docs = [Document(r["id"], r["text"]) for r in ROWS]
