@@ -23,7 +23,8 @@ What it does (issue 31's targets; ``bench/warc_quality.py --check`` tests the me
    ``id``) or URL (Dolma's ``warc_url``: its id is the payload digest) and scored the same way.
 4. Speed on a Common-Crawl-like crawl (``--speed-copies``: every benchmark page repeated with
    distinct URLs and record ids, in ``2 x --processes`` WARC files): ``dolma-pipe warc`` with a URL
-   blocklist (datatrove's UT1 domains) and ``ft_lang_id_en_doc_v2`` as post-tagger, ``dolma warc``
+   blocklist (datatrove's UT1 domains) and ``ft_lang_id_en_doc_v2`` as post-tagger (and again with
+   ``cld2_en_doc_v2``: like for like with ``dolma warc`` below), ``dolma warc``
    (resiliparse, Dolma's offline ``cld2_en_doc_v2`` post-tagger; and again with its
    ``ft_lang_id_en_doc_v2``, whose model it would download, given our lid.176.ftz in a private
    cache folder where it looks first: the same tagger and model as ours) and datatrove's
@@ -82,7 +83,8 @@ NO_LIST = "dolma-pipe warc, no URL list"  # the speed run's row without the 4.5M
 DOLMA_FT = "dolma warc, fastText"  # the speed run's `dolma warc` with our language-id tagger and model (like for like)
 DOLMA_FT_URL = "https://dl.fbaipublicfiles.com/fasttext/supervised-models/lid.176.bin"  # where Dolma's tagger fetches its model
 COLD = "dolma-pipe warc, list compiled in the run"  # the speed run's row with an empty URL-list cache
-SPEED_TOOLS = ["dolma-pipe warc", COLD, NO_LIST, "dolma warc", DOLMA_FT, "datatrove"]
+CLD2 = "dolma-pipe warc, cld2"  # the speed run's row with Dolma's cld2_en_doc_v2 post-tagger (like for like with `dolma warc`)
+SPEED_TOOLS = ["dolma-pipe warc", CLD2, COLD, NO_LIST, "dolma warc", DOLMA_FT, "datatrove"]
 
 
 def ensure_venv(venv: str, requirements: list[str]) -> str:
@@ -190,7 +192,7 @@ def end_to_end(tool: str, warcs: list[str], out: str, processes: int, fineweb: b
         if " --linearizer " in tool:  # "dolma-pipe warc --linearizer NAME": another of the stage's extractors
             cmd += ["--linearizer", tool.rsplit(" ", 1)[1]]
         if fineweb:
-            cmd += ["--post.taggers", "ft_lang_id_en_doc_v2"]
+            cmd += ["--post.taggers", "cld2_en_doc_v2" if tool == CLD2 else "ft_lang_id_en_doc_v2"]
         if fineweb and tool != NO_LIST:
             cmd += ["--urls.blocklists", ut1_domains()]
         env = peers.our_env()

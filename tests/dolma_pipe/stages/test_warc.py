@@ -311,13 +311,20 @@ def test_dolma_warc_config_runs_unchanged(crawl, tmp_path):
         f"documents: ['{root}/crawl/part-1.warc.gz']\n"
         f"destination: ['{tmp_path}/out']\n"
         "source_name: cc-2024\nlinearizer: resiliparse\nprocesses: 1\nignore_existing: false\ndebug: false\n"
-        "work_dir: {input: /tmp/x, output: /tmp/y}\npre: {taggers: [], skip: false}\npost: {taggers: [], skip: false}\n"
+        "work_dir: {input: /tmp/x, output: /tmp/y}\npre: {taggers: [], skip: false}\npost: {taggers: [cld2_en_doc_v2], skip: false}\n"
         "store_html_in_metadata: false\n"
     )
     config = load_config(WarcConfig, str(path), {"progress": False})
     run_stage(WarcStage(config))
     docs = _docs(tmp_path / "out")
     assert docs and {d["source"] for d in docs} == {"cc-2024"}
+    # Dolma's CLD2 post-tagger, as Dolma's warc configs name it: English and not English per document.
+    rows = [json.loads(x) for x in gzip.open(tmp_path / "out" / "attributes" / "cld2_en_doc_v2" / "part-1.jsonl.gz")]
+    assert [r["id"] for r in rows] == [d["id"] for d in docs]
+    for row, doc in zip(rows, docs):
+        [[s, e, en]] = row["attributes"]["cld2_en_doc_v2__cld2_en_doc_v2__en"]
+        assert (s, e) == (0, len(doc["text"])) and row["attributes"]["cld2_en_doc_v2__cld2_en_doc_v2__not_en"] == [[0, e, round(1 - en, 5)]]
+    assert sum(r["attributes"]["cld2_en_doc_v2__cld2_en_doc_v2__en"][0][2] > 0.5 for r in rows) > len(rows) / 2
 
 
 def test_s3_in_and_out(crawl, s3_bucket, tmp_path):
