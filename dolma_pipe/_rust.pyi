@@ -574,6 +574,14 @@ def rs_trafilatura_extract(html: str, url: str | None = None) -> tuple[str, floa
     """(text, quality estimate 0-1, page type) of one page; ValueError when the crate fails on it,
     RuntimeError when it panics (caught)."""
 
+HTML_FLAT_ELEMENTS: Final[list[str]]
+
+def html_nested_deeper(html: bytes, limit: int) -> bool:
+    """Whether the page (its UTF-8 bytes) nests elements deeper than ``limit``: the tags of
+    ``<(/?)([A-Za-z][A-Za-z0-9]*)[^>]*>`` in order, each opening one deeper, each closing one
+    shallower (never below 0), those of ``HTML_FLAT_ELEMENTS`` (void elements and elements HTML
+    closes by itself) neither; False without a scan when it has no more ``<`` than ``limit``."""
+
 def html_tag_counts(html: str) -> tuple[int, int, int, int, int, bool, bool, bool]:
     """(tags, links, paragraphs, cells, list_items, article, main, article_body): the counts of
     ``<``, ``<a ``, ``<p``, ``<td``, ``<li`` in ``html`` and whether it holds ``<article``, ``<main``

@@ -11,10 +11,11 @@ the whole page by a small model (:mod:`.refine`).
 
 Deep markup: resiliparse's main-content rules take time quadratic in the nesting depth (measured:
 5,000 nested elements 1.5 s, 10,000 7.5 s, 100,000 never ends), in C where no timer can stop
-them. So a page nested deeper than ``max_depth`` (counted on the HTML with a regular expression,
-only for pages with more tags than that; elements HTML closes by itself and void elements left
-out) is extracted without the main-content rules, which are linear: its text is kept, and the
-stage counts it as ``deep_markup``.
+them. So a page nested deeper than ``max_depth`` (its tags counted on its UTF-8 bytes in one pass
+in the Rust core, ``dolma_pipe._rust.html_nested_deeper``, only for pages with more ``<`` than
+that; elements HTML closes by itself and void elements, ``HTML_FLAT_ELEMENTS``, left out) is
+extracted without the main-content rules, which are linear: its text is kept, and the stage
+counts it as ``deep_markup``.
 
 With ``isolate`` (the default) extraction runs in a child process and the time cap is the
 sandbox's (:mod:`.sandbox`: the child is killed). Without it, the cap is enforced in the process: an interval timer interrupts an extraction that runs past
@@ -30,7 +31,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 import signal
 import threading
 import time
@@ -269,29 +269,6 @@ EXTRACTORS: dict[str, Callable[[], Extractor]] = {
     "combined": Combined,
     "resiliparse_refined": _resiliparse_refined,
 }
-
-_TAG = re.compile(r"<(/?)([A-Za-z][A-Za-z0-9]*)[^>]*>")
-# Elements that never nest (void) or that HTML closes by itself when a sibling starts.
-_FLAT = frozenset(
-    "area base br col embed hr img input link meta param source track wbr p li td tr th dt dd option optgroup tbody thead tfoot colgroup rb rt rp".split()
-)
-
-
-def nested_deeper(html: str, limit: int) -> bool:
-    """Whether ``html`` nests elements deeper than ``limit`` (no scan when it has fewer tags)."""
-    if html.count("<") <= limit:
-        return False
-    depth = 0
-    for match in _TAG.finditer(html):
-        if match.group(2).lower() in _FLAT:
-            continue
-        if match.group(1):
-            depth = max(depth - 1, 0)
-        else:
-            depth += 1
-            if depth > limit:
-                return True
-    return False
 
 
 def _raise_too_slow(signum: int, frame: FrameType | None) -> None:

@@ -25,16 +25,15 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-import numpy as np
-
 from dolma_pipe import storage
+from dolma_pipe._rust import html_nested_deeper
 from dolma_pipe.documents import JsonlWriter
 from dolma_pipe.quarantine import Quarantine
 from dolma_pipe.stage import Phase, RunContext, Task, TaskOutput, file_task
 
 from .arc import is_arc, read_arc
 from .charset import Decoded, decode
-from .extract import _FLAT, EXTRACTORS, Extractor, TooSlow, extract_capped
+from .extract import EXTRACTORS, Extractor, TooSlow, extract_capped
 from .outcomes import Bad, Skip
 from .payload import TooLarge, dechunk, open_payload
 from .pdf import PDF_TYPE, PdfText
@@ -54,56 +53,6 @@ CONTENT_RECORDS = frozenset({"response", "resource", "conversion"})
 # pages or BATCH_CHARS characters of HTML.
 BATCH = 32
 BATCH_CHARS = 4 << 20
-
-_ALNUM = np.zeros(256, bool)
-_ALNUM[list(b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")] = True
-_ALPHA = _ALNUM.copy()
-_ALPHA[list(b"0123456789")] = False
-_FLAT_CODES = np.array(sorted(int.from_bytes(n.encode("ascii"), "little") for n in _FLAT), dtype=np.uint64)
-_NAME_BYTES = 8  # the longest element name in _FLAT (colgroup, optgroup)
-assert max(map(len, _FLAT)) <= _NAME_BYTES
-
-
-def nested_deeper_utf8(data: bytes, limit: int) -> bool:
-    """``extract.nested_deeper(html, limit)`` answered on ``html``'s UTF-8 bytes with array
-    operations instead of a Python loop over every tag (the same answer: the tag expression
-    ``<(/?)([A-Za-z][A-Za-z0-9]*)[^>]*>`` finds the same tags in the UTF-8 bytes, whose multi-byte
-    characters hold no ASCII byte). A tag is the first ``<``, ``</`` and letter before a ``>``
-    (the ones after it up to that ``>`` are inside it); its depth is the running sum of +1 per
-    opening and -1 per closing tag, never below 0 (the sum less its lowest prefix below 0)."""
-    a = np.frombuffer(data, np.uint8)
-    if np.count_nonzero(a == 60) <= limit:  # "<"
-        return False
-    last = len(a) - 1
-
-    def byte_at(where: np.ndarray) -> np.ndarray:  # 0 past the end
-        return np.where(where <= last, a[np.minimum(where, last)], 0)
-
-    lt = np.flatnonzero(a == 60)
-    close = byte_at(lt + 1) == 47  # "/"
-    start = lt + 1 + close
-    tag = _ALPHA[byte_at(start)]
-    lt, close, start = lt[tag], close[tag], start[tag]
-    if np.count_nonzero(~close) <= limit:  # fewer openings than the limit: no deeper nesting
-        return False
-    gt = np.flatnonzero(a == 62)  # ">"
-    ends = np.searchsorted(gt, lt)
-    first = (ends < len(gt)) & np.concatenate(([True], ends[1:] != ends[:-1]))
-    close, start = close[first], start[first]
-    code = np.zeros(len(start), np.uint64)
-    named = np.ones(len(start), bool)  # the name goes on at byte k
-    for k in range(_NAME_BYTES + 1):
-        byte = byte_at(start + k)
-        named &= _ALNUM[byte]
-        if k == _NAME_BYTES:
-            break
-        code |= np.where(named, byte | 0x20, 0).astype(np.uint64) << np.uint64(8 * k)  # lower case
-    length_ok = ~named  # names longer than 8 bytes are none of _FLAT
-    nested = ~(length_ok & np.isin(code, _FLAT_CODES))
-    depth = np.cumsum(np.where(close[nested], -1, 1))
-    if not len(depth):
-        return False
-    return bool((depth - np.minimum(np.minimum.accumulate(depth), 0)).max() > limit)
 
 
 @contextmanager
@@ -263,7 +212,7 @@ class Extraction:
         pre_rows = self._tag(self.pre, doc_id, "", {"url": record.target_uri, "html": decoded.text}, "pre_taggers")
         # The page's UTF-8 bytes: the body itself when it was read as UTF-8 (most pages), no copy.
         utf8 = payload.body if decoded.utf8_body else decoded.text.encode("utf-8", "surrogatepass")
-        deep = self.extractor.depth_quadratic and nested_deeper_utf8(utf8, self.config.max_depth)
+        deep = self.extractor.depth_quadratic and html_nested_deeper(utf8, self.config.max_depth)
         if deep:
             self.counts["deep_markup"] += 1  # extracted without the main-content rules (extract.py)
         return Page(record, payload.content_type, decoded, doc_id, pre_rows, deep, utf8=utf8)

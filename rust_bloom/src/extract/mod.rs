@@ -162,9 +162,72 @@ pub fn tag_counts(html: &str) -> TagCounts {
     c
 }
 
+/// Elements that never nest (void) or that HTML closes by itself when a sibling starts: their
+/// tags leave the depth of [`nested_deeper`] as it is.
+pub const FLAT_ELEMENTS: [&str; 30] = [
+    "area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "param", "source", "track", "wbr", "p",
+    "li", "td", "tr", "th", "dt", "dd", "option", "optgroup", "tbody", "thead", "tfoot", "colgroup", "rb", "rt", "rp",
+];
+
+fn is_flat(name: &[u8]) -> bool {
+    name.len() <= 8 && FLAT_ELEMENTS.iter().any(|flat| name.eq_ignore_ascii_case(flat.as_bytes()))
+}
+
+/// Whether `html` nests elements deeper than `limit`: the tags of the expression
+/// `<(/?)([A-Za-z][A-Za-z0-9]*)[^>]*>` in order (a tag runs to the first `>` after its name; a
+/// `<` that starts none is text), each opening one deeper, each closing one shallower (never
+/// below 0), the flat elements' tags neither. Answered without a scan when the page has no more
+/// `<` than `limit`. On UTF-8 bytes this finds the tags Python's `re` finds in the text (no
+/// multi-byte character holds an ASCII byte).
+pub fn nested_deeper(html: &[u8], limit: usize) -> bool {
+    if memchr::memchr_iter(b'<', html).count() <= limit {
+        return false;
+    }
+    let (mut depth, mut at) = (0usize, 0usize);
+    while let Some(offset) = memchr::memchr(b'<', &html[at..]) {
+        let lt = at + offset;
+        let close = html.get(lt + 1) == Some(&b'/');
+        let start = lt + 1 + usize::from(close);
+        if !html.get(start).is_some_and(u8::is_ascii_alphabetic) {
+            at = lt + 1;
+            continue;
+        }
+        let end = start + html[start..].iter().take_while(|b| b.is_ascii_alphanumeric()).count();
+        let Some(gt) = memchr::memchr(b'>', &html[end..]) else {
+            return false; // no `>` left: no tag from here on
+        };
+        at = end + gt + 1;
+        if is_flat(&html[start..end]) {
+            continue;
+        }
+        if close {
+            depth = depth.saturating_sub(1);
+        } else {
+            depth += 1;
+            if depth > limit {
+                return true;
+            }
+        }
+    }
+    false
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn depth_counts_nesting_tags_only() {
+        let deep = "<div>".repeat(5) + &"<p><br>".repeat(50) + "x" + &"</div>".repeat(5);
+        assert!(nested_deeper(deep.as_bytes(), 4) && !nested_deeper(deep.as_bytes(), 5));
+        // Closings never go below 0; `<` that starts no tag, `</` before a digit, and names that
+        // only begin like a flat element's are counted as written.
+        let html = "</div></div><a><b>< c><1><span></2><brx><PARAM>";
+        assert!(nested_deeper(html.as_bytes(), 3) && !nested_deeper(html.as_bytes(), 4));
+        // A tag runs to its first `>`: the `<div` inside it is not one; no `>` at all ends the tags.
+        assert!(!nested_deeper(b"<i title='<div>'><b>x", 2) && nested_deeper(b"<i title='<div>'><b>x", 1));
+        assert!(!nested_deeper(b"<i><b><u><s", 3) && nested_deeper(b"<i><b><u><s>", 3));
+    }
 
     #[test]
     fn main_content_without_navigation() {

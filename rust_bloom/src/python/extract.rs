@@ -1,6 +1,7 @@
 //! HTML extraction's Python face (`crate::extract`), for the warc stage's `rs_trafilatura` and
-//! `combined` linearizers: one page per call, extracted with the GIL released; the crate's error
-//! is a `ValueError`, a panic it raised (caught) a `RuntimeError`, each naming the extractor.
+//! `combined` linearizers and its markup-depth check: one page per call, without the GIL; the
+//! crate's error is a `ValueError`, a panic it raised (caught) a `RuntimeError`, each naming the
+//! extractor.
 use crate::extract::{self, ExtractError};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
@@ -25,8 +26,17 @@ fn html_tag_counts(py: Python<'_>, html: &str) -> (usize, usize, usize, usize, u
     (c.tags, c.links, c.paragraphs, c.cells, c.list_items, c.article, c.main, c.article_body)
 }
 
+/// Whether the HTML (its UTF-8 bytes) nests elements deeper than ``limit`` (`extract::nested_deeper`),
+/// without the GIL.
+#[pyfunction]
+fn html_nested_deeper(py: Python<'_>, html: &[u8], limit: usize) -> bool {
+    py.detach(|| extract::nested_deeper(html, limit))
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(rs_trafilatura_extract, m)?)?;
     m.add_function(wrap_pyfunction!(html_tag_counts, m)?)?;
+    m.add_function(wrap_pyfunction!(html_nested_deeper, m)?)?;
+    m.add("HTML_FLAT_ELEMENTS", extract::FLAT_ELEMENTS.to_vec())?;
     Ok(())
 }

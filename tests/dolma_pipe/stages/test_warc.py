@@ -9,6 +9,7 @@ import gzip
 import hashlib
 import io
 import json
+import re
 import shutil
 from collections import Counter
 from pathlib import Path
@@ -591,21 +592,40 @@ def test_url_lists_bare_and_mixed_give_the_same_verdicts(tmp_path, monkeypatch):
     assert {u: in_memory.blocked(u) for u in urls} == urls and not isinstance(in_memory.domains.parts[0], np.memmap)
 
 
+# The depth check's definition, as a loop over the tags of the text: elements that never nest (void)
+# or that HTML closes by itself when a sibling starts leave the depth as it is.
+_TAG = re.compile(r"<(/?)([A-Za-z][A-Za-z0-9]*)[^>]*>")
+_FLAT = frozenset(
+    "area base br col embed hr img input link meta param source track wbr p li td tr th dt dd option optgroup tbody thead tfoot colgroup rb rt rp".split()
+)
+
+
+def _nested_deeper(html: str, limit: int) -> bool:
+    depth = 0
+    for match in _TAG.finditer(html):
+        if match.group(2).lower() in _FLAT:
+            continue
+        depth = max(depth - 1, 0) if match.group(1) else depth + 1
+        if depth > limit:
+            return True
+    return False
+
+
 def test_the_depth_check_on_utf8_bytes_answers_as_the_tag_scan():
-    """``nested_deeper_utf8`` (array operations on the page's UTF-8 bytes) says what
-    ``extract.nested_deeper`` (a loop over the tags of the text) says, on random markup: tags
-    inside tags, unclosed tags, self-closing and void elements in any case, names longer than any
-    void element's, non-ASCII text, and a last tag with no ``>``."""
+    """The Rust core's ``html_nested_deeper`` (one pass over the page's UTF-8 bytes) says what a
+    loop over the tags of the text says, on random markup: tags inside tags, unclosed tags,
+    self-closing and void elements in any case, names longer than any void element's, non-ASCII
+    text, and a last tag with no ``>``; pages with no more ``<`` than the limit included."""
     import random
 
-    from dolma_pipe.stages.warc.extract import nested_deeper
-    from dolma_pipe.stages.warc.files import nested_deeper_utf8
+    from dolma_pipe._rust import HTML_FLAT_ELEMENTS, html_nested_deeper
 
-    pieces = "< > / <div> </div> <DIV x='<b>'> <P> <p  </p> <br/> <Colgroup> <colgroupx> <col> <1 x é 字 <!-- <optgroup <a1> </ <B> </b> <li> <LI2>"
+    assert set(HTML_FLAT_ELEMENTS) == _FLAT
+    pieces = "< > / <div> </div> <DIV x='<b>'> <P> <p  </p> <br/> <Colgroup> <colgroupx> <col> <1 x é 字 <!-- <optgroup <a1> </ <B> </b> <li> <LI2> <RT> <rtc>"
     rng = random.Random(5)
-    for _ in range(300):
+    for _ in range(1000):
         html = "".join(rng.choice(pieces.split(" ") + [" "]) for _ in range(rng.randint(0, 120)))
         for limit in (0, 2, 6):
-            assert nested_deeper_utf8(html.encode("utf-8"), limit) == nested_deeper(html, limit), (html, limit)
+            assert html_nested_deeper(html.encode("utf-8"), limit) == _nested_deeper(html, limit), (html, limit)
     deep = "<div>" * 40 + "<p>x" * 100 + "</div>" * 40
-    assert nested_deeper_utf8(deep.encode(), 39) and not nested_deeper_utf8(deep.encode(), 40)
+    assert html_nested_deeper(deep.encode(), 39) and not html_nested_deeper(deep.encode(), 40)
