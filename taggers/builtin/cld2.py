@@ -61,6 +61,10 @@ def _sanitized(text: str) -> str:
     return _BAD_CHARS.sub("", text)
 
 
+# The text as it is, transliterated to ASCII, less its control and surrogate characters: Dolma's order.
+_ATTEMPTS: tuple[Callable[[str], str], ...] = (lambda text: text, anyascii, _sanitized)
+
+
 def cld2_languages(text: str) -> list[tuple[str, float]]:
     """Dolma's ``Cld2LanguageTagger.predict_text``: (type, score) of each language CLD2 gives ``text``."""
     for make in _ATTEMPTS:
@@ -74,10 +78,6 @@ def cld2_languages(text: str) -> list[tuple[str, float]]:
     if not reliable:
         return []
     return [(name[:2].lower(), percent / 100.0) for name, _, percent, _ in details if name != "UNKNOWN_LANGUAGE"]
-
-
-# The text as it is, transliterated to ASCII, less its control and surrogate characters: Dolma's order.
-_ATTEMPTS: tuple[Callable[[str], str], ...] = (lambda text: text, anyascii, _sanitized)
 
 
 def _english(text: str) -> float:
