@@ -51,7 +51,7 @@ from anyascii import anyascii
 from taggers.base import Document, Granularity, Span, Tagger
 from taggers.registry import register
 
-from .langid import dolma_paragraphs
+from .langid import dolma_doc_score, dolma_en_spans, dolma_paragraphs
 
 # Dolma's RE_BAD_CHARS, regex's [\p{Cc}\p{Cs}]+: the C0 and C1 controls and DEL, and surrogates.
 _BAD_CHARS = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]+")
@@ -110,8 +110,7 @@ class Cld2EnglishDocumentTagger(Tagger):
     granularity: ClassVar[Granularity] = "document"
 
     def predict(self, doc: Document) -> list[Span]:
-        n, en = len(doc.text), _english(doc.text)
-        return [Span("en", 0, n, en), Span("not_en", 0, n, 1.0 - en)]
+        return dolma_en_spans([(0, len(doc.text))], [_english(doc.text)])
 
 
 @register("cld2_en_paragraph_v2")
@@ -120,9 +119,8 @@ class Cld2EnglishParagraphTagger(Tagger):
     granularity: ClassVar[Granularity] = "paragraph"
 
     def predict(self, doc: Document) -> list[Span]:
-        text = doc.text
-        scored = [(a, b, _english(text[a:b])) for a, b in dolma_paragraphs(text)]
-        return [Span("en", a, b, s) for a, b, s in scored] + [Span("not_en", a, b, 1.0 - s) for a, b, s in scored]
+        ranges = dolma_paragraphs(doc.text)
+        return dolma_en_spans(ranges, [_english(doc.text[a:b]) for a, b in ranges])
 
 
 @register("cld2_en_paragraph_with_doc_score_v2")
@@ -132,8 +130,4 @@ class Cld2EnglishParagraphWithDocScoreTagger(Cld2EnglishParagraphTagger):
 
     def predict(self, doc: Document) -> list[Span]:
         spans = super().predict(doc)
-        n = len(doc.text)
-        # Dolma's add_global_language_score_from_slice_score, its ZeroDivisionError fallback included.
-        en = sum((s.end - s.start) * s.score for s in spans if s.type == "en") / n if n else 0.0
-        not_en = 1 - en if n else 0.0
-        return spans + [Span("doc_en", 0, n, en), Span("doc_not_en", 0, n, not_en)]
+        return [*spans, *dolma_doc_score(spans, len(doc.text))]

@@ -216,6 +216,20 @@ def dolma_paragraphs(text: str) -> list[tuple[int, int]]:
     return [m.span() for m in _DOLMA_PARAGRAPH.finditer(text) if m.group().strip()]
 
 
+def dolma_en_spans(ranges: list[tuple[int, int]], scores: list[float]) -> list[Span]:
+    """Dolma's English language taggers' spans (its ``INCLUDE_NEGATIVE``): ``en`` with its score
+    over each range, then ``not_en`` with 1 - that score over each (fastText's and CLD2's alike)."""
+    return [Span("en", a, b, s) for (a, b), s in zip(ranges, scores)] + [Span("not_en", a, b, 1.0 - s) for (a, b), s in zip(ranges, scores)]
+
+
+def dolma_doc_score(spans: list[Span], n: int) -> tuple[Span, Span]:
+    """Dolma's ``add_global_language_score_from_slice_score``: ``doc_en``, the characters of each
+    ``en`` span times its score over the document's length ``n``, and ``doc_not_en`` = 1 - that;
+    0.0 and 0.0 for an empty text (its ZeroDivisionError fallback)."""
+    en = sum((s.end - s.start) * s.score for s in spans if s.type == "en") / n if n else 0.0
+    return Span("doc_en", 0, n, en), Span("doc_not_en", 0, n, 1 - en if n else 0.0)
+
+
 class _DolmaLidTagger(_LidTagger):
     """Dolma 1.2.1's fastText language taggers (``dolma/taggers/language.py``), value for value.
 
@@ -249,7 +263,7 @@ class FastTextEnglishDocumentTagger(_DolmaLidTagger):
 
     def predict_batch(self, docs: list[Document]) -> list[list[Span]]:
         scores = [p.get("en", 0.0) for p in self._predict_all([d.text for d in docs])]
-        return [[Span("en", 0, len(d.text), s), Span("not_en", 0, len(d.text), 1.0 - s)] for d, s in zip(docs, scores)]
+        return [dolma_en_spans([(0, len(d.text))], [s]) for d, s in zip(docs, scores)]
 
 
 @register("ft_lang_id_en_paragraph_v2")
@@ -260,10 +274,7 @@ class FastTextEnglishParagraphTagger(_DolmaLidTagger):
 
     def predict_batch(self, docs: list[Document]) -> list[list[Span]]:
         spans, scores = self._paragraph_en(docs)
-        return [
-            [Span("en", a, b, s) for (a, b), s in zip(ss, sc)] + [Span("not_en", a, b, 1.0 - s) for (a, b), s in zip(ss, sc)]
-            for ss, sc in zip(spans, scores)
-        ]
+        return [dolma_en_spans(ss, sc) for ss, sc in zip(spans, scores)]
 
 
 @register("ft_lang_id_en_paragraph_with_doc_score_v2")
@@ -274,12 +285,7 @@ class FastTextEnglishParagraphWithDocScoreTagger(FastTextEnglishParagraphTagger)
     def predict_batch(self, docs: list[Document]) -> list[list[Span]]:
         out = super().predict_batch(docs)
         for doc, spans in zip(docs, out):
-            n = len(doc.text)
-            # Dolma: characters of each paragraph times its en score, over the document's length;
-            # 0.0 and 0.0 for an empty text (its ZeroDivisionError fallback).
-            en = sum((s.end - s.start) * s.score for s in spans if s.type == "en") / n if n else 0.0
-            not_en = 1 - en if n else 0.0
-            spans.extend((Span("doc_en", 0, n, en), Span("doc_not_en", 0, n, not_en)))
+            spans.extend(dolma_doc_score(spans, len(doc.text)))
         return out
 
 
