@@ -14,11 +14,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import traceback
 
 from train.config import check_for_training, load_config
-from train.errors import EXIT_RETRY, TrainError, report
+from train.errors import EXIT_RETRY, TrainError, exit_process, report
 
 
 def _rank() -> int:
@@ -61,14 +60,5 @@ def main(argv=None) -> int:
     return 0 if result is not None else 1
 
 
-def _exit(code: int) -> None:
-    # By now the checkpoint is on disk, the process group is destroyed and the logs are
-    # written. Skipping interpreter teardown avoids a rare abort ("terminate called without
-    # an active exception") when gloo's C++ worker threads race the static destructors.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
-
-
 if __name__ == "__main__":
-    _exit(main())
+    exit_process(main())  # by now the checkpoint is on disk and the process group destroyed

@@ -6,6 +6,7 @@ exit status its command lines give it. ``python -m train``, ``train.evaluate``, 
 
 from __future__ import annotations
 
+import os
 import sys
 
 # Exit statuses that tell recovery (torchrun's restarts, ``train.launch``, a SLURM loop) what to
@@ -15,6 +16,17 @@ EXIT_CORDON = 76  # this node is unhealthy (pre-flight): start again without it
 EXIT_HANG = 77  # the step watchdog fired (stacks dumped): start again
 EXIT_FATAL = 78  # starting again cannot help (EX_CONFIG): stop
 RETRYABLE = {EXIT_RETRY, EXIT_CORDON, EXIT_HANG}
+
+
+def exit_process(code: int) -> None:
+    """End a rank's process with ``code`` once its work is written and its process group
+    destroyed, skipping interpreter teardown: gloo's C++ worker threads can race the static
+    destructors there and abort the process ("terminate called without an active exception",
+    SIGABRT) after a run that succeeded. Output is flushed first; a daemon thread still waiting
+    (a filesystem check left hanging) does not hold the exit."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 class TrainError(ValueError):

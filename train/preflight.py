@@ -75,7 +75,7 @@ import torch.distributed as dist
 
 from train.config import Config, PreflightConfig, load_config
 from train.data import token_dtype
-from train.errors import EXIT_CORDON, EXIT_FATAL, EXIT_RETRY, TrainError, report
+from train.errors import EXIT_CORDON, EXIT_FATAL, EXIT_RETRY, TrainError, exit_process, report
 from train.model import describe
 from train.shards import ShardError, find_shards, iter_sidecar, open_tokens, sidecar_path
 
@@ -701,10 +701,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    status = main()
-    # As python -m train does (train.__main__._exit, not imported: it imports the trainer, which
-    # imports this module): skip interpreter teardown, which can race gloo's threads; and a
-    # filesystem check left hanging in its daemon thread must not hold the exit.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(status)
+    exit_process(main())  # as python -m train does; a filesystem check left hanging must not hold the exit

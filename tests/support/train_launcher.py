@@ -195,6 +195,6 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    from train.__main__ import _exit
+    from train.errors import exit_process
 
-    _exit(main(sys.argv[1:]))
+    exit_process(main(sys.argv[1:]))

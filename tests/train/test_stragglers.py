@@ -97,6 +97,7 @@ from pathlib import Path
 import torch, torch.distributed as dist
 from train import dist as tdist
 from train.config import ModelConfig, TrainConfig
+from train.errors import exit_process
 from train.model import Transformer, init_weights
 from train.optim import clip_grad_norm
 from train.stragglers import ComputeClock, StragglerMonitor, describe, scores
@@ -149,10 +150,12 @@ for slow in a["runs"]:
     runs.append({"slow": slow, "named": named, "scores": windows, "wall_scores": scores(wall)})
 if d.rank == 0:
     Path(a["out"], "result.json").write_text(json.dumps({"host": socket.gethostname(), "runs": runs}))
-# Both ranks leave together: a rank destroying its gloo group while the other has already exited
-# aborted once in a CI-style run ("terminate called without an active exception", SIGABRT).
+# Both ranks leave together, and as python -m train does (exit_process): at interpreter teardown
+# gloo's threads can race the static destructors and abort a rank that finished (SIGABRT, twice in
+# CI-style runs, once after the barrier alone).
 dist.barrier()
 tdist.teardown()
+exit_process(0)
 """
 
 # Two blocks: few collectives, so that a step is quick even on 2 busy cores. Rank 1, when slowed,

@@ -153,6 +153,7 @@ import json, os, socket, sys, time
 from pathlib import Path
 import torch, torch.distributed as dist
 from train import dist as tdist
+from train.errors import exit_process
 from train.watchdog import StepWatchdog
 
 a = json.loads(sys.argv[1])
@@ -199,6 +200,7 @@ def timeouts(d):
 d = tdist.setup(timeout=a["init_timeout"])
 hang(d) if a["mode"] == "hang" else timeouts(d)
 tdist.teardown()
+exit_process(0)  # as python -m train does: interpreter teardown can race gloo's threads
 """
 
 
