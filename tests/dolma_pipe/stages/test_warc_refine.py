@@ -85,6 +85,28 @@ def test_features_line_up_with_the_lines():
     assert np.isfinite(x).all() and ARTICLE[0] in main
 
 
+def test_the_boilerplate_selector_list_skips_what_each_selector_does():
+    """The boilerplate-less text is linearized with one selector list (faster); each tag and each
+    class word must drop what its own selector drops, and nothing else."""
+    from resiliparse.extract.html2text import extract_plain_text
+    from resiliparse.parse.html import HTMLTree
+
+    from dolma_pipe.stages.warc import refine
+
+    kinds = [f"<{tag}>in {tag}</{tag}>" for tag in refine._BOILERPLATE_TAGS]
+    kinds += [f"<div class='x-{word}s y'>class {word}</div>" for word in refine._BOILERPLATE_CLASSES]
+    kinds += ["<div class='Comment'>capital class</div>", "<section id='menu'>an id, not a class</section>"]
+    page = "<html><body>" + "".join(f"<p>kept {i}</p>{k}" for i, k in enumerate(kinds)) + "</body></html>"
+    tree = HTMLTree.parse(page)
+    one_by_one = refine._BOILERPLATE_TAGS + [f'[class*="{word}"]' for word in refine._BOILERPLATE_CLASSES]
+    expected = extract_plain_text(tree, main_content=False, skip_elements=one_by_one, **refine._SETTINGS)
+    outside = refine._texts(page, tree).outside
+    assert outside == expected
+    assert all(f"kept {i}" in outside for i in range(len(kinds)))
+    assert "in nav" not in outside and "class cookie" not in outside and "capital class" in outside
+    assert "an id, not a class" in outside
+
+
 def test_boilerplate_words_are_whole_words_of_short_lines():
     """A line of up to 80 characters holds a boilerplate word when the word stands between spaces or
     punctuation (no hyphen: "e-mail" is one word), whatever its case; a longer word or line that
