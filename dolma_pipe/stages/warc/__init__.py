@@ -12,7 +12,7 @@ interface), :mod:`.extract` (the linearizers, the depth and time caps), :mod:`.r
 line model over resiliparse), :mod:`.pdf` (PDF records' text layer), :mod:`.sandbox` (extraction in a
 child process), :mod:`.tagging` (pre/post taggers), :mod:`.provenance` (ids, times, the
 record's coordinates), :mod:`.times` (ISO 8601 in, Dolma's form out), :mod:`.files` (the phase),
-:mod:`.config`, :mod:`.run` and :mod:`.stage`.
+:mod:`.config`, :mod:`.errors` (the run's error), :mod:`.run` and :mod:`.stage`.
 """
 
 from __future__ import annotations
@@ -21,11 +21,12 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .config import WarcConfig, WarcError
+    from .config import WarcConfig
+    from .errors import WarcError
     from .stage import WarcStage
 
 __all__ = ["WarcConfig", "WarcError", "WarcStage"]
-_WHERE = {"WarcConfig": ".config", "WarcError": ".config", "WarcStage": ".stage"}
+_WHERE = {"WarcConfig": ".config", "WarcError": ".errors", "WarcStage": ".stage"}
 
 
 def __getattr__(name: str) -> Any:

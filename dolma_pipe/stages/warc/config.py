@@ -11,7 +11,6 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from dolma_pipe.config import PathStr, RunOptions, StrictModel
-from dolma_pipe.errors import DolmaPipeError
 
 from .times import parse_time
 
@@ -33,10 +32,6 @@ def _iso_time(value: str | None) -> str | None:
 
 # ``added`` of the warc and pdf stages: an ISO 8601 time (``Z`` allowed), or None (the run's)
 AddedTime = Annotated[str | None, AfterValidator(_iso_time)]
-
-
-class WarcError(DolmaPipeError, RuntimeError):
-    """A warc run that cannot go on (an unreadable blocklist, a tagger that does not exist)."""
 
 
 class TaggerSet(StrictModel):

@@ -36,7 +36,7 @@ import subprocess
 import sys
 import time
 
-from .config import WarcError
+from .errors import WarcError
 from .extract import Extractor, TooSlow
 from .pdf import PdfOnly, PdfText
 

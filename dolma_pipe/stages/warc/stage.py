@@ -6,7 +6,8 @@ from dolma_pipe import storage
 from dolma_pipe.manifest import InputFile
 from dolma_pipe.stage import Phase, Stage
 
-from .config import WarcConfig, WarcError
+from .config import WarcConfig
+from .errors import WarcError
 from .files import WarcFiles
 from .run import WarcResolved, WarcRun, blocklist_digests, documents_name, public_suffix_digest, resolve_added
 from .tagging import check

@@ -19,7 +19,8 @@ from taggers import registry
 from taggers.base import Document, Grouped, Tagger, TaggerError
 from taggers.stage import key_part
 
-from .config import WarcConfig, WarcError
+from .config import WarcConfig
+from .errors import WarcError
 
 _BUILT: dict[str, Tagger] = {}
 

@@ -40,7 +40,8 @@ from w3lib.url import canonicalize_url
 
 from dolma_pipe import storage
 
-from .config import UrlFilterOptions, WarcError
+from .config import UrlFilterOptions
+from .errors import WarcError
 
 _EDGES = re.compile(r"(^['\"<]+)|([/'\">]+$)")
 _WWW = re.compile(r"(^(www\d*\.))|(/+$)", re.IGNORECASE)

@@ -178,3 +178,19 @@ def test_the_sandbox_hands_the_url_to_the_extractor_and_returns_who_made_the_tex
         ("None deep=True", "echo_url"),
         ("None deep=False", "echo_url"),
     ]
+
+
+@pytest.mark.parametrize("linearizer", ["resiliparse", "resiliparse_refined"])
+def test_the_extractors_process_loads_neither_the_config_nor_numpy(linearizer):
+    """A child starts for every WARC file: it loads the extractor, not the stage's config (pydantic,
+    ~0.25 CPU-s) nor numpy. Read off the shared objects mapped into the child after a page."""
+    from dolma_pipe.stages.warc.sandbox import HTML, Sandbox, class_path
+
+    with Sandbox(class_path(type(EXTRACTORS[linearizer]())), 10.0) as sandbox:
+        ((text, by),) = sandbox.extract_many([(html_page("T", ["A paragraph of words here."]).encode(), HTML, "")])
+        assert sandbox.proc is not None
+        with open(f"/proc/{sandbox.proc.pid}/maps", encoding="utf-8") as f:
+            mapped = {line.split()[-1].rsplit("/", 1)[-1] for line in f if "/" in line}
+    assert "A paragraph of words here." in text and by == linearizer
+    assert any(name.startswith("_resiliparse") for name in mapped)  # the check sees the child's imports
+    assert not [name for name in mapped if name.startswith(("_pydantic_core", "_multiarray_umath"))]

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from dolma_pipe.stages.warc.config import UrlFilterOptions, WarcError
+from dolma_pipe.stages.warc.config import UrlFilterOptions
+from dolma_pipe.stages.warc.errors import WarcError
 from dolma_pipe.stages.warc.urls import PublicSuffixList, UrlFilter, public_suffixes
 from tests.support.warc import read_records, response, run, write_warc
 
