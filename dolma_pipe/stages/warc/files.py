@@ -224,10 +224,18 @@ class Extraction:
             results = self.sandbox.extract_many([p.to_extract() for p in batch])
         else:
             results = [self._in_process(p) for p in batch]
+        built: list[tuple[Page, dict[str, Any]]] = []
         for page, result in zip(batch, results):
-            written = self._counted(page.record, self._finish, (page, result))
-            if written is not None:
-                self._write(*written)
+            doc = self._counted(page.record, self._finish, (page, result))
+            if doc is not None:
+                built.append((page, doc))
+        # The post-taggers see the batch's documents at once (one fastText call, not one a document).
+        source = self.config.source_name
+        tagged = self.post.tag_many([(page.doc_id, doc["text"], source, doc["metadata"]) for page, doc in built])
+        for (page, doc), post_rows in zip(built, tagged):
+            rows = self._counted(page.record, self._post_rows, (page, post_rows))
+            if rows is not None:
+                self._write(doc, rows)
 
     def _in_process(self, page: Page) -> tuple[str, str] | Exception:
         try:
@@ -237,8 +245,8 @@ class Extraction:
         except Exception as exc:  # a page the extractor cannot read: counted, never a dead task
             return exc
 
-    def _finish(self, item: tuple[Page, tuple[str, str] | Exception]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-        """The document and attribute rows of an extracted page."""
+    def _finish(self, item: tuple[Page, tuple[str, str] | Exception]) -> dict[str, Any]:
+        """The document of an extracted page (its post-taggers run on the batch: :meth:`_extract_batch`)."""
         page, result = item
         name = self.pdf.name if page.pdf is not None else self.extractor.name
         if isinstance(result, TooSlow):
@@ -257,8 +265,13 @@ class Extraction:
         path, added = self.task.path, self.run.resolved.added
         doc = build_document(record, page.doc_id, path, cfg.source_name, added, page.content_type, page.decoded, text, name, html)
         doc["metadata"]["registered_domain"] = self.urls.registered_domain(record.target_uri or "")  # PSL's (urls.py)
-        post_rows = self._tag(self.post, page.doc_id, text, doc["metadata"], "post_taggers")
-        return doc, page.pre_rows + post_rows
+        return doc
+
+    @staticmethod
+    def _post_rows(item: tuple[Page, list[dict[str, Any]] | None | Exception]) -> list[dict[str, Any]]:
+        """The page's attribute rows, pre-taggers' then post-taggers', given what the post-taggers gave."""
+        page, post_rows = item
+        return page.pre_rows + _rows_or_raise(post_rows, "post_taggers")
 
     def _write(self, doc: dict[str, Any], rows: list[dict[str, Any]]) -> None:
         self.counts["written"] += 1
@@ -268,13 +281,18 @@ class Extraction:
             writer.write(row)
 
     def _tag(self, group: TaggerGroup, doc_id: str, text: str, metadata: dict[str, Any], reason: str) -> list[dict[str, Any]]:
-        try:
-            rows = group.tag(doc_id, text, self.config.source_name, metadata)
-        except Exception as exc:
-            raise Bad("tagger_error", f"{reason}: {type(exc).__name__}: {exc}") from None
-        if rows is None:
-            raise Skip(reason)
-        return rows
+        (rows,) = group.tag_many([(doc_id, text, self.config.source_name, metadata)])
+        return _rows_or_raise(rows, reason)
+
+
+def _rows_or_raise(rows: list[dict[str, Any]] | None | Exception, reason: str) -> list[dict[str, Any]]:
+    """A tagger group's rows for a record, or the record quarantined (a tagger raised) or skipped
+    (``skip``, and no tagger gave a span): ``reason`` is ``pre_taggers`` or ``post_taggers``."""
+    if isinstance(rows, Exception):
+        raise Bad("tagger_error", f"{reason}: {type(rows).__name__}: {rows}")
+    if rows is None:
+        raise Skip(reason)
+    return rows
 
 
 class WarcFiles:

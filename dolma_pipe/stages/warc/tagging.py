@@ -52,22 +52,50 @@ class TaggerGroup:
         self.skip = skip
         self.prefixes = [f"{key_part(t.name)}__{key_part(t.name)}__" for t in self.taggers]
 
-    def tag(self, doc_id: str, text: str, source: str, metadata: dict[str, Any]) -> list[dict[str, Any]] | None:
-        """One attribute row per tagger, or None when ``skip`` is set and no tagger gave a span."""
+    def tag_many(self, items: list[tuple[str, str, str, dict[str, Any]]]) -> list[list[dict[str, Any]] | None | Exception]:
+        """One attribute row per tagger for each document (id, text, source, metadata), or None
+        for a document when ``skip`` is set and no tagger gave it a span; each tagger called once
+        for all of them (``predict_batch``: one fastText call, not one a document); a document's
+        entry is the exception a tagger raised on it. When a tagger raises on the batch, it is
+        called again document by document, so that only the documents it fails on are lost."""
         if not self.taggers:
-            return []
-        doc = Document(doc_id, text, source, metadata)
-        rows = []
-        spans = 0
+            return [[] for _ in items]
+        docs = [Document(*item) for item in items]
+        results: list[list[dict[str, Any]] | None | Exception] = [[] for _ in docs]
+        spans = [0] * len(docs)
         for tagger, prefix in zip(self.taggers, self.prefixes):
-            grouped: Grouped = tagger.group(tagger.predict(doc))
-            attributes = {prefix + key_part(t): v for t, v in grouped.items() if t}
-            spans += sum(len(v) for v in attributes.values())
-            rows.append({"id": doc_id, "attributes": attributes})
-        if self.skip and spans == 0:
-            return None
-        return rows
+            for i, grouped in enumerate(_grouped(tagger, docs)):
+                row = results[i]
+                if isinstance(row, list):
+                    if isinstance(grouped, Exception):
+                        results[i] = grouped
+                        continue
+                    attributes = {prefix + key_part(t): v for t, v in grouped.items() if t}
+                    spans[i] += sum(len(v) for v in attributes.values())
+                    row.append({"id": docs[i].id, "attributes": attributes})
+        if self.skip:
+            return [None if isinstance(r, list) and n == 0 else r for r, n in zip(results, spans)]
+        return results
 
     @property
     def names(self) -> list[str]:
         return [t.name for t in self.taggers]
+
+
+def _grouped(tagger: Tagger, docs: list[Document]) -> list[Grouped | Exception]:
+    """``tagger``'s grouped spans of each document, or the exception it raised there."""
+    try:
+        grouped: list[Grouped | Exception] = [tagger.group(spans) for spans in tagger.predict_batch(docs)]
+        if len(grouped) != len(docs):
+            raise TaggerError(f"{tagger.name}: predict_batch gave {len(grouped)} results for {len(docs)} documents")
+        return grouped
+    except Exception as exc:
+        if len(docs) == 1:
+            return [exc]
+    out: list[Grouped | Exception] = []
+    for doc in docs:
+        try:
+            out.append(tagger.group(tagger.predict(doc)))
+        except Exception as exc:  # this document's alone: the others keep their rows
+            out.append(exc)
+    return out
