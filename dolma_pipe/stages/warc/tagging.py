@@ -59,22 +59,23 @@ class TaggerGroup:
         entry is the exception a tagger raised on it. When a tagger raises on the batch, it is
         called again document by document, so that only the documents it fails on are lost."""
         if not self.taggers:
-            return [[] for _ in items]
+            return [[] for _ in items]  # nothing to skip by: every record kept, with no rows
         docs = [Document(*item) for item in items]
-        results: list[list[dict[str, Any]] | None | Exception] = [[] for _ in docs]
-        spans = [0] * len(docs)
-        for tagger, prefix in zip(self.taggers, self.prefixes):
-            for i, grouped in enumerate(_grouped(tagger, docs)):
-                row = results[i]
-                if isinstance(row, list):
-                    if isinstance(grouped, Exception):
-                        results[i] = grouped
-                        continue
-                    attributes = {prefix + key_part(t): v for t, v in grouped.items() if t}
-                    spans[i] += sum(len(v) for v in attributes.values())
-                    row.append({"id": docs[i].id, "attributes": attributes})
-        if self.skip:
-            return [None if isinstance(r, list) and n == 0 else r for r, n in zip(results, spans)]
+        by_tagger = [_grouped(tagger, docs) for tagger in self.taggers]
+        results: list[list[dict[str, Any]] | None | Exception] = []
+        for i, doc in enumerate(docs):
+            grouped = [g[i] for g in by_tagger]
+            failed = next((g for g in grouped if isinstance(g, Exception)), None)
+            if failed is not None:
+                results.append(failed)
+                continue
+            rows: list[dict[str, Any]] = [
+                {"id": doc.id, "attributes": {prefix + key_part(t): v for t, v in g.items() if t}}
+                for g, prefix in zip(grouped, self.prefixes)
+                if not isinstance(g, Exception)  # none is (``failed``); for the type checker
+            ]
+            no_span = not any(spans for row in rows for spans in row["attributes"].values())
+            results.append(None if self.skip and no_span else rows)
         return results
 
     @property
