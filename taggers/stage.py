@@ -86,36 +86,48 @@ def check_taggers(config: TagConfig) -> dict[str, dict[str, Any]]:
     Returns the options as validated (the keys the user gave, model paths made absolute), which
     the stage sends to its workers: a Ray worker elsewhere resolves no path relative to itself.
     """
-    registry.load_modules(config.tagger_modules)
-    unknown = set(config.tagger_options) - set(config.taggers)
+    return check_named(config.taggers, config.tagger_modules, config.tagger_options)
+
+
+def check_named(names: Sequence[str], modules: list[str], options: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """:func:`check_taggers` for any stage that runs taggers: ``names`` after importing
+    ``modules`` (``tagger_modules``), ``options`` by tagger name (``tagger_options``)."""
+    registry.load_modules(modules)
+    unknown = set(options) - set(names)
     if unknown:
         raise TaggerError(f"config key 'tagger_options' names taggers that do not run: {sorted(unknown)}")
     normalised = {}
-    for name in config.taggers:
+    for name in names:
         cls = registry.get(name)
-        given = config.tagger_options.get(name, {})
+        given = options.get(name, {})
         if cls.options_model() is not None:  # None: a tagger whose own __init__ checks its options
             given = cls.validate_options(given).model_dump(mode="json", exclude_unset=True)
-        if name in config.tagger_options:
+        if name in options:
             normalised[name] = given
     return normalised
 
 
 def build_taggers(config: TagConfig) -> list[Tagger]:
     """The configured taggers, built once per process (models load once per worker)."""
-    check_taggers(config)
+    return build_named(config.taggers, config.tagger_modules, config.tagger_options)
+
+
+def build_named(names: Sequence[str], modules: list[str], options: dict[str, dict[str, Any]]) -> list[Tagger]:
+    """:func:`build_taggers` for any stage that runs taggers (:func:`check_named`'s arguments):
+    one instance per name and options in a process, shared by every task it runs."""
+    check_named(names, modules, options)
     out = []
-    for name in config.taggers:
-        options = config.tagger_options.get(name, {})
-        key = (name, orjson.dumps(options, option=orjson.OPT_SORT_KEYS))
+    for name in names:
+        given = options.get(name, {})
+        key = (name, orjson.dumps(given, option=orjson.OPT_SORT_KEYS))
         if key not in _INSTANCES:
             cls = registry.get(name)
             try:
-                _INSTANCES[key] = cls(**options)
+                _INSTANCES[key] = cls(**given)
             except TaggerError:
                 raise
             except (TypeError, ValueError, AttributeError, KeyError) as exc:
-                raise TaggerError(f"tagger {name!r}: bad options {options}: {type(exc).__name__}: {exc}") from None
+                raise TaggerError(f"tagger {name!r}: bad options {given}: {type(exc).__name__}: {exc}") from None
         out.append(_INSTANCES[key])
     return out
 

@@ -76,6 +76,12 @@ class WarcConfig(RunOptions):
         description="taggers run on the record before extraction (text empty, html in metadata)",
     )
     post: TaggerSet = Field(default_factory=lambda: TaggerSet(taggers=[], skip=False), description="taggers run on the extracted document")
+    tagger_modules: list[str] = Field(
+        default_factory=list, description="extra modules (files or names) that register taggers (as the tag stage's; not in Dolma's warc)"
+    )
+    tagger_options: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="options per pre or post tagger, passed to its constructor (as the tag stage's)"
+    )
     store_html_in_metadata: bool = Field(False, description="keep the decoded HTML in metadata.html")
     content_types: list[str] = Field(
         default_factory=lambda: list(HTML_TYPES), min_length=1, description="payload types extracted (after sniffing); others are skipped"

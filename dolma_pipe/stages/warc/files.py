@@ -110,8 +110,9 @@ class Extraction:
         self.sandbox = Sandbox(class_path(type(self.extractor)), self.config.max_seconds) if self.config.isolate else None
         self.urls = UrlFilter(self.config.urls, self.run.resolved.blocklists)
         self.pdf = PdfText()
-        self.pre = TaggerGroup(self.config.pre.taggers, self.config.pre.skip)
-        self.post = TaggerGroup(self.config.post.taggers, self.config.post.skip)
+        modules, options = self.config.tagger_modules, self.config.tagger_options
+        self.pre = TaggerGroup(self.config.pre.taggers, self.config.pre.skip, modules, options)
+        self.post = TaggerGroup(self.config.post.taggers, self.config.post.skip, modules, options)
         self.writers: list[JsonlWriter] = []  # the documents', then each tagger's
 
     def run_file(self) -> TaskOutput:

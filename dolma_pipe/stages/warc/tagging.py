@@ -13,42 +13,44 @@ This is the one module of the core that imports a plugin family (the layer entry
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from taggers import registry
 from taggers.base import Document, Grouped, Tagger, TaggerError
-from taggers.stage import key_part
+from taggers.stage import build_named, check_named, key_part
 
 from .config import WarcConfig
 from .errors import WarcError
 
-_BUILT: dict[str, Tagger] = {}
-
 
 def check(config: WarcConfig) -> None:
-    """Every tagger named exists, once (before any file is read)."""
+    """Every tagger named exists, once, with options that validate (before any file is read).
+    A module given as a file path is made absolute, and the options are kept as validated (model
+    paths absolute): the workers read both from the config, wherever they run."""
     names = config.pre.taggers + config.post.taggers
     repeated = sorted({n for n in names if names.count(n) > 1})
     if repeated:
         raise WarcError(f"pre.taggers / post.taggers: each tagger runs once; repeated: {repeated}")
+    config.tagger_modules = [os.path.abspath(m) if m.endswith(".py") or os.sep in m else m for m in config.tagger_modules]
     try:
-        for name in names:
-            registry.get(name)
+        registry.load_modules(config.tagger_modules)
     except TaggerError as exc:
-        raise WarcError(f"pre.taggers / post.taggers: {exc}") from None
-
-
-def _build(name: str) -> Tagger:
-    if name not in _BUILT:
-        _BUILT[name] = registry.get(name)()
-    return _BUILT[name]
+        raise WarcError(f"tagger_modules: {exc}") from None
+    try:
+        config.tagger_options = check_named(names, config.tagger_modules, config.tagger_options)
+    except TaggerError as exc:  # an unknown name, or options that do not validate (those name their key)
+        where = "" if "tagger_options" in str(exc) else "pre.taggers / post.taggers: "
+        raise WarcError(f"{where}{exc}") from None
 
 
 class TaggerGroup:
     """The taggers of one side (pre or post): spans per document, kept for the attribute files."""
 
-    def __init__(self, names: list[str], skip: bool):
-        self.taggers = [_build(n) for n in names]
+    def __init__(self, names: list[str], skip: bool, modules: list[str], options: dict[str, dict[str, Any]]):
+        """``modules`` and ``options``: the config's ``tagger_modules`` and ``tagger_options`` (as
+        :func:`check` left them); each tagger is built once per process (``build_named``)."""
+        self.taggers = build_named(names, modules, {n: o for n, o in options.items() if n in names})  # the other side's are its own
         self.skip = skip
         self.prefixes = [f"{key_part(t.name)}__{key_part(t.name)}__" for t in self.taggers]
 
