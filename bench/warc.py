@@ -34,7 +34,8 @@ What it does (issue 31's targets; ``bench/warc_quality.py --check`` tests the me
    after a machine's first), once more with an empty cache (the run compiles it), and once
    without the URL list (Dolma has no URL filter: the like-for-like row against it). With ``--repeat N``
    every tool runs N times, in rounds (each tool once a round); a row is the run with the median
-   CPU time, all runs' range beside it.
+   CPU time, all runs' range beside it, and each dolma-pipe row's ratio to each peer is also
+   given round by round (the two runs of a round share the machine's spell) with its median.
 
 The peers' environments are made on first use (PyPI; Dolma's with the boto stack pinned). Nothing
 here runs in CI; the numbers and the command are in docs/benchmarks.md ("WARC extraction").
@@ -49,6 +50,7 @@ import hashlib
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -408,6 +410,21 @@ def speed(args: argparse.Namespace) -> None:
             f"| {tool} | {n} | {m.cpu:.1f} | {spread} | {m.wall:.1f} | {s:.1f} | {m.peak_rss_mb:.0f} | {kept} "
             f"| {ratio(s, by['datatrove'])} | {ratio(s, by['dolma warc'])} | {ratio(s, by[DOLMA_FT])} |"
         )
+    if args.repeat > 1:
+        print(paired_ratios(runs))
+
+
+def paired_ratios(runs: dict[str, list[tuple[peers.Measured, int]]]) -> str:
+    """Each dolma-pipe row against each peer's, round by round: both ran within the same minutes,
+    so a slow spell of the machine falls on both, where the medians of the rows above may come
+    from different rounds. Records per CPU-second are in the ratio of the CPU times (the same crawl)."""
+    lines = ["\nround by round (their CPU-s over ours; median, then each round):"]
+    for ours in (t for t in runs if t.startswith("dolma-pipe")):
+        for peer in (t for t in runs if not t.startswith("dolma-pipe")):
+            each = [theirs[0].cpu / mine[0].cpu for mine, theirs in zip(runs[ours], runs[peer])]
+            listed = ", ".join(f"{r:.2f}x" for r in each)
+            lines.append(f"  {ours} vs {peer}: {statistics.median(each):.2f}x ({listed})")
+    return "\n".join(lines)
 
 
 def main() -> int:
