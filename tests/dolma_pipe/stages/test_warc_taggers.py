@@ -65,6 +65,11 @@ def _outputs(out: Path, names: list[str]) -> tuple[list[dict], dict[str, list[di
     return docs, rows
 
 
+def _run(root: Path, out: Path, **config):
+    """The stage on the crawl's files with 2 processes and the user's module, plus ``config``."""
+    return run({"documents": [str(root / "in" / "*")], "destination": str(out), "processes": 2, "tagger_modules": [MODULE], **config})
+
+
 def _counts(summary) -> Counter:
     return sum((Counter(t.counts) for t in summary.manifest.phases[0].tasks.values()), Counter())
 
@@ -73,8 +78,7 @@ def test_a_failing_tagger_quarantines_its_record_and_the_rows_stay_aligned(crawl
     root, kinds = crawl
     names = ["test_warc_fragile", "test_warc_marker"]
     out = tmp_path / "out"
-    config = {"documents": [str(root / "in" / "*")], "destination": str(out), "processes": 2, "post": {"taggers": names}}
-    summary = run({**config, "tagger_modules": [MODULE]})
+    summary = _run(root, out, post={"taggers": names})
     docs, rows = _outputs(out, names)
     booms = {u for u, k in kinds.items() if k["boom"]}
     assert {d["metadata"]["warc_url"] for d in docs} == set(kinds) - booms
@@ -96,15 +100,7 @@ def test_a_failing_tagger_quarantines_its_record_and_the_rows_stay_aligned(crawl
 def test_skip_leaves_out_the_records_no_tagger_gives_a_span(crawl, tmp_path):
     root, kinds = crawl
     out = tmp_path / "out"
-    summary = run(
-        {
-            "documents": [str(root / "in" / "*")],
-            "destination": str(out),
-            "processes": 2,
-            "tagger_modules": [MODULE],
-            "post": {"taggers": ["test_warc_marker"], "skip": True},
-        }
-    )
+    summary = _run(root, out, post={"taggers": ["test_warc_marker"], "skip": True})
     docs, rows = _outputs(out, ["test_warc_marker"])
     marked = {u for u, k in kinds.items() if k["mark"]}
     assert {d["metadata"]["warc_url"] for d in docs} == marked
@@ -114,20 +110,17 @@ def test_skip_leaves_out_the_records_no_tagger_gives_a_span(crawl, tmp_path):
 
 
 def test_tagger_options_reach_the_workers_and_a_pre_tagger_sees_the_html(crawl, tmp_path):
-    """The same tagger on both sides: before extraction on the HTML (Dolma's pre: text empty, so
-    no span), after it on the text with ``word`` from ``tagger_options``; two worker processes."""
+    """A pre-tagger sees the record before extraction (Dolma's pre: the text empty, so the fragile
+    tagger gives a length of 0 and never fails); the post-tagger marks the word ``tagger_options``
+    names; two worker processes."""
     root, kinds = crawl
     out = tmp_path / "out"
-    summary = run(
-        {
-            "documents": [str(root / "in" / "*")],
-            "destination": str(out),
-            "processes": 2,
-            "tagger_modules": [MODULE],
-            "tagger_options": {"test_warc_marker": {"word": OTHER}},
-            "pre": {"taggers": ["test_warc_fragile"]},
-            "post": {"taggers": ["test_warc_marker"]},
-        }
+    summary = _run(
+        root,
+        out,
+        tagger_options={"test_warc_marker": {"word": OTHER}},
+        pre={"taggers": ["test_warc_fragile"]},
+        post={"taggers": ["test_warc_marker"]},
     )
     docs, rows = _outputs(out, ["test_warc_fragile", "test_warc_marker"])
     assert _counts(summary)["written"] == len(docs) == len(kinds)  # the pre-tagger sees no text: nothing fails
