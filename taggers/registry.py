@@ -2,8 +2,8 @@
 
 Built-in taggers live one module each in :mod:`taggers.builtin`; every module
 there is imported on first use, so adding a tagger is adding a file.  Users add
-their own with ``--tagger-modules my_taggers.py`` (a file path or an importable
-module name) whose classes use the same :func:`register` decorator.
+their own with ``--tagger-modules my_taggers.py`` (a file path, a file on object storage,
+``s3://...``, or an importable module name) whose classes use the same :func:`register` decorator.
 
 :func:`describe` and :func:`options_table` render a tagger's options (name,
 type, default, help) from its ``Options`` model for ``dolma-pipe list``.
@@ -26,6 +26,7 @@ from typing import Annotated, Any, Literal, TypeVar, Union, get_args, get_origin
 import annotated_types
 from pydantic import BaseModel
 
+from dolma_pipe import storage
 from taggers.base import Tagger, TaggerError, TaggerOptions
 
 T = TypeVar("T", bound=type[Tagger])
@@ -64,7 +65,8 @@ def load_builtins() -> None:
 
 
 def load_modules(modules: list[str]) -> None:
-    """Import user tagger modules given as file paths or module names.
+    """Import user tagger modules given as file paths, files on object storage (``s3://``) or
+    module names.
 
     Built-ins load first, so a user tagger reusing a built-in's name is refused
     rather than silently shadowed (or shadowing).
@@ -72,7 +74,9 @@ def load_modules(modules: list[str]) -> None:
     load_builtins()
     for mod in modules:
         try:
-            if mod.endswith(".py") or os.sep in mod:
+            if storage.is_remote(mod):
+                _load_remote(mod)
+            elif mod.endswith(".py") or os.sep in mod:
                 path = os.path.abspath(mod)
                 if not os.path.isfile(path):
                     raise TaggerError(f"tagger module {mod} does not exist")
@@ -92,6 +96,24 @@ def load_modules(modules: list[str]) -> None:
             raise
         except Exception as exc:  # the user's module failed to import: say which and why
             raise TaggerError(f"cannot load tagger module {mod}: {type(exc).__name__}: {exc}") from exc
+
+
+def _load_remote(url: str) -> None:
+    """A module file on object storage (``s3://...``): read and run as the module a local file
+    is, so that workers on nodes that share no disk with the driver load the same taggers."""
+    digest = hashlib.sha1(url.encode()).hexdigest()[:10]
+    name = f"dolma_pipe_user_taggers_{os.path.splitext(url.rsplit('/', 1)[-1])[0]}_{digest}"
+    if name in sys.modules:
+        return
+    source = storage.read_bytes(url)
+    module = types.ModuleType(name)
+    module.__file__ = url
+    sys.modules[name] = module
+    try:
+        exec(compile(source, url, "exec"), module.__dict__)
+    except BaseException:
+        del sys.modules[name]  # a module that failed is not half there for the next try
+        raise
 
 
 def get(name: str) -> type[Tagger]:
