@@ -98,6 +98,14 @@ def load_modules(modules: list[str]) -> None:
             raise TaggerError(f"cannot load tagger module {mod}: {type(exc).__name__}: {exc}") from exc
 
 
+def absolute_module(module: str) -> str:
+    """A ``tagger_modules`` entry as a worker anywhere reads it: a local file path made absolute
+    (a Ray worker's working directory is not the driver's); a module name or an ``s3://`` file as given."""
+    if storage.is_remote(module) or not (module.endswith(".py") or os.sep in module):
+        return module
+    return os.path.abspath(module)
+
+
 def _load_remote(url: str) -> None:
     """A module file on object storage (``s3://...``): read and run as the module a local file
     is, so that workers on nodes that share no disk with the driver load the same taggers."""

@@ -157,6 +157,7 @@ class TagStage(Stage[TagConfig]):
         if config.experiment is None and len(config.taggers) > 1:
             raise TaggerError("several taggers need one --experiment name for their attribute set")
         # A misspelled tagger or option fails now, before any file is read.
+        config.tagger_modules = [registry.absolute_module(m) for m in config.tagger_modules]
         config.tagger_options = check_taggers(config)
         self.experiment = config.experiment or config.taggers[0]
         self._root = self._output_root()

@@ -275,14 +275,17 @@ class TestOnRay:
     """Tests that join Ray in this process: a scope of their own, run last (tests/support/scheduling.py)."""
 
     @pytest.mark.ray
-    def test_tag_on_ray(self, corpus, tmp_path, ray_address):
+    def test_tag_on_ray(self, corpus, tmp_path, ray_address, monkeypatch):
+        # The module named relative to this process's folder: Ray's workers run elsewhere, so the
+        # stage hands them its absolute path.
+        monkeypatch.chdir(Path(MODULE).parent)
         cfg = load_config(
             TagConfig,
             None,
             {
                 "documents": [f"{corpus}/documents/**/*"],
                 "taggers": ["test_upper_lines"],
-                "tagger_modules": [MODULE],
+                "tagger_modules": [Path(MODULE).name],
                 "destination": str(tmp_path / "attrs"),
             },
         )

@@ -13,10 +13,8 @@ This is the one module of the core that imports a plugin family (the layer entry
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
-from dolma_pipe import storage
 from taggers import registry
 from taggers.base import Document, Grouped, Tagger, TaggerError
 from taggers.stage import build_named, check_named, key_part
@@ -33,7 +31,7 @@ def check(config: WarcConfig) -> None:
     repeated = sorted({n for n in names if names.count(n) > 1})
     if repeated:
         raise WarcError(f"pre.taggers / post.taggers: each tagger runs once; repeated: {repeated}")
-    config.tagger_modules = [_absolute(m) for m in config.tagger_modules]
+    config.tagger_modules = [registry.absolute_module(m) for m in config.tagger_modules]
     try:
         registry.load_modules(config.tagger_modules)
     except TaggerError as exc:
@@ -43,11 +41,6 @@ def check(config: WarcConfig) -> None:
     except TaggerError as exc:  # an unknown name, or options that do not validate (those name their key)
         where = "" if "tagger_options" in str(exc) else "pre.taggers / post.taggers: "
         raise WarcError(f"{where}{exc}") from None
-
-
-def _absolute(module: str) -> str:
-    """A module given as a local file path, made absolute; a module name or an ``s3://`` file as given."""
-    return os.path.abspath(module) if not storage.is_remote(module) and (module.endswith(".py") or os.sep in module) else module
 
 
 class TaggerGroup:
