@@ -40,6 +40,16 @@ def absolute_path(path: str) -> str:
 PathStr = Annotated[str, AfterValidator(absolute_path)]
 
 
+def _module_or_path(module: str) -> str:
+    """A ``tagger_modules`` entry: an importable module's name as given; a file (``.py``, or a
+    path) made absolute as :func:`absolute_path` makes any path."""
+    return absolute_path(module) if module.endswith(".py") or os.sep in module else module
+
+
+# A module of the user's: an importable name, a local file (made absolute on the driver) or a URL.
+ModuleRef = Annotated[str, AfterValidator(_module_or_path)]
+
+
 class StrictModel(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_default=True)
 

@@ -80,9 +80,7 @@ def load_modules(modules: list[str]) -> None:
                 path = os.path.abspath(mod)
                 if not os.path.isfile(path):
                     raise TaggerError(f"tagger module {mod} does not exist")
-                # One module per file path: two files both called taggers.py must not collide.
-                digest = hashlib.sha1(path.encode()).hexdigest()[:10]
-                name = f"dolma_pipe_user_taggers_{os.path.splitext(os.path.basename(path))[0]}_{digest}"
+                name = _module_name(path)
                 if name in sys.modules:
                     continue
                 spec = importlib.util.spec_from_file_location(name, path)
@@ -98,19 +96,17 @@ def load_modules(modules: list[str]) -> None:
             raise TaggerError(f"cannot load tagger module {mod}: {type(exc).__name__}: {exc}") from exc
 
 
-def absolute_module(module: str) -> str:
-    """A ``tagger_modules`` entry as a worker anywhere reads it: a local file path made absolute
-    (a Ray worker's working directory is not the driver's); a module name or an ``s3://`` file as given."""
-    if storage.is_remote(module) or not (module.endswith(".py") or os.sep in module):
-        return module
-    return os.path.abspath(module)
+def _module_name(where: str) -> str:
+    """The module name of a user's file (a local path or a URL): one module per place, so that two
+    files both called taggers.py do not collide."""
+    digest = hashlib.sha1(where.encode()).hexdigest()[:10]
+    return f"dolma_pipe_user_taggers_{os.path.splitext(os.path.basename(where))[0]}_{digest}"
 
 
 def _load_remote(url: str) -> None:
     """A module file on object storage (``s3://...``): read and run as the module a local file
     is, so that workers on nodes that share no disk with the driver load the same taggers."""
-    digest = hashlib.sha1(url.encode()).hexdigest()[:10]
-    name = f"dolma_pipe_user_taggers_{os.path.splitext(url.rsplit('/', 1)[-1])[0]}_{digest}"
+    name = _module_name(url)
     if name in sys.modules:
         return
     source = storage.read_bytes(url)

@@ -24,7 +24,7 @@ from pydantic import Field, field_validator
 
 from dolma_pipe import paths
 from dolma_pipe.compression import ATTRIBUTE_GZIP_LEVEL
-from dolma_pipe.config import PathStr, RunOptions
+from dolma_pipe.config import ModuleRef, PathStr, RunOptions
 from dolma_pipe.documents import JsonlWriter, read_documents
 from dolma_pipe.manifest import InputFile
 from dolma_pipe.quarantine import Quarantine
@@ -52,7 +52,7 @@ class TagConfig(RunOptions):
     destination: PathStr | None = Field(
         None, description="write to <destination>/<experiment>/... instead of X/attributes/<experiment>/..."
     )
-    tagger_modules: list[str] = Field(default_factory=list, description="extra modules (files or names) that register taggers")
+    tagger_modules: list[ModuleRef] = Field(default_factory=list, description="extra modules (files or names) that register taggers")
     tagger_options: dict[str, dict[str, Any]] = Field(
         default_factory=dict, description="options per tagger name, passed to its constructor"
     )
@@ -157,7 +157,6 @@ class TagStage(Stage[TagConfig]):
         if config.experiment is None and len(config.taggers) > 1:
             raise TaggerError("several taggers need one --experiment name for their attribute set")
         # A misspelled tagger or option fails now, before any file is read.
-        config.tagger_modules = [registry.absolute_module(m) for m in config.tagger_modules]
         config.tagger_options = check_taggers(config)
         self.experiment = config.experiment or config.taggers[0]
         self._root = self._output_root()

@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
-from dolma_pipe.config import PathStr, RunOptions, StrictModel
+from dolma_pipe.config import ModuleRef, PathStr, RunOptions, StrictModel
 
 from .times import parse_time
 
@@ -76,7 +76,7 @@ class WarcConfig(RunOptions):
         description="taggers run on the record before extraction (text empty, html in metadata)",
     )
     post: TaggerSet = Field(default_factory=lambda: TaggerSet(taggers=[], skip=False), description="taggers run on the extracted document")
-    tagger_modules: list[str] = Field(
+    tagger_modules: list[ModuleRef] = Field(
         default_factory=list, description="extra modules (files or names) that register taggers (as the tag stage's; not in Dolma's warc)"
     )
     tagger_options: dict[str, dict[str, Any]] = Field(

@@ -24,23 +24,26 @@ from .errors import WarcError
 
 
 def check(config: WarcConfig) -> None:
-    """Every tagger named exists, once, with options that validate (before any file is read).
-    A module given as a file path is made absolute, and the options are kept as validated (model
-    paths absolute): the workers read both from the config, wherever they run."""
+    """Every tagger named exists, once, with options that validate (before any file is read). The
+    options are kept as validated (model paths absolute, as the modules' paths are since the
+    config loaded): the workers read both from the config, wherever they run."""
     names = config.pre.taggers + config.post.taggers
     repeated = sorted({n for n in names if names.count(n) > 1})
     if repeated:
         raise WarcError(f"pre.taggers / post.taggers: each tagger runs once; repeated: {repeated}")
-    config.tagger_modules = [registry.absolute_module(m) for m in config.tagger_modules]
     try:
         registry.load_modules(config.tagger_modules)
     except TaggerError as exc:
         raise WarcError(f"tagger_modules: {exc}") from None
     try:
+        for name in names:
+            registry.get(name)
+    except TaggerError as exc:
+        raise WarcError(f"pre.taggers / post.taggers: {exc}") from None
+    try:
         config.tagger_options = check_named(names, config.tagger_modules, config.tagger_options)
-    except TaggerError as exc:  # an unknown name, or options that do not validate (those name their key)
-        where = "" if "tagger_options" in str(exc) else "pre.taggers / post.taggers: "
-        raise WarcError(f"{where}{exc}") from None
+    except TaggerError as exc:  # options that do not validate: the message names their key
+        raise WarcError(str(exc)) from None
 
 
 class TaggerGroup:
