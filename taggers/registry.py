@@ -11,6 +11,7 @@ type, default, help) from its ``Options`` model for ``dolma-pipe list``.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 import importlib.util
@@ -20,7 +21,7 @@ import os
 import pkgutil
 import sys
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Annotated, Any, Literal, TypeVar, Union, get_args, get_origin
 
 import annotated_types
@@ -86,8 +87,8 @@ def load_modules(modules: list[str]) -> None:
                 spec = importlib.util.spec_from_file_location(name, path)
                 assert spec is not None and spec.loader is not None
                 module = importlib.util.module_from_spec(spec)
-                sys.modules[name] = module
-                spec.loader.exec_module(module)
+                with _installed(name, module):
+                    spec.loader.exec_module(module)
             else:
                 importlib.import_module(mod)
         except TaggerError:
@@ -112,11 +113,20 @@ def _load_remote(url: str) -> None:
     source = storage.read_bytes(url)
     module = types.ModuleType(name)
     module.__file__ = url
+    with _installed(name, module):
+        exec(compile(source, url, "exec"), module.__dict__)
+
+
+@contextlib.contextmanager
+def _installed(name: str, module: types.ModuleType) -> Iterator[None]:
+    """``module`` in ``sys.modules`` while its code runs (its classes look themselves up there),
+    and out of it again if the code fails: a later load runs it again instead of finding half a
+    module and skipping it."""
     sys.modules[name] = module
     try:
-        exec(compile(source, url, "exec"), module.__dict__)
+        yield
     except BaseException:
-        del sys.modules[name]  # a module that failed is not half there for the next try
+        del sys.modules[name]
         raise
 
 

@@ -1,6 +1,7 @@
 """A user's tagger module on object storage (``tagger_modules: [s3://...]``): every process reads
 it through the storage layer, as workers on nodes that share no disk with the driver must; the
-tag and warc stages both take it."""
+tag and warc stages both take it. And a module that fails, local or on S3, fails again when loaded
+again."""
 
 from __future__ import annotations
 
@@ -55,3 +56,15 @@ def test_the_warc_stage_runs_a_post_tagger_from_s3(s3_bucket, tmp_path):
         assert row["attributes"]["test_remote_warc_words__test_remote_warc_words__words"] == [
             [0, len(doc["text"]), float(len(doc["text"].split()))]
         ]
+
+
+@pytest.mark.parametrize("remote", [False, True])
+def test_a_module_that_fails_fails_again_when_loaded_again(s3_bucket, tmp_path, remote):
+    """Not half-registered after its first failure: a second load runs it again, and fails again,
+    instead of finding its name taken and skipping it."""
+    source = "raise RuntimeError('not today')\n"
+    where = f"s3://{s3_bucket}/plugins/broken.py" if remote else str(tmp_path / "broken.py")
+    storage.write_bytes(where, source.encode())
+    for _ in range(2):
+        with pytest.raises(TaggerError, match="cannot load tagger module .*broken.py: RuntimeError: not today"):
+            registry.load_modules([where])
